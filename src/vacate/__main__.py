@@ -1,0 +1,3 @@
+from vacate.cli.main import entry
+
+entry()

@@ -1,0 +1,89 @@
+"""``vacate`` entry point: parse arguments, dispatch to one command module, map errors to
+exit codes. ``main(argv, env)`` returns the exit status instead of exiting."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+
+from vacate import __version__
+from vacate.cli.env import Env
+from vacate.errors import EXIT_ERROR, VacateError
+
+# (command, module under vacate.cli). Each module has add_parser(subparsers) and run(args, env).
+COMMANDS = (
+    ("demo", "demo_cmd"),
+    ("scan", "scan_cmd"),
+    ("check", "check_cmd"),
+    ("archive", "archive_cmd"),
+    ("verify", "verify_cmd"),
+    ("restore", "restore_cmd"),
+)
+
+
+def _modules():
+    for name, modname in COMMANDS:
+        try:
+            mod = importlib.import_module(f"vacate.cli.{modname}")
+        except ModuleNotFoundError as e:
+            if e.name == f"vacate.cli.{modname}":
+                continue   # command not built yet
+            raise
+        yield name, mod
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vacate",
+        description="Is anything still using this volume? Audit it, back it up cold, retire it.",
+    )
+    p.add_argument("--version", action="version", version=f"vacate {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in _modules():
+        sp = mod.add_parser(sub)
+        sp.set_defaults(_run=mod.run)
+    return p
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_term(signum, frame):
+    raise _Terminated(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None, env: Env | None = None) -> int:
+    env = env or Env()
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:   # argparse: --help (0) or a usage error (2)
+        return int(e.code or 0)
+    if not getattr(args, "_run", None):
+        parser.print_help(env.stderr)
+        return EXIT_ERROR
+    try:
+        return int(args._run(args, env))
+    except VacateError as e:
+        print(f"vacate: error: {e.message}", file=env.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=env.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("vacate: interrupted", file=env.stderr)
+        return 130
+    except _Terminated as e:
+        print(f"vacate: stopped by {e}", file=env.stderr)
+        return 143
+
+
+def entry() -> None:
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGHUP, _on_term)
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,104 @@
+"""Which mount holds a path, and everything else the kernel says about that filesystem."""
+
+from __future__ import annotations
+
+import os
+
+from vacate.errors import NotFound, VacateError
+from vacate.host import Host
+from vacate.model.mount import Mount, Target
+from vacate.parsers import mountinfo
+
+
+def read_mounts(host: Host, pid: str | int = "self") -> tuple[tuple[Mount, ...], tuple[str, ...]]:
+    """Mounts as seen by ``pid`` (default: this process). Raises OSError if unreadable."""
+    with open(host.proc_path(pid, "mountinfo"), "rb") as f:
+        text = f.read().decode("utf-8", "surrogateescape")
+    return mountinfo.parse(text)
+
+
+def is_under(path: str, top: str) -> bool:
+    """``path`` is ``top`` or inside it (purely by name)."""
+    if top == "/":
+        return path.startswith("/")
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def mount_of(mounts: tuple[Mount, ...], path: str) -> Mount:
+    """The mount that ``path`` lies on: the longest mountpoint prefix, the last one mounted on
+    top when several share a mountpoint (mountinfo lists them in mount order)."""
+    best: Mount | None = None
+    for m in mounts:
+        if is_under(path, m.mountpoint):
+            if best is None or len(m.mountpoint) >= len(best.mountpoint):
+                best = m
+    if best is None:
+        raise NotFound(f"no mount holds {path!r}")
+    return best
+
+
+def atime_policy(m: Mount) -> tuple[bool, str]:
+    """Whether access times on this mount can be trusted, and why."""
+    opts = set(m.options)
+    sup = set(m.super_options)
+    if "noatime" in opts or "atime=off" in sup:
+        return False, "noatime: access times are never updated on this mount"
+    if "strictatime" in opts:
+        return True, "strictatime: every access updates atime"
+    if "relatime" in opts:
+        return True, ("relatime: atime is updated when older than mtime or than 24 h, "
+                      "so it is good to about a day")
+    return True, "atime updated on access (no noatime/relatime option seen)"
+
+
+def zfs_dataset(m: Mount) -> str | None:
+    if m.fstype in ("zfs", "fuse.zfs"):
+        return m.source
+    return None
+
+
+def resolve_target(path: str, host: Host | None = None) -> Target:
+    """Resolve a path the user named to the volume under audit."""
+    host = host or Host.local()
+    abspath = os.path.realpath(os.path.abspath(path))
+    try:
+        st = os.lstat(abspath)
+    except FileNotFoundError:
+        raise NotFound(f"{path}: no such file or directory") from None
+    except OSError as e:
+        raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
+    try:
+        mounts, _bad = read_mounts(host)
+    except OSError as e:
+        raise VacateError(f"cannot read mountinfo: {e}",
+                          hint="is /proc mounted?") from None
+    m = mount_of(mounts, abspath)
+    nested = tuple(x for x in mounts
+                   if x.mount_id != m.mount_id and is_under(x.mountpoint, abspath)
+                   and x.mountpoint != abspath)
+    nested_ids = {x.mount_id for x in nested}
+    others = tuple(x for x in mounts
+                   if x.mount_id != m.mount_id and x.mount_id not in nested_ids
+                   and (x.major, x.minor) == (m.major, m.minor))
+    size = used = avail = None
+    try:
+        sv = os.statvfs(abspath)
+        size = sv.f_blocks * sv.f_frsize
+        avail = sv.f_bavail * sv.f_frsize
+        used = (sv.f_blocks - sv.f_bfree) * sv.f_frsize
+    except OSError:
+        pass
+    reliable, note = atime_policy(m)
+    return Target(
+        path=abspath,
+        mount=m,
+        st_dev=st.st_dev,
+        size_bytes=size,
+        used_bytes=used,
+        avail_bytes=avail,
+        atime_reliable=reliable,
+        atime_note=note,
+        zfs_dataset=zfs_dataset(m),
+        nested_mounts=nested,
+        other_mounts=others,
+    )

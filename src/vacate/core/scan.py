@@ -1,0 +1,43 @@
+"""``scan``: what is on a volume, byte-exact."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from vacate import recognise
+from vacate.collectors import mounts, walk
+from vacate.host import Host
+from vacate.model.inventory import Item, ScanResult
+
+
+def item_id(target_path: str, path: str) -> str:
+    rel = os.path.relpath(path, target_path)
+    return "item:" + ("." if rel == "." else rel)
+
+
+def scan(path: str, *, host: Host | None = None,
+         progress: Callable[[int, int], None] | None = None,
+         keep_largest: int = 50) -> ScanResult:
+    """Resolve ``path`` to its mount and walk it. ``progress(entries, bytes)`` is called now and
+    then on long walks."""
+    host = host or Host.local()
+    t0 = time.monotonic()
+    target = mounts.resolve_target(path, host)
+    skip = frozenset(m.mountpoint for m in target.nested_mounts)
+    w = walk.walk(target.path, skip=skip, keep_largest=keep_largest)
+    items = tuple(
+        Item(id=item_id(target.path, p), path=p, parent=None, is_dir=is_dir, stats=st)
+        for p, is_dir, st in w.top
+    )
+    items, rwarn = recognise.annotate(items, w.dirs)
+    return ScanResult(
+        target=target,
+        totals=w.root,
+        items=items,
+        dirs=w.dirs,
+        largest_files=w.largest,
+        warnings=w.warnings + rwarn,
+        elapsed_s=time.monotonic() - t0,
+    )

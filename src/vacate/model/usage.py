@@ -1,0 +1,111 @@
+"""Who uses the volume, with evidence, and the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vacate.model.common import Problem
+from vacate.model.inventory import Item, ScanResult
+from vacate.model.mount import Target
+
+# Item statuses, strongest first: a directory takes the strongest status found inside it.
+STATUS_ORDER = ("active", "referenced", "cold", "disposable", "artifact")
+
+CONSUMER_TYPES = (
+    "process", "systemd-unit", "mount", "fstab", "swap", "loop-device", "nfs-export", "smb-share",
+    "lxc-container", "pve-container", "pve-vm", "docker-container", "cron", "symlink",
+    "config-file",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One observation behind a claim: what was seen, where, and how.
+
+    ``kind``: for processes one of fd, mmap, cwd, root, exe; otherwise what was read
+    (``unit-file``, ``mountinfo``, ``swaps``, ``loop``, ``config-line``, ``cgroup``, ...).
+    ``path`` is the host path on the volume that it concerns; ``source`` where it was seen
+    (``/proc/123/fd/4``, ``/etc/systemd/system/x.service:7``); ``detail`` the raw text.
+    """
+
+    kind: str
+    path: str | None
+    source: str
+    detail: str = ""
+    deleted: bool = False
+
+    def as_json(self) -> dict:
+        d = {"kind": self.kind, "path": self.path, "source": self.source, "detail": self.detail}
+        if self.deleted:
+            d["deleted"] = True
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """Something that uses the volume: a process, a unit, a mount, a config entry...
+
+    ``id`` is stable: ``process:PID:STARTTIME``, ``systemd-unit:NAME``, ``swap:PATH``,
+    ``fstab:LINE``... ``live`` is True when it uses the volume now (a running process, an active
+    swap, a mount) and False when it is only configured to. ``attrs`` holds the type's own
+    fields (pid, access, unit, container, gpus, enabled, active, ...), merged into the JSON.
+    """
+
+    id: str
+    type: str
+    name: str
+    live: bool
+    paths: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        d = {"id": self.id, "type": self.type, "name": self.name, "live": self.live}
+        d.update(self.attrs)
+        d["paths"] = list(self.paths)
+        d["evidence"] = [e.as_json() for e in self.evidence]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    consumer: str   # consumer id
+    reason: str
+    action: str
+
+    def as_json(self) -> dict:
+        return {"consumer": self.consumer, "reason": self.reason, "action": self.action}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """``safe_to_unmount``: True, False (with blockers) or None (could not tell)."""
+
+    safe_to_unmount: bool | None
+    blockers: tuple[Blocker, ...]
+    unknowns: tuple[Problem, ...] = ()
+
+    def as_json(self) -> dict:
+        return {
+            "safe_to_unmount": self.safe_to_unmount,
+            "blockers": [b.as_json() for b in self.blockers],
+            "unknowns": [u.as_json() for u in self.unknowns],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ItemUsage:
+    item: Item
+    status: str
+    users: tuple[str, ...]   # consumer ids
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    target: Target
+    scan: ScanResult
+    verdict: Verdict
+    items: tuple[ItemUsage, ...]
+    consumers: tuple[Consumer, ...]
+    warnings: tuple[Problem, ...]

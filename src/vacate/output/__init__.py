@@ -1,0 +1,1 @@
+"""Rendering results: versioned JSON for machines, rich tables for people."""

@@ -1,0 +1,44 @@
+"""Versioned JSON documents.
+
+Paths are Python strings decoded from the kernel's bytes with ``surrogateescape`` (PEP 383):
+a byte that is not valid UTF-8 becomes a lone surrogate U+DC80..U+DCFF. JSON is written with
+``ensure_ascii=True``, so such a byte appears as the escape ``\\udcXX`` and the document stays
+valid ASCII. Reading it back with Python's ``json`` and calling ``os.fsencode(path)`` gives the
+exact original bytes; for other readers, ``\\udc80``-``\\udcff`` stand for bytes 0x80-0xff.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, ensure_ascii=True, indent=2, default=_default) + "\n"
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "as_json"):
+        return o.as_json()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "surrogateescape")
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def scan_doc(result) -> dict[str, Any]:
+    return {
+        "schema": "vacate.scan/1",
+        "target": result.target.as_json(),
+        "totals": result.totals.as_json(),
+        "items": [i.as_json() for i in result.items],
+        "largest_files": [
+            {"path": f.path, "apparent_bytes": f.apparent_bytes, "disk_bytes": f.disk_bytes,
+             "mtime": f.mtime, "atime": f.atime, "nlink": f.nlink}
+            for f in result.largest_files
+        ],
+        "dirs": [{"path": d.path, **d.stats.as_json()} for d in result.dirs],
+        "warnings": [w.as_json() for w in result.warnings],
+        "elapsed_s": round(result.elapsed_s, 3),
+    }

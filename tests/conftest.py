@@ -1,0 +1,38 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from harness.volumes import can_loop_mount, make_volume  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def pytest_collection_modifyitems(config, items):
+    if can_loop_mount():
+        return
+    skip = pytest.mark.skip(reason="needs root and losetup for real volumes")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=["ext4", "xfs", "btrfs"])
+def volume(request):
+    """A fresh real loop-mounted volume of each filesystem type."""
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume(request.param)
+    yield v
+    v.close()
+
+
+@pytest.fixture
+def ext4_volume():
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume("ext4")
+    yield v
+    v.close()
