@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness.volumes import can_loop_mount, make_volume  # noqa: E402
+from harness.volumes import can_loop_mount, make_volume
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -2,10 +2,10 @@
 
 import os
 
-from vacate.parsers import mountinfo
-from vacate.collectors.mounts import mount_of
-
 from conftest import FIXTURES
+
+from vacate.collectors.mounts import mount_of
+from vacate.parsers import mountinfo
 
 
 def load(name):

@@ -109,3 +109,17 @@ class CheckResult:
     items: tuple[ItemUsage, ...]
     consumers: tuple[Consumer, ...]
     warnings: tuple[Problem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRoot:
+    """A running container found from the host, whose own configs are read through its root.
+
+    ``type``: lxc, pve, nspawn, docker; ``name``: LXC name / CTID / machine / docker name;
+    ``init_pid``: host pid of its init, so ``/proc/INIT/root`` and ``/proc/INIT/mountinfo``
+    give its filesystem and its mounts.
+    """
+
+    type: str
+    name: str
+    init_pid: int

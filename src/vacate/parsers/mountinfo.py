@@ -12,6 +12,7 @@ import re
 
 from vacate.model.mount import Mount
 
+
 def unescape(field: str) -> str:
     """Undo the kernel's octal escapes (``\\040`` -> space). Bytes above 0x7f stay as they are
     in the surrogate-escaped string, so the result round-trips through ``os.fsencode``."""
