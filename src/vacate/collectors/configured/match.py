@@ -37,6 +37,11 @@ def _rebase(path: str, old: str, new: str) -> str:
 class VolumeView:
     where: str                                   # "host", "lxc:129", "docker:web", ...
     prefixes: tuple[tuple[str, str], ...]        # (prefix as spelled there, host path)
+    pid: int | None = None                       # a container's init pid (host pid namespace)
+
+    @property
+    def in_container(self) -> bool:
+        return self.where != "host"
 
     def to_host(self, path: str) -> str | None:
         if not path or not path.startswith("/"):
@@ -116,7 +121,9 @@ def host_view(target: Target, mounts: tuple[Mount, ...] = ()) -> VolumeView:
     return _view_from_mounts("host", target, mounts, own=((target.path, target.path),))
 
 
-def container_view(where: str, target: Target, container_mounts: tuple[Mount, ...]) -> VolumeView:
+def container_view(where: str, target: Target, container_mounts: tuple[Mount, ...],
+                   pid: int | None = None) -> VolumeView:
     """How a container spells the volume, from the container's own mountinfo
-    (``/proc/INIT/mountinfo``)."""
-    return _view_from_mounts(where, target, container_mounts)
+    (``/proc/INIT/mountinfo``); ``pid`` is the container's init pid on the host."""
+    v = _view_from_mounts(where, target, container_mounts)
+    return VolumeView(v.where, v.prefixes, pid)
