@@ -1,0 +1,65 @@
+"""Samba ``smb.conf`` (smb.conf(5)): ``[section]`` headers and ``name = value`` parameters.
+
+Names are case-insensitive and blanks inside them do not matter (``read only`` = ``readonly``);
+``#`` and ``;`` start comment lines; a trailing ``\\`` continues a line. ``include = FILE``
+lines are returned in place (with the section they appear in) for the collector to follow.
+Pure: text in, values out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vacate.model.common import Problem
+
+# parameter synonyms (smb.conf(5))
+SYNONYMS = {"directory": "path", "writeable": "writable", "writeok": "writable",
+            "readonly": "readonly"}
+
+
+@dataclass(frozen=True, slots=True)
+class SmbParam:
+    line: int
+    section: str       # section name as written ("global", "homes", share names)
+    name: str          # normalised: lower case, no blanks, synonyms mapped
+    value: str
+    raw: str
+
+
+def norm_name(name: str) -> str:
+    n = "".join(name.split()).lower()
+    return SYNONYMS.get(n, n)
+
+
+def parse(text: str, source: str = "smb.conf") -> tuple[tuple[SmbParam, ...], tuple[Problem, ...]]:
+    params: list[SmbParam] = []
+    problems: list[Problem] = []
+    section = "global"
+    buf: list[str] = []
+    start = 0
+    for n, t in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = n
+        if t.rstrip().endswith("\\"):
+            buf.append(t.rstrip()[:-1])
+            continue
+        buf.append(t)
+        logical, buf = " ".join(buf), []
+        s = logical.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("["):
+            end = s.find("]")
+            if end < 0:
+                problems.append(Problem("malformed-config", f"unterminated section: {s!r}",
+                                        f"{source}:{start}"))
+                continue
+            section = s[1:end].strip()
+            continue
+        name, sep, value = s.partition("=")
+        if not sep or not name.strip():
+            problems.append(Problem("malformed-config", f"not a name = value line: {s!r}",
+                                    f"{source}:{start}"))
+            continue
+        params.append(SmbParam(start, section, norm_name(name), value.strip(), logical))
+    return tuple(params), tuple(problems)
