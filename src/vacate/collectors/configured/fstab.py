@@ -1,0 +1,74 @@
+"""``/etc/fstab`` entries that use the volume: the line that mounts the volume itself (found by
+device, ``UUID=``/``LABEL=``/``PARTUUID=``, image file or ZFS dataset), mount points on it,
+bind mounts from it, loop and swap files on it, and paths on it inside mount options.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from vacate.collectors.configured.blockdev import VolumeDevice
+from vacate.collectors.configured.cfgfiles import line_evidence, read_text, spelled
+from vacate.collectors.configured.match import VolumeView
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import fstab as fstab_parser
+from vacate.parsers.fstab import FstabEntry
+
+
+def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevice | None,
+               volume_path: str, target_rel: str | None = None
+               ) -> list[tuple[str, str | None, str]]:
+    """How one fstab-format entry uses the volume: ``(relation, host path, note)`` items.
+
+    ``volume_path``: the target's host path; ``target_rel``: for LXC entries, the path that a
+    relative mount point lies under (the container's rootfs, as the view spells it)."""
+    uses: list[tuple[str, str | None, str]] = []
+    src_host = view.to_host(entry.source) if entry.source.startswith("/") else None
+    how = dev.matches(host, entry.source, entry.fstype) if dev is not None else None
+    if how:
+        uses.append(("mounts-volume", volume_path, f"mounts the volume: {how}"))
+    elif src_host is not None:
+        if entry.is_bind:
+            uses.append(("bind-source", src_host, "bind mount of a path on the volume"))
+        elif entry.is_swap:
+            uses.append(("swap-file", src_host, "swap file on the volume"))
+        else:
+            uses.append(("backing-file", src_host, "mounts a file on the volume (loop)"))
+    mp = entry.target
+    if target_rel is not None and not mp.startswith("/"):
+        mp = target_rel.rstrip("/") + "/" + mp
+    mp_host = view.to_host(mp) if mp.startswith("/") else None
+    if mp_host is not None and not how:
+        uses.append(("mountpoint-on-volume", mp_host, "mount point lies on the volume"))
+    for tok, host_path in view.paths_in_text(",".join(entry.options)):
+        uses.append(("option-path", host_path, f"mount option names {tok}"))
+    return uses
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    local = host.etc_path("fstab")
+    text, problem = read_text(host, local)
+    if text is None:
+        return (), (problem,) if problem else ()
+    where = spelled(host, local)
+    entries, problems = fstab_parser.parse(text, where)
+    dev = VolumeDevice.of(target)
+    consumers: list[Consumer] = []
+    for e in entries:
+        uses = entry_uses(e, host, view, dev, target.path)
+        if not uses:
+            continue
+        paths = tuple(dict.fromkeys(p for _r, p, _n in uses if p))
+        ev: tuple[Evidence, ...] = tuple(
+            line_evidence("config-line", p, where, e.line, e.raw, note) for _r, p, note in uses)
+        consumers.append(Consumer(
+            id=f"fstab:{where}:{e.line}", type="fstab", name=f"{e.source} on {e.target}",
+            live=False, paths=paths, evidence=ev,
+            attrs={"file": where, "line": e.line, "source": e.source, "mountpoint": e.target,
+                   "fstype": e.fstype, "options": list(e.options),
+                   "relations": list(dict.fromkeys(r for r, _p, _n in uses)),
+                   "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail")}))
+    return tuple(consumers), problems
