@@ -1,0 +1,197 @@
+"""Kernel users of a volume: swap files, loop devices backed by files on it, mounts nested
+under it or of it elsewhere (bind mounts, other mount namespaces), and NFS exports the kernel
+is serving now (``/var/lib/nfs/etab``; ``/etc/exports`` itself is read by the configured-users
+collector, under ids ``nfs-export:/etc/exports...``; ours are ``nfs-export:etab:PATH:CLIENT``).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+import struct
+from collections.abc import Iterable
+
+from vacate.collectors.procs import fs_to_target, host_mounts, on_volume
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Mount, Target
+from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import mountinfo
+
+LOOP_GET_STATUS64 = 0x4C05
+_LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "surrogateescape")
+
+
+def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
+    """Active swap files on the volume (``/proc/swaps``)."""
+    try:
+        text = _read_text(host.proc_path("swaps"))
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines()[1:]:
+        parts = line.rsplit(None, 4)
+        if len(parts) < 5 or parts[1] != "file":
+            continue
+        raw = mountinfo.unescape(parts[0])
+        got = on_volume(mounts, target, raw)
+        if not got:
+            continue
+        path, deleted = got
+        out.append(Consumer(
+            id=f"swap:{path}", type="swap", name=path, live=True, paths=(path,),
+            evidence=(Evidence("swaps", path, host.proc_path("swaps"), line.strip(), deleted),),
+            attrs={"size_kb": int(parts[2]), "used_kb": int(parts[3]),
+                   "action": f"swapoff {raw}"}))
+    return out
+
+
+def _loop_status(dev: str) -> tuple[int, int] | None:
+    """(st_dev, inode) of a loop device's backing file, from LOOP_GET_STATUS64."""
+    try:
+        fd = os.open(dev, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        buf = fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(_LOOP_INFO64.size))
+        vals = _LOOP_INFO64.unpack(buf)
+        return vals[0], vals[1]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def loops(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
+    """Loop devices whose backing file lies on the volume."""
+    vol_devs = {os.makedev(target.mount.major, target.mount.minor)}
+    if host.live:
+        vol_devs.add(target.st_dev)
+    out = []
+    for bf in sorted(glob.glob(host.sys_path("block", "loop*", "loop", "backing_file"))):
+        name = bf.split(os.sep)[-3]
+        try:
+            text = _read_text(bf).rstrip("\n")
+        except OSError:
+            continue
+        got = on_volume(mounts, target, text)
+        if not got and host.live:
+            # set up from another mount namespace: the path is theirs; the backing file's
+            # st_dev (LOOP_GET_STATUS64) still tells whether it lies on the volume
+            ident = _loop_status(f"/dev/{name}")
+            if ident is None or ident[0] not in vol_devs:
+                continue
+            got = (text.removesuffix(" (deleted)"), text.endswith(" (deleted)"))
+        elif not got:
+            continue
+        path, deleted = got
+        dev = f"/dev/{name}"
+        users = [m.mountpoint for m in mounts if m.source == dev]
+        action = " && ".join([f"umount {mp}" for mp in reversed(users)] + [f"losetup -d {dev}"])
+        out.append(Consumer(
+            id=f"loop-device:{dev}", type="loop-device", name=dev, live=True, paths=(path,),
+            evidence=(Evidence("loop", path, bf, text, deleted),),
+            attrs={"device": dev, "backing_file": path, "mounted_at": users, "action": action}))
+    return out
+
+
+def _mount_consumer(m: Mount, target: Target, where: str, source: str, action: str,
+                    extra: dict | None = None) -> Consumer:
+    host = fs_to_target(target, m.root) or target.path
+    attrs = {"mount_id": m.mount_id, "mountpoint": m.mountpoint, "root": m.root,
+             "fstype": m.fstype, "source": m.source, "namespace": where, "action": action}
+    attrs.update(extra or {})
+    return Consumer(
+        id=f"mount:{m.mount_id}", type="mount", name=m.mountpoint, live=True, paths=(host,),
+        evidence=(Evidence("mountinfo", host, source,
+                           f"{m.mount_id} {m.dev} {m.root} {m.mountpoint} {m.fstype} {m.source}"),),
+        attrs=attrs)
+
+
+def mounts_of_volume(host: Host, target: Target,
+                     namespaces: Iterable[tuple[str, int]] = (),
+                     self_ns: str | None = None) -> tuple[list[Consumer], list[Problem]]:
+    """Mounts nested under the target, other mounts of its filesystem in our namespace, and
+    mounts of it in every other mount namespace (one pid read per namespace)."""
+    out: list[Consumer] = []
+    problems: list[Problem] = []
+    src = host.proc_path("self", "mountinfo")
+    for m in target.nested_mounts:
+        c = _mount_consumer(m, target, "host", src, f"umount {m.mountpoint}", {"nested": True})
+        out.append(Consumer(c.id, c.type, c.name, c.live, (m.mountpoint,), c.evidence, c.attrs))
+    for m in target.other_mounts:
+        out.append(_mount_consumer(m, target, "host", src, f"umount {m.mountpoint}"))
+    seen = {c.attrs["mount_id"] for c in out} | {target.mount.mount_id}
+    vol = (target.mount.major, target.mount.minor)
+    for ns, pid in namespaces:
+        if ns == self_ns:
+            continue
+        path = host.proc_path(pid, "mountinfo")
+        try:
+            ms, _bad = mountinfo.parse(_read_text(path))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except OSError as e:
+            problems.append(Problem("unreadable-mountinfo", f"{path}: {e.strerror}", path,
+                                    blocks_verdict=pid != 1))
+            continue
+        for m in ms:
+            if (m.major, m.minor) != vol or m.mount_id in seen:
+                continue
+            seen.add(m.mount_id)
+            out.append(_mount_consumer(
+                m, target, ns, path, f"nsenter -t {pid} -m umount {m.mountpoint}",
+                {"pid": pid}))
+    return out, problems
+
+
+def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
+    """Exports the NFS server is serving now (``/var/lib/nfs/etab``)."""
+    etab = host.path("/var/lib/nfs/etab")
+    try:
+        text = _read_text(etab)
+    except OSError:
+        return []
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        raw, _, rest = line.partition("\t")
+        if not rest:
+            raw, _, rest = line.partition(" ")
+        path = mountinfo.unescape(raw)
+        got = on_volume(mounts, target, path)
+        if not got and not (not host.live and path.startswith(target.path)):
+            continue
+        client = rest.split("(", 1)[0].strip() or "*"
+        hp = got[0] if got else path
+        out.append(Consumer(
+            id=f"nfs-export:etab:{path}:{client}", type="nfs-export", name=f"{client}:{path}",
+            live=True, paths=(hp,),
+            evidence=(Evidence("etab", hp, f"{etab}:{n}", line.strip()),),
+            attrs={"client": client, "export": path, "active": True,
+                   "action": f"exportfs -u {client}:{path}"}))
+    return out
+
+
+def collect(host: Host, target: Target, namespaces: Iterable[tuple[str, int]] = (),
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    """Every kernel user of the volume."""
+    mounts = host_mounts(host, target)
+    self_ns = None
+    if host.live:
+        try:
+            self_ns = os.readlink(host.proc_path("self", "ns", "mnt"))
+        except OSError:
+            pass
+    ms, problems = mounts_of_volume(host, target, namespaces, self_ns)
+    out = swaps(host, target, mounts) + loops(host, target, mounts) + ms \
+        + nfs_active(host, target, mounts)
+    return tuple(out), tuple(problems)

@@ -1,0 +1,487 @@
+"""Live users of a volume: one O(processes) pass over ``/proc``. Standard library only.
+
+For every process: the ``root``, ``cwd`` and ``exe`` links, every fd link, and the memory maps
+(which also show mapping-only users: a file mapped and then closed, shared libraries, the text
+of an executable, and maps of deleted files). Nothing walks the volume.
+
+How a file is matched to the volume, by filesystem identity (valid in every mount namespace):
+
+* maps: the ``major:minor`` column (hex) is the superblock's device, the one mountinfo shows
+  (also for files in btrfs subvolumes, whose ``st_dev`` differs);
+* processes in *our* mount namespace: the link text is a path in our namespace; the mount that
+  holds it (longest mountpoint in our mountinfo) is on the volume when its ``major:minor`` is
+  the volume's. No extra syscall per fd;
+* processes in *another* mount namespace (containers, ``unshare -m``), and deleted files
+  (whose path cannot be looked up; memfd and SYSV shm links look like deleted paths too):
+  ``stat`` of the magic
+  link gives ``st_dev``; a device not met before is resolved once through the fd's ``mnt_id``
+  (``/proc/PID/fdinfo/N``, or the link opened ``O_PATH`` and ``/proc/self/fdinfo/M``) looked up
+  in that process's own mountinfo; the result is cached per ``st_dev`` (so btrfs subvolumes are
+  learnt as they are seen). Their container-relative paths are translated to the host's path
+  with the mount's root field.
+
+Errors: a process that vanishes while being read is skipped silently (its start time is
+re-read to tell a vanished process from a reused pid). ``EACCES`` on a process is a
+:class:`Problem` with ``blocks_verdict=True`` (we could not see what it holds), with one
+exception: the host's PID 1. On these hosts ``/proc/1/{fd,ns,...}`` may be unreadable even to
+root (the init belongs to an outer runtime); an init does not hold files on data volumes, and
+everything it manages that does (mount and swap units, services) is seen separately as mounts,
+swaps and its child processes, so that case is a warning that does not block the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from vacate.collectors import cgroups
+from vacate.collectors.mounts import is_under, mount_of
+from vacate.errors import NotFound
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Mount, Target
+from vacate.model.usage import Consumer, ContainerRoot, Evidence
+from vacate.parsers import mountinfo
+
+PF_KTHREAD = 0x00200000
+_DELETED = " (deleted)"
+_NVIDIA_DEV = re.compile(r"^/dev/nvidia(\d+)$")
+_ACCESS_ORDER = ("fd", "mmap", "cwd", "root", "exe")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcScan:
+    """What the pass over ``/proc`` found."""
+
+    consumers: tuple[Consumer, ...]
+    problems: tuple[Problem, ...]
+    namespaces: tuple[tuple[str, int], ...]      # (mnt namespace, first pid seen in it)
+    containers: tuple[ContainerRoot, ...]        # containers whose processes were seen
+    processes: int                               # processes read
+
+
+@dataclass(slots=True)
+class _Hit:
+    access: str
+    path: str          # host path
+    source: str
+    detail: str
+    deleted: bool
+    writing: bool = False
+
+
+def fs_to_target(target: Target, fs: str) -> str | None:
+    """Host path (in the target's mount) of a path inside the filesystem."""
+    root = target.mount.root
+    if root == "/":
+        return target.mount.mountpoint.rstrip("/") + fs if fs != "/" else target.mount.mountpoint
+    if fs == root or fs.startswith(root.rstrip("/") + "/"):
+        rest = fs[len(root):]
+        return target.mount.mountpoint.rstrip("/") + rest if rest else target.mount.mountpoint
+    return None
+
+
+def _rebase(path: str, m: Mount) -> str:
+    """Path inside the filesystem of ``path`` seen below mount ``m``."""
+    rest = path[len(m.mountpoint):] if m.mountpoint != "/" else path
+    root = m.root.rstrip("/")
+    return (root + "/" + rest.lstrip("/")) if rest.strip("/") else (m.root or "/")
+
+
+def _split_deleted(text: str) -> tuple[str, bool]:
+    if text.endswith(_DELETED):
+        return text[: -len(_DELETED)], True
+    return text, False
+
+
+def on_volume(mounts: tuple[Mount, ...], target: Target, text: str) -> tuple[str, bool] | None:
+    """(host path, deleted) when ``text``, a path in the namespace whose mountinfo is
+    ``mounts``, lies on the target's filesystem (the mount holding it has the volume's
+    ``major:minor``); the path is spelled through the target's mount where it can be."""
+    if not text.startswith("/"):
+        return None
+    path, deleted = _split_deleted(text)
+    try:
+        m = mount_of(mounts, path)
+    except NotFound:
+        return None
+    if (m.major, m.minor) != (target.mount.major, target.mount.minor):
+        return None
+    if m.mount_id != target.mount.mount_id:
+        path = fs_to_target(target, _rebase(path, m)) or path
+    return path, deleted
+
+
+def _mnt_id_from_fdinfo(text: bytes) -> int | None:
+    for line in text.split(b"\n"):
+        if line.startswith(b"mnt_id:"):
+            return int(line.split()[1])
+    return None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class _Gone(Exception):
+    """The process vanished while we read it."""
+
+
+@dataclass(slots=True)
+class _Pass:
+    host: Host
+    target: Target
+    vol_dev: tuple[int, int]
+    map_devs: tuple[bytes, ...]
+    host_mounts: tuple[Mount, ...]
+    self_ns: str | None
+    dev_yes: set[int] = field(default_factory=set)
+    dev_no: set[int] = field(default_factory=set)
+    ns_mounts: dict[str, dict[int, Mount]] = field(default_factory=dict)
+    ns_first: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    consumers: list[Consumer] = field(default_factory=list)
+    containers: list[ContainerRoot] = field(default_factory=list)
+    passwd: dict[int, str] | None = None
+    count: int = 0
+
+    # -- identity ------------------------------------------------------------------------
+    def mounts_of_ns(self, pid: int, ns: str) -> dict[int, Mount]:
+        got = self.ns_mounts.get(ns)
+        if got is None:
+            text = _read(self.host.proc_path(pid, "mountinfo")).decode("utf-8", "surrogateescape")
+            ms, _bad = mountinfo.parse(text)
+            got = {m.mount_id: m for m in ms}
+            self.ns_mounts[ns] = got
+        return got
+
+    def same_ns_path(self, text: str) -> tuple[str, bool] | None:
+        """(host path, deleted) when a link text of a process in our namespace is on the
+        volume."""
+        return on_volume(self.host_mounts, self.target, text)
+
+    def mnt_id(self, pid: int, link: str, fd: str | None) -> int | None:
+        if fd is not None:
+            try:
+                return _mnt_id_from_fdinfo(_read(self.host.proc_path(pid, "fdinfo", fd)))
+            except OSError:
+                return None
+        try:
+            h = os.open(link, os.O_PATH)
+        except OSError:
+            return None
+        try:
+            return _mnt_id_from_fdinfo(_read(f"/proc/self/fdinfo/{h}"))
+        except OSError:
+            return None
+        finally:
+            os.close(h)
+
+    def other_ns_path(self, pid: int, ns: str, link: str, text: str,
+                      fd: str | None) -> tuple[str, bool] | None:
+        """(host path, deleted) for a link of a process in another mount namespace."""
+        if not text.startswith("/"):
+            return None
+        try:
+            dev = os.stat(link).st_dev
+        except FileNotFoundError:
+            return None
+        if dev in self.dev_no:
+            return None
+        mid = self.mnt_id(pid, link, fd)
+        m = self.mounts_of_ns(pid, ns).get(mid) if mid is not None else None
+        if m is None:
+            return None
+        ours = (m.major, m.minor) == self.vol_dev
+        (self.dev_yes if ours else self.dev_no).add(dev)
+        if not ours:
+            return None
+        path, deleted = _split_deleted(text)
+        return self.translate(path, m), deleted
+
+    def translate(self, path: str, m: Mount) -> str:
+        """A path as a process sees it below mount ``m`` (of the volume) -> the host path."""
+        host = fs_to_target(self.target, _rebase(path, m))
+        return host if host is not None else f"{self.target.mount.source}:{_rebase(path, m)}"
+
+    def map_mount(self, pid: int, ns: str, rng: str, path: str) -> Mount | None:
+        """The mount a mapping lies on: via map_files' mnt_id, else the longest mountpoint of
+        the volume in the process's mountinfo."""
+        mounts = self.mounts_of_ns(pid, ns)
+        mid = self.mnt_id(pid, self.host.proc_path(pid, "map_files", rng), None)
+        if mid is not None and mid in mounts:
+            return mounts[mid]
+        best = None
+        for m in mounts.values():
+            if ((m.major, m.minor) == self.vol_dev and is_under(path, m.mountpoint)
+                    and (best is None or len(m.mountpoint) >= len(best.mountpoint))):
+                best = m
+        return best
+
+    # -- one process ---------------------------------------------------------------------
+    def read_pid(self, pid: int) -> None:
+        base = self.host.proc_path(pid)
+        try:
+            stat = _read(os.path.join(base, "stat"))
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        r = stat.rfind(b")")
+        fields = stat[r + 2:].split()
+        if len(fields) < 20:
+            return
+        if int(fields[6]) & PF_KTHREAD:
+            return
+        self.count += 1
+        start = int(fields[19])
+        comm = stat[stat.find(b"(") + 1: r].decode("utf-8", "surrogateescape")
+        try:
+            hits, gpus = self.read_links(pid, base)
+        except _Gone:
+            return
+        except PermissionError as e:
+            self.denied(pid, e)
+            return
+        if not hits:
+            return
+        if not self.alive(pid, start):
+            return
+        self.consumers.append(self.consumer(pid, start, comm, fields, hits, gpus))
+
+    def alive(self, pid: int, start: int) -> bool:
+        try:
+            stat = _read(self.host.proc_path(pid, "stat"))
+        except OSError:
+            return False
+        fields = stat[stat.rfind(b")") + 2:].split()
+        return len(fields) > 19 and int(fields[19]) == start and fields[0] not in (b"Z", b"X")
+
+    def denied(self, pid: int, e: OSError) -> None:
+        if pid == 1:
+            self.problems.append(Problem(
+                "pid1-unreadable",
+                f"/proc/1: {e.strerror}: the host's init is unreadable here; it is not "
+                "counted (what it manages is seen as mounts, swaps and its children)",
+                self.host.proc_path(1)))
+        else:
+            self.problems.append(Problem(
+                "permission-denied",
+                f"/proc/{pid}: {e.strerror}: what this process holds could not be read",
+                self.host.proc_path(pid), blocks_verdict=True))
+
+    def read_links(self, pid: int, base: str) -> tuple[list[_Hit], list[str]]:
+        hits: list[_Hit] = []
+        gpus: list[str] = []
+        ns = self.self_ns
+        if self.host.live:
+            try:
+                ns = os.readlink(os.path.join(base, "ns", "mnt"))
+            except FileNotFoundError:
+                raise _Gone from None
+            if ns not in self.ns_first:
+                self.ns_first[ns] = pid
+                if ns != self.self_ns:
+                    self.note_container(pid)
+        same = ns == self.self_ns
+
+        def check(link: str, text: str, fd: str | None) -> tuple[str, bool] | None:
+            # A deleted file (also memfd:, SYSV shm) has no path to look up: ask the kernel.
+            if same and not (self.host.live and text.endswith(_DELETED)):
+                return self.same_ns_path(text)
+            return self.other_ns_path(pid, ns or "", link, text, fd)
+
+        for kind in ("root", "cwd", "exe"):
+            link = os.path.join(base, kind)
+            try:
+                text = os.readlink(link)
+            except FileNotFoundError:
+                continue      # kernel-less exe of a zombie, or gone
+            got = check(link, text, None)
+            if got:
+                hits.append(_Hit(kind, got[0], link, text, got[1]))
+        fddir = os.path.join(base, "fd")
+        try:
+            fds = os.listdir(fddir)
+        except FileNotFoundError:
+            raise _Gone from None
+        for fd in fds:
+            link = os.path.join(fddir, fd)
+            try:
+                text = os.readlink(link)
+            except FileNotFoundError:
+                continue      # closed meanwhile
+            if text[:1] != "/":
+                continue      # socket:, pipe:, anon_inode:
+            if text.startswith("/dev/nvidia") and _NVIDIA_DEV.match(text):
+                gpus.append(text)
+            got = check(link, text, fd)
+            if got:
+                hits.append(_Hit("fd", got[0], link, text, got[1], self.fd_writing(pid, fd)))
+        self.read_maps(pid, base, ns, same, hits)
+        return hits, gpus
+
+    def fd_writing(self, pid: int, fd: str) -> bool:
+        try:
+            info = _read(self.host.proc_path(pid, "fdinfo", fd))
+        except OSError:
+            return False
+        for line in info.split(b"\n"):
+            if line.startswith(b"flags:"):
+                return bool(int(line.split()[1], 8) & 0o3)
+        return False
+
+    def read_maps(self, pid: int, base: str, ns: str | None, same: bool,
+                  hits: list[_Hit]) -> None:
+        try:
+            data = _read(os.path.join(base, "maps"))
+        except FileNotFoundError:
+            raise _Gone from None
+        if not any(d in data for d in self.map_devs):
+            return
+        seen: set[str] = set()
+        for line in data.split(b"\n"):
+            parts = line.split(None, 5)
+            if len(parts) < 6 or b" " + parts[3] + b" " not in self.map_devs:
+                continue
+            text = parts[5].decode("utf-8", "surrogateescape")
+            if text in seen or not text.startswith("/"):
+                continue
+            seen.add(text)
+            path, deleted = _split_deleted(text)
+            rng = parts[0].decode()
+            if same and self.host.live:
+                got = self.same_ns_path(text)
+                host = got[0] if got else path
+            elif same:
+                host = path
+            else:
+                m = self.map_mount(pid, ns or "", rng, path)
+                host = self.translate(path, m) if m is not None else path
+            detail = "shared library" if ".so" in os.path.basename(path) else "mapped file"
+            hits.append(_Hit("mmap", host, os.path.join(base, "maps"),
+                             f"{detail}: {line.decode('utf-8', 'surrogateescape')}", deleted))
+
+    # -- describing a holder -------------------------------------------------------------
+    def note_container(self, pid: int) -> None:
+        try:
+            info = cgroups.parse(_read(self.host.proc_path(pid, "cgroup")).decode())
+        except OSError:
+            return
+        if info.container_type is None or info.lxc_monitor:
+            return
+        ctype = info.container_type
+        if ctype == "lxc" and info.ctid is not None and os.path.exists(
+                self.host.etc_path("pve", "lxc", f"{info.ctid}.conf")):
+            ctype = "pve"
+        self.containers.append(ContainerRoot(ctype, info.container_name or "", pid))
+
+    def user_of(self, uid: int | None) -> str | None:
+        if uid is None:
+            return None
+        if self.passwd is None:
+            self.passwd = {}
+            try:
+                with open(self.host.etc_path("passwd"), encoding="utf-8",
+                          errors="surrogateescape") as f:
+                    for line in f:
+                        parts = line.split(":")
+                        if len(parts) > 2 and parts[2].isdigit():
+                            self.passwd.setdefault(int(parts[2]), parts[0])
+            except OSError:
+                pass
+        return self.passwd.get(uid)
+
+    def consumer(self, pid: int, start: int, comm: str, fields: list[bytes],
+                 hits: list[_Hit], gpus: list[str]) -> Consumer:
+        base = self.host.proc_path(pid)
+        try:
+            argv = _read(os.path.join(base, "cmdline")).split(b"\0")
+            cmdline = [a.decode("utf-8", "surrogateescape") for a in argv if a]
+        except OSError:
+            cmdline = []
+        uid = None
+        try:
+            for line in _read(os.path.join(base, "status")).split(b"\n"):
+                if line.startswith(b"Uid:"):
+                    uid = int(line.split()[1])
+                    break
+        except OSError:
+            pass
+        try:
+            cg = cgroups.parse(_read(os.path.join(base, "cgroup")).decode("utf-8", "replace"))
+        except OSError:
+            cg = cgroups.parse("")
+        access = sorted({h.access for h in hits}, key=_ACCESS_ORDER.index)
+        paths = tuple(dict.fromkeys(h.path for h in hits))
+        deleted = sorted({h.path for h in hits if h.deleted})
+        evidence = tuple(Evidence(h.access, h.path, h.source, h.detail, h.deleted) for h in hits)
+        attrs = {
+            "pid": pid,
+            "start_time": start,
+            "ppid": int(fields[1]),
+            "cmdline": cmdline,
+            "user": self.user_of(uid),
+            "uid": uid,
+            "access": access,
+            "writing": any(h.writing for h in hits),
+            "deleted_paths": deleted,
+            "unit": cg.unit,
+            "container": cg.container_json(),
+            "lxc_monitor": cg.lxc_monitor,
+            "cgroup": cg.path,
+            "gpus": [{"device": g, "index": int(_NVIDIA_DEV.match(g).group(1))}
+                     for g in sorted(set(gpus))],
+        }
+        return Consumer(id=f"process:{pid}:{start}", type="process", name=comm, live=True,
+                        paths=paths, evidence=evidence, attrs=attrs)
+
+
+def host_mounts(host: Host, target: Target) -> tuple[Mount, ...]:
+    try:
+        text = _read(host.proc_path("self", "mountinfo")).decode("utf-8", "surrogateescape")
+        ms, _bad = mountinfo.parse(text)
+        if ms:
+            return ms
+    except OSError:
+        pass
+    return (target.mount, *target.other_mounts, *target.nested_mounts)
+
+
+def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
+            nvml=None, skip_self: bool = True) -> ProcScan:
+    """One pass over ``host``'s processes (or only ``pids``): every process that uses the
+    volume of ``target``, as a ``process`` consumer. ``nvml``: an object with pynvml's
+    functions (tests pass a fake); by default ``pynvml`` when importable and GPUs are held."""
+    t = target.mount
+    vol_dev = (t.major, t.minor)
+    map_devs = (f" {t.major:02x}:{t.minor:02x} ".encode(),)
+    self_ns = None
+    if host.live:
+        try:
+            self_ns = os.readlink(host.proc_path("self", "ns", "mnt"))
+        except OSError:
+            self_ns = None
+    p = _Pass(host, target, vol_dev, map_devs, host_mounts(host, target), self_ns)
+    p.dev_yes.add(os.makedev(*vol_dev))
+    if host.live:
+        p.dev_yes.add(target.st_dev)
+    me = os.getpid() if (skip_self and host.live) else -1
+    if pids is None:
+        try:
+            names = os.listdir(host.proc)
+        except OSError as e:
+            return ProcScan((), (Problem("unreadable-proc", f"{host.proc}: {e.strerror}",
+                                         host.proc, blocks_verdict=True),), (), (), 0)
+        pids = sorted(int(n) for n in names if n.isdigit())
+    for pid in pids:
+        if pid == me:
+            continue
+        p.read_pid(pid)
+    consumers = tuple(p.consumers)
+    if any(c.attrs["gpus"] for c in consumers):
+        from vacate.collectors import procs_gpu
+        consumers = procs_gpu.annotate(consumers, nvml)
+    return ProcScan(consumers, tuple(p.problems), tuple(p.ns_first.items()),
+                    tuple(p.containers), p.count)
