@@ -1,0 +1,405 @@
+"""systemd units that name the volume: every unit file of the system and user search paths plus
+drop-ins, with enabled and active state.
+
+State comes from the manager (``systemctl show``; inside a container through ``nsenter -t PID
+-a``) when one answers, otherwise from the unit-file symlinks in ``*.wants``/``*.requires``/
+``*.upholds`` (enabled true/false) with active unknown (null). Masked units (linked to
+/dev/null or empty) cannot start and are skipped. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from vacate.collectors.configured.match import VolumeView
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import envfile
+from vacate.parsers import systemd_unit as su
+from vacate.parsers.redact import redact_text, redact_value
+
+SYSTEM_DIRS = (
+    "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
+    "/run/systemd/generator.early", "/etc/systemd/system", "/etc/systemd/system.attached",
+    "/run/systemd/system", "/run/systemd/system.attached", "/run/systemd/generator",
+    "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system",
+    "/run/systemd/generator.late",
+)
+USER_GLOBAL_DIRS = (
+    "/etc/systemd/user", "/run/systemd/user", "/usr/local/lib/systemd/user",
+    "/usr/lib/systemd/user", "/lib/systemd/user",
+)
+UNIT_SUFFIXES = frozenset({"service", "socket", "mount", "automount", "swap", "path", "timer",
+                           "target", "slice", "scope", "device"})
+LINK_DIR_SUFFIXES = (".wants", ".requires", ".upholds")
+ACTIVE = {"active": True, "reloading": True, "activating": True, "deactivating": True,
+          "refreshing": True, "inactive": False, "failed": False, "maintenance": False}
+SYSTEMCTL_TIMEOUT_S = 20
+
+
+@dataclass
+class Scope:
+    """One manager's search path: the system's, all users' (global) or one user's."""
+
+    kind: str                     # "system" or "user"
+    dirs: tuple[str, ...]
+    ctx: su.Context
+    id_prefix: str = ""           # "" for the system, "user:" / "user:NAME:" for user units
+    user: str | None = None
+    files: dict[str, str] = field(default_factory=dict)       # unit name -> path (as spelled)
+    masked: set[str] = field(default_factory=set)
+    linked: dict[str, str] = field(default_factory=dict)      # unit name -> link path
+    dropin_dirs: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _is_unit_name(name: str) -> bool:
+    stem, dot, suffix = name.rpartition(".")
+    return bool(dot and stem and suffix in UNIT_SUFFIXES)
+
+
+def resolve_link(host: Host, spelled: str, depth: int = 8) -> str:
+    """Follow symlinks of a path spelled inside ``host`` (absolute targets stay inside it)."""
+    p = spelled
+    for _ in range(depth):
+        try:
+            t = os.readlink(host.path(p))
+        except OSError:
+            return p
+        p = posixpath.normpath(t if t.startswith("/") else posixpath.join(posixpath.dirname(p), t))
+    return p
+
+
+def _listdir(host: Host, d: str) -> list[str]:
+    try:
+        return sorted(os.listdir(host.path(d)))
+    except OSError:
+        return []
+
+
+def _index(host: Host, scope: Scope) -> None:
+    """Which file each unit name loads from (first directory wins), masks, links, drop-ins."""
+    seen_real: set[str] = set()
+    for d in scope.dirs:
+        real = os.path.realpath(host.path(d))
+        if real in seen_real:        # /lib -> /usr/lib on merged-/usr systems
+            continue
+        seen_real.add(real)
+        for name in _listdir(host, d):
+            spelled = posixpath.join(d, name)
+            if name.endswith(".d") and os.path.isdir(host.path(spelled)):
+                scope.dropin_dirs.setdefault(name[:-2], []).append(spelled)
+                continue
+            if name.endswith(LINK_DIR_SUFFIXES):
+                for link in _listdir(host, spelled):
+                    if _is_unit_name(link):
+                        scope.linked.setdefault(link, posixpath.join(spelled, link))
+                continue
+            if not _is_unit_name(name) or name in scope.files or name in scope.masked:
+                continue
+            target = resolve_link(host, spelled)
+            try:
+                empty = os.path.getsize(host.path(target)) == 0
+            except OSError:
+                empty = target == "/dev/null"
+            if target == "/dev/null" or empty:
+                scope.masked.add(name)
+                continue
+            tname = posixpath.basename(target)
+            if tname != name and _is_unit_name(tname) and posixpath.dirname(target) in scope.dirs:
+                # an alias (dbus-org.x.service -> x.service): enabled through it, loaded as x
+                scope.linked.setdefault(tname, spelled)
+                continue
+            scope.files[name] = spelled
+
+
+def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
+    """Drop-in files for ``name`` in load order: ``name.d``, the template's, the prefix
+    hierarchy's (``foo-.service.d``) and the type's (``service.d``); by file name, a
+    higher-priority directory's file replacing a lower one's of the same name."""
+    prefix, instance, suffix = su.split_name(name)
+    keys = [suffix]
+    parts = prefix.split("-")
+    keys += ["-".join(parts[:i]) + "-." + suffix for i in range(1, len(parts))]
+    if instance is not None:
+        keys.append(f"{prefix}@.{suffix}")
+    keys.append(name)
+    by_file: dict[str, tuple[int, str]] = {}
+    prio = {d: i for i, d in enumerate(scope.dirs)}
+    for key in keys:
+        for d in scope.dropin_dirs.get(key, ()):
+            rank = prio.get(posixpath.dirname(d), 99)
+            for f in _listdir(host, d):
+                if f.endswith(".conf"):
+                    old = by_file.get(f)
+                    if old is None or rank < old[0]:
+                        by_file[f] = (rank, posixpath.join(d, f))
+    out = []
+    for f in sorted(by_file):
+        path = by_file[f][1]
+        text = _read(host, resolve_link(host, path))
+        if text is not None:
+            out.append((path, text))
+    return out
+
+
+def _read(host: Host, spelled: str) -> str | None:
+    try:
+        with open(host.path(spelled), "rb") as fh:
+            return fh.read(4 << 20).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+
+
+def _passwd(host: Host) -> list[tuple[str, int, str]]:
+    text = _read(host, "/etc/passwd") or ""
+    out = []
+    for line in text.splitlines():
+        f = line.split(":")
+        if len(f) >= 7 and f[2].isdigit() and f[5].startswith("/"):
+            out.append((f[0], int(f[2]), f[5]))
+    return out
+
+
+def scopes(host: Host) -> list[Scope]:
+    """The system manager's search path, the global user one, and each home's."""
+    out = [Scope("system", SYSTEM_DIRS, su.Context())]
+    out.append(Scope("user", USER_GLOBAL_DIRS, su.Context(user_manager=True, user="%u", uid=0,
+                                                          home="%h"), id_prefix="user:"))
+    for user, uid, home in _passwd(host):
+        if home in ("/", "/nonexistent"):
+            continue
+        d = posixpath.join(home, ".config/systemd/user")
+        if os.path.isdir(host.path(d)):
+            ctx = su.Context(user_manager=True, user=user, uid=uid, home=home)
+            out.append(Scope("user", (d,), ctx,
+                             id_prefix=f"user:{user}:", user=user))
+    return out
+
+
+def _instances(scope: Scope, template: str, running: set[str]) -> list[str]:
+    prefix, _i, suffix = su.split_name(template)
+    head = f"{prefix}@"
+    names = {n for n in list(scope.linked) + list(running)
+             if n.startswith(head) and n.endswith("." + suffix) and n != template}
+    return sorted(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    key: str
+    spelled: str
+    host_path: str
+    source: str
+    line: int
+    text: str
+
+
+def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
+              ) -> tuple[list[Hit], list[tuple[str, list[Hit]]]]:
+    """Where the unit names the volume, and each EnvironmentFile that does (path, hits)."""
+    ctx = scope.ctx
+    env_texts: dict[str, str] = {}
+    env_hits: list[tuple[str, list[Hit]]] = []
+    for path, _optional, _a in su.environment_files(unit, ctx):
+        if not path.startswith("/"):
+            continue
+        text = _read(host, resolve_link(host, path))
+        if text is None:
+            continue
+        env_texts[path] = text
+        hits = []
+        for a in envfile.parse(text)[0]:
+            for spelled, hp in view.paths_in_text(a.value):
+                hits.append(Hit(f"EnvironmentFile {a.key}", spelled, hp, path, a.line, a.text))
+        if hits:
+            env_hits.append((path, hits))
+    env = su.environment(unit, ctx, env_texts)
+    hits: list[Hit] = []
+    for r in su.references(unit, ctx, env):
+        a = r.assignment
+        if r.is_path:
+            hp = view.to_host(r.text)
+            found = [(r.text, hp)] if hp else []
+        else:
+            found = view.paths_in_text(r.text)
+        for spelled, hp in found:
+            hits.append(Hit(r.key, spelled, hp, a.source, a.line, a.text))
+    if unit.fragment:
+        real = resolve_link(host, unit.fragment)
+        hp = view.to_host(real)
+        if hp:
+            hits.append(Hit("unit_file", real, hp, unit.fragment, 0, f"-> {real}"))
+    return hits, env_hits
+
+
+def _manager(host: Host, view: VolumeView) -> list[str] | None:
+    """The systemctl command line that reaches this host's system manager, or None."""
+    if shutil.which("systemctl") is None:
+        return None
+    if view.pid is not None:
+        if shutil.which("nsenter") is None or not os.path.isdir(host.path("/run/systemd/system")):
+            return None
+        return ["nsenter", "-t", str(view.pid), "-a", "systemctl"]
+    if host.root != "/" or not host.live or not os.path.isdir("/run/systemd/system"):
+        return None
+    return ["systemctl"]
+
+
+def parse_show(text: str) -> dict[str, dict[str, str]]:
+    """``systemctl show -p Id,...`` output: one block per unit, keyed by Id."""
+    out: dict[str, dict[str, str]] = {}
+    for block in text.split("\n\n"):
+        props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        if props.get("Id"):
+            out[props["Id"]] = props
+    return out
+
+
+def manager_state(cmd: list[str], names: list[str]) -> tuple[dict[str, dict[str, str]],
+                                                               Problem | None]:
+    if not names:
+        return {}, None
+    try:
+        p = subprocess.run([*cmd, "show", "--no-pager",
+                            "-p", "Id,LoadState,ActiveState,SubState,UnitFileState", "--", *names],
+                           capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT_S,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {}, Problem("systemctl-failed", f"{' '.join(cmd)} show failed: {e}")
+    if p.returncode != 0 and not p.stdout:
+        return {}, Problem("systemctl-failed",
+                           f"{' '.join(cmd)} show: {p.stderr.strip()[:200]}")
+    shown = parse_show(p.stdout)
+    # show answers in the order asked; an alias's Id is the real name, so map by position too
+    blocks = [b for b in p.stdout.split("\n\n") if b.strip()]
+    if len(blocks) == len(names):
+        for n, b in zip(names, blocks):
+            shown.setdefault(n, dict(x.partition("=")[::2] for x in b.splitlines()))
+    return shown, None
+
+
+def running_units(cmd: list[str]) -> set[str]:
+    try:
+        p = subprocess.run([*cmd, "list-units", "--all", "--plain", "--no-legend", "--no-pager"],
+                           capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT_S,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {line.split()[0] for line in p.stdout.splitlines() if line.split()}
+
+
+def _fallback_state(scope: Scope, name: str, unit: su.Unit) -> tuple[bool, str]:
+    template = su.template_of(name)
+    link = scope.linked.get(name) or (scope.linked.get(template) if template else None)
+    if link:
+        return True, "generated" if "/generator" in link else "enabled"
+    if not unit.has_section("Install"):
+        if unit.fragment and "/generator" in unit.fragment:
+            return False, "generated"
+        return False, "static"
+    return False, "disabled"
+
+
+def _consumer(scope: Scope, name: str, unit: su.Unit, hits: list[Hit],
+              state: dict[str, str] | None, fb: tuple[bool, str]) -> Consumer:
+    if state and state.get("LoadState") not in (None, "", "not-found"):
+        ufs = state.get("UnitFileState", "")
+        enabled: bool | None = ufs in ("enabled", "enabled-runtime", "linked", "linked-runtime",
+                                       "alias", "generated", "indirect") or fb[0]
+        active = ACTIVE.get(state.get("ActiveState", ""))
+        attrs_state = {"unit_file_state": ufs or fb[1], "active_state": state.get("ActiveState"),
+                       "sub_state": state.get("SubState"), "state_from": "systemctl"}
+    else:
+        enabled, active = fb[0], None
+        attrs_state = {"unit_file_state": fb[1], "active_state": None, "sub_state": None,
+                       "state_from": "unit-files"}
+    fields: dict[str, list[str]] = {}
+    for h in hits:
+        k = h.key
+        shown = h.spelled
+        if k.startswith(("Environment ", "EnvironmentFile ")):
+            shown = f"{k.split(' ', 1)[1]}={redact_value(k.split(' ', 1)[1], h.spelled)}"
+        vals = fields.setdefault(k.split(" ", 1)[0], [])
+        if shown not in vals:
+            vals.append(shown)
+    evidence = tuple(dict.fromkeys(
+        Evidence("unit-file" if not h.key.startswith("EnvironmentFile ") else "environment-file",
+                 h.host_path, f"{h.source}:{h.line}" if h.line else h.source,
+                 redact_text(h.text))
+        for h in hits))
+    attrs = {"enabled": enabled, "active": active, "unit_file": unit.fragment,
+             "dropins": list(unit.dropins), "scope": scope.kind, "fields": fields, **attrs_state}
+    if scope.user:
+        attrs["user"] = scope.user
+    if unit.type in ("mount", "automount", "swap"):
+        where = [h.host_path for h in hits if h.key in ("Where", "What")]
+        if where:
+            attrs["mounts"] = where[0]
+    paths = tuple(sorted({h.host_path for h in hits}))
+    return Consumer(id=f"systemd-unit:{scope.id_prefix}{name}", type="systemd-unit", name=name,
+                    live=active is True, paths=paths, evidence=evidence, attrs=attrs)
+
+
+def _env_consumer(path: str, hits: list[Hit], unit_ids: list[str]) -> Consumer:
+    return Consumer(
+        id=f"config-file:{path}", type="config-file", name=path, live=False,
+        paths=tuple(sorted({h.host_path for h in hits})),
+        evidence=tuple(dict.fromkeys(Evidence("config-line", h.host_path, f"{path}:{h.line}",
+                                              redact_text(h.text)) for h in hits)),
+        attrs={"file": path, "format": "environment-file", "used_by": unit_ids})
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    problems: list[Problem] = []
+    cmd = _manager(host, view)
+    running = running_units(cmd) if cmd else set()
+    found: list[tuple[Scope, str, su.Unit, list[Hit]]] = []
+    env_users: dict[str, tuple[list[Hit], list[str]]] = {}
+    for scope in scopes(host):
+        _index(host, scope)
+        names: list[str] = []
+        for name in scope.files:
+            if su.split_name(name)[1] == "":      # a template: its instances, or itself
+                inst = _instances(scope, name, running if scope.kind == "system" else set())
+                names.extend(inst or [name])
+            else:
+                names.append(name)
+        for name in names:
+            if name in scope.masked:
+                continue
+            fname = name if name in scope.files else su.template_of(name)
+            spelled = scope.files[fname]
+            text = _read(host, resolve_link(host, spelled))
+            if text is None:
+                problems.append(Problem("unreadable-unit", f"cannot read {spelled}",
+                                        path=spelled))
+                continue
+            unit = su.load(name, (spelled, text), tuple(_dropins(host, scope, name)))
+            hits, env_hits = unit_hits(host, view, scope, unit)
+            for p, eh in env_hits:
+                entry = env_users.setdefault(p, (eh, []))
+                entry[1].append(f"systemd-unit:{scope.id_prefix}{name}")
+            if hits or env_hits:
+                all_hits = hits + [h for _p, eh in env_hits for h in eh]
+                found.append((scope, name, unit, all_hits))
+    states: dict[str, dict[str, str]] = {}
+    if cmd:
+        sys_names = [n for s, n, _u, _h in found if s.kind == "system"]
+        states, prob = manager_state(cmd, sys_names)
+        if prob:
+            problems.append(prob)
+    consumers = []
+    for scope, name, unit, hits in found:
+        st = states.get(name) if scope.kind == "system" else None
+        consumers.append(_consumer(scope, name, unit, hits, st,
+                                   _fallback_state(scope, name, unit)))
+    for path, (hits, ids) in env_users.items():
+        consumers.append(_env_consumer(path, hits, ids))
+    return tuple(consumers), tuple(problems)
