@@ -109,6 +109,9 @@ class CheckResult:
     items: tuple[ItemUsage, ...]
     consumers: tuple[Consumer, ...]
     warnings: tuple[Problem, ...]
+    whole_volume: tuple[str, ...] = ()   # consumer ids using the volume itself, not one item
+    scanned: bool = True                 # False with --no-scan: items are listed, not walked
+    elapsed_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
