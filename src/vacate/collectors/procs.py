@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ from vacate.model.common import Problem
 from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, ContainerRoot, Evidence
 from vacate.parsers import mountinfo
+from vacate.parsers.redact import redact_text
 
 PF_KTHREAD = 0x00200000
 _DELETED = " (deleted)"
@@ -397,10 +399,11 @@ class _Pass:
                  hits: list[_Hit], gpus: list[str]) -> Consumer:
         base = self.host.proc_path(pid)
         try:
-            argv = _read(os.path.join(base, "cmdline")).split(b"\0")
-            cmdline = [a.decode("utf-8", "surrogateescape") for a in argv if a]
+            argv = _read(os.path.join(base, "cmdline")).rstrip(b"\0").split(b"\0")
+            cmdline = redact_text(shlex.join(a.decode("utf-8", "surrogateescape")
+                                             for a in argv if a))
         except OSError:
-            cmdline = []
+            cmdline = ""
         uid = None
         try:
             for line in _read(os.path.join(base, "status")).split(b"\n"):
@@ -421,7 +424,7 @@ class _Pass:
             "pid": pid,
             "start_time": start,
             "ppid": int(fields[1]),
-            "cmdline": cmdline,
+            "cmdline": cmdline,       # shell-quoted, secrets redacted
             "user": self.user_of(uid),
             "uid": uid,
             "access": access,

@@ -42,3 +42,31 @@ def scan_doc(result) -> dict[str, Any]:
         "warnings": [w.as_json() for w in result.warnings],
         "elapsed_s": round(result.elapsed_s, 3),
     }
+
+
+def check_doc(result) -> dict[str, Any]:
+    """``vacate.check/1``: the target, the verdict, every item with its status and users, every
+    consumer with its evidence, and the warnings."""
+    items = []
+    for u in result.items:
+        it = u.item
+        c = it.classification
+        d = {"id": it.id, "path": it.path, "parent": it.parent,
+             "kind": c.kind if c else ("directory" if it.is_dir else "file"),
+             "label": c.label if c else ("directory" if it.is_dir else "file"),
+             "recoverable": c.recoverable if c else None,
+             "status": u.status}
+        d.update(it.stats.as_json())
+        d["users"] = list(u.users)
+        items.append(d)
+    return {
+        "schema": "vacate.check/1",
+        "target": result.target.as_json(),
+        "verdict": result.verdict.as_json(),
+        "items": items,
+        "whole_volume": list(result.whole_volume),
+        "consumers": [c.as_json() for c in result.consumers],
+        "warnings": [w.as_json() for w in result.warnings],
+        "scanned": result.scanned,
+        "elapsed_s": round(result.elapsed_s, 3),
+    }

@@ -1,0 +1,43 @@
+"""``vacate check PATH``: everything that uses the volume, and the verdict.
+
+Exit status: 0 safe to unmount, 1 in use, 2 usage or runtime error, 3 could not tell."""
+
+from __future__ import annotations
+
+import argparse
+
+from vacate.cli.env import Env
+from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("check", help="everything that uses a volume, and whether it is safe "
+                                     "to unmount (exit 0 safe, 1 in use, 3 could not tell)")
+    p.add_argument("path", help="the volume's mountpoint, or any directory on it")
+    p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
+    p.add_argument("--no-scan", action="store_true",
+                   help="do not walk the volume: list its top level only (fast; sizes are "
+                        "the entries' own)")
+    p.add_argument("--no-config", action="store_true",
+                   help="skip configured users (unit files, fstab, containers...)")
+    return p
+
+
+def exit_code(safe: bool | None) -> int:
+    return EXIT_OK if safe is True else EXIT_IN_USE if safe is False else EXIT_UNKNOWN
+
+
+def run(args, env: Env) -> int:
+    from vacate.core.check import check
+
+    result = check(args.path, host=env.host, scan_tree=not args.no_scan,
+                   configured=not args.no_config)
+    if args.json:
+        from vacate.output import jsonfmt
+
+        env.stdout.write(jsonfmt.dumps(jsonfmt.check_doc(result)))
+    else:
+        from vacate.output import check_view
+
+        check_view.render(result, env.console())
+    return exit_code(result.verdict.safe_to_unmount)

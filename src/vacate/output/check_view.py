@@ -1,0 +1,89 @@
+"""The people's view of a check: one row per item (path, size, last used, what it is, status,
+used by), then the verdict and each blocker with its next action."""
+
+from __future__ import annotations
+
+import os
+
+from rich.table import Table
+
+from vacate.model.usage import CheckResult, Consumer
+from vacate.output.units import human_age, human_bytes
+
+STATUS_STYLE = {"active": "bold red", "referenced": "yellow", "cold": "cyan",
+                "disposable": "green", "artifact": "dim"}
+
+
+def _who(c: Consumer) -> str:
+    a = c.attrs
+    if c.type == "process":
+        s = a.get("unit") or c.name
+        s += f" (pid {a.get('pid')}, {'+'.join(a.get('access', []))})"
+        if a.get("container"):
+            s += f" in {a['container']['type']} {a['container']['name']}"
+        if a.get("gpus"):
+            s += f", {len(a['gpus'])} GPU" + ("s" if len(a["gpus"]) > 1 else "")
+        return s
+    if c.type == "systemd-unit":
+        flags = [("enabled" if a.get("enabled") else "disabled") if a.get("enabled") is not None
+                 else None, ("running" if a.get("active") else "stopped")
+                 if a.get("active") is not None else None]
+        flags = [f for f in flags if f]
+        return c.name + (f" ({', '.join(flags)})" if flags else "")
+    return f"{c.type} {c.name}"
+
+
+def _used_by(ids: tuple[str, ...], by_id: dict[str, Consumer], limit: int = 3) -> str:
+    names = list(dict.fromkeys(_who(by_id[i]) for i in ids if i in by_id))
+    more = f" +{len(names) - limit} more" if len(names) > limit else ""
+    return "; ".join(names[:limit]) + more
+
+
+def render(result: CheckResult, console) -> None:
+    t = result.target
+    console.print(f"[bold]{t.path}[/] on {t.mount.source} ({t.mount.fstype})  "
+                  f"{human_bytes(t.used_bytes)} used of {human_bytes(t.size_bytes)}")
+    by_id = {c.id: c for c in result.consumers}
+    table = Table(show_edge=False)
+    for col, just in (("path", "left"), ("size", "right"), ("last used", "right"),
+                      ("what it is", "left"), ("status", "left"), ("used by", "left")):
+        table.add_column(col, justify=just)
+    tops = [u for u in result.items if u.item.parent is None]
+    subs = [u for u in result.items if u.item.parent is not None]
+    for u in sorted(tops, key=lambda u: u.item.stats.disk_bytes, reverse=True):
+        rows = [u] + sorted((s for s in subs if s.item.parent == u.item.path),
+                            key=lambda s: s.item.path)
+        for r in rows:
+            it = r.item
+            rel = os.path.relpath(it.path, t.path) + ("/" if it.is_dir else "")
+            name = rel if it.parent is None else "  " + rel
+            last = max((x for x in (it.stats.newest_mtime, it.stats.newest_atime
+                                    if t.atime_reliable else None) if x is not None),
+                       default=None)
+            what = it.classification.label if it.classification else ""
+            style = STATUS_STYLE.get(r.status, "")
+            size = human_bytes(it.stats.disk_bytes) if result.scanned or not it.is_dir else "-"
+            table.add_row(name, size, human_age(last), what, f"[{style}]{r.status}[/]",
+                          _used_by(r.users, by_id))
+    console.print(table)
+    if result.whole_volume:
+        console.print("[bold]the volume itself[/] is used by: "
+                      + _used_by(result.whole_volume, by_id, limit=6))
+    v = result.verdict
+    if v.safe_to_unmount is True:
+        console.print("[bold green]safe to unmount[/]: nothing uses it")
+    elif v.safe_to_unmount is False:
+        console.print(f"[bold red]not safe to unmount[/]: {len(v.blockers)} blocker"
+                      + ("s" if len(v.blockers) != 1 else ""))
+    else:
+        console.print("[bold yellow]could not tell[/]: something could not be read "
+                      "(unknown is never safe)")
+    for b in v.blockers:
+        console.print(f"  [red]-[/] {b.reason}\n      next: [bold]{b.action}[/]")
+    for p in v.unknowns[:10]:
+        console.print(f"  [yellow]?[/] {p.message}")
+    rest = [w for w in result.warnings if not w.blocks_verdict]
+    for w in rest[:10]:
+        console.print(f"[yellow]note:[/] {w.message}")
+    if len(rest) > 10:
+        console.print(f"[yellow]... and {len(rest) - 10} more notes (see --json)[/]")
