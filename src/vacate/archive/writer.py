@@ -1,0 +1,476 @@
+"""``archive()``: sources -> zstd-compressed pax tar parts + manifest + checksums + README.
+
+One read of each file feeds both its sha256 and the compressor (zstd, multi-threaded, frame
+checksums on). Parts are closed at member boundaries once they hold ``part_size`` bytes of tar
+data; a bigger file goes whole into one part. Directories go last, into the final part, so
+that extracting later parts does not disturb their mtimes.
+
+Crash safety and resume: for each finished part we first store its sidecar
+(``.vacate-partial/part-N.json``: the entries it holds and its sha256), then commit the part
+itself (temp name -> fsync -> rename, or S3 multipart completion). A part counts as done only
+when both exist and the size matches; a rerun with the same name skips every path that a done
+part holds and carries on. The manifest is written last: its presence marks the archive
+complete.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat as S
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zstandard
+
+from vacate import __version__
+from vacate.archive import manifest as mf
+from vacate.archive import tarfmt
+from vacate.archive.source import SourceEntry, arc_roots, walk
+from vacate.archive.target import Target
+from vacate.errors import UsageError
+from vacate.model.common import Problem
+
+CHUNK = 1 << 20
+_ZEROS = memoryview(bytes(CHUNK))
+Progress = Callable[[int, int], None]     # (bytes done, bytes total)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveResult:
+    location: str
+    name: str
+    parts: tuple[mf.PartInfo, ...]
+    entries: int
+    files: int
+    bytes_read: int
+    bytes_written: int
+    resumed_parts: int
+    changed: tuple[str, ...]           # files that changed while being read
+    warnings: tuple[Problem, ...]
+    elapsed_s: float
+
+
+class _Counter:
+    """The compressed-output side of a part: hashes and counts what reaches the target."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.h = hashlib.sha256()
+        self.n = 0
+
+    def write(self, data) -> int:
+        self.h.update(data)
+        self.n += len(data)
+        self.sink.write(data)
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+class _Part:
+    def __init__(self, target: Target, name: str, cctx: zstandard.ZstdCompressor):
+        self.name = name
+        self.sink = target.create(name)
+        self.out = _Counter(self.sink)
+        self.zw = cctx.stream_writer(self.out, closefd=False, write_return_read=True)
+        self.tar_bytes = 0
+        self.entries: list[mf.Entry] = []
+        self.inodes: dict[str, list] = {}
+
+    def write(self, data) -> None:
+        self.zw.write(data)
+        self.tar_bytes += len(data)
+
+    def finish(self) -> mf.PartInfo:
+        self.write(tarfmt.END_OF_ARCHIVE)
+        self.zw.flush(zstandard.FLUSH_FRAME)
+        self.zw.close()
+        return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
+                           len(self.entries))
+
+
+class _Names:
+    def __init__(self):
+        self.users: dict[int, str] = {}
+        self.groups: dict[int, str] = {}
+
+    def user(self, uid: int) -> str:
+        if uid not in self.users:
+            try:
+                self.users[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                self.users[uid] = ""
+        return self.users[uid]
+
+    def group(self, gid: int) -> str:
+        if gid not in self.groups:
+            try:
+                self.groups[gid] = grp.getgrgid(gid).gr_name
+            except KeyError:
+                self.groups[gid] = ""
+        return self.groups[gid]
+
+
+def _data_segments(fd: int, size: int, st) -> tuple[tuple[int, int], ...] | None:
+    """Data segments of a file with holes (SEEK_DATA/SEEK_HOLE), or None if it is dense."""
+    if size == 0 or st.st_blocks * 512 >= size:
+        return None
+    segs = []
+    pos = 0
+    try:
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:       # ENXIO: only a hole from here to the end
+                break
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            if end > start:
+                segs.append((start, end - start))
+            pos = end
+    except OSError:
+        return None
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    if len(segs) == 1 and segs[0] == (0, size):
+        return None
+    if not segs or segs[-1][0] + segs[-1][1] < size:
+        segs.append((size, 0))   # GNU tar marks a trailing hole with an empty last segment
+    return tuple(segs)
+
+
+class _Writer:
+    def __init__(self, target: Target, name: str, part_size: int, level: int, threads: int,
+                 progress: Progress | None):
+        self.target = target
+        self.name = name
+        self.part_size = part_size
+        self.cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True)
+        self.progress = progress
+        self.names = _Names()
+        self.parts: list[mf.PartInfo] = []
+        self.entries: list[mf.Entry] = []
+        self.part: _Part | None = None
+        self.hardlinks: dict[tuple[int, int], tuple[bytes, int, str]] = {}  # -> path, group, sha
+        self.problems: list[Problem] = []
+        self.changed: list[str] = []
+        self.done_bytes = 0
+        self.total_bytes = 0
+        self.bytes_read = 0
+        self._last_progress = 0.0
+
+    # -- parts -----------------------------------------------------------------------------
+
+    def _open_part(self) -> _Part:
+        if self.part is None:
+            self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.cctx)
+        return self.part
+
+    def _close_part(self) -> None:
+        p = self.part
+        if p is None:
+            return
+        info = p.finish()
+        side = {"part": info.as_json(), "inodes": p.inodes,
+                "entries": [e.as_json() for e in p.entries]}
+        try:
+            self.target.put(f"{mf.STATE_DIR}/{p.name}.json",
+                            json.dumps(side, ensure_ascii=True).encode())
+            p.sink.commit()
+        except BaseException:
+            p.sink.abort()
+            raise
+        self.parts.append(info)
+        self.entries.extend(p.entries)
+        self.part = None
+
+    def _tick(self, n: int) -> None:
+        self.done_bytes += n
+        if self.progress is not None:
+            now = time.monotonic()
+            if now - self._last_progress > 0.2:
+                self._last_progress = now
+                self.progress(self.done_bytes, self.total_bytes)
+
+    # -- members ---------------------------------------------------------------------------
+
+    def add(self, se: SourceEntry) -> None:
+        st = se.st
+        kind = tarfmt.type_of_mode(st.st_mode)
+        common = {"mode": S.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
+                  "user": self.names.user(st.st_uid), "group": self.names.group(st.st_gid),
+                  "mtime_ns": st.st_mtime_ns}
+        if kind == "file":
+            key = (st.st_dev, st.st_ino)
+            if st.st_nlink > 1 and key in self.hardlinks:
+                first, group, sha = self.hardlinks[key]
+                self._simple(mf.Entry(se.arcpath, "hardlink", "", size=st.st_size, link=first,
+                                      hardlink_group=group, sha256=sha, **common))
+                return
+            self._file(se, common)
+        elif kind == "symlink":
+            try:
+                link = os.readlink(se.abspath)
+            except OSError as e:
+                self._vanished(se, e)
+                return
+            self._simple(mf.Entry(se.arcpath, "symlink", "", link=link, **common))
+        elif kind in ("char", "block"):
+            self._simple(mf.Entry(se.arcpath, kind, "",
+                                  rdev=(os.major(st.st_rdev), os.minor(st.st_rdev)), **common))
+        elif kind == "fifo":
+            self._simple(mf.Entry(se.arcpath, "fifo", "", **common))
+
+    def _vanished(self, se: SourceEntry, e: OSError) -> None:
+        self.problems.append(Problem("vanished", f"{os.fsdecode(se.abspath)}: {e.strerror}",
+                                     os.fsdecode(se.abspath)))
+
+    def _member(self, e: mf.Entry, sparse=None) -> tarfmt.Member:
+        rdev = e.rdev or (0, 0)
+        return tarfmt.Member(path=e.path, type=e.type, size=e.size, mode=e.mode, uid=e.uid,
+                             gid=e.gid, uname=e.user.encode(), gname=e.group.encode(),
+                             mtime_ns=e.mtime_ns, linkpath=e.link or b"", devmajor=rdev[0],
+                             devminor=rdev[1], sparse=sparse)
+
+    def _simple(self, e: mf.Entry) -> None:
+        part = self._open_part()
+        e = _with_part(e, part.name)
+        part.write(tarfmt.header(self._member(e)))
+        part.entries.append(e)
+        self._after_member()
+
+    def _file(self, se: SourceEntry, common: dict) -> None:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NOATIME", 0)
+        try:
+            try:
+                fd = os.open(se.abspath, flags)
+            except PermissionError:
+                fd = os.open(se.abspath, flags & ~getattr(os, "O_NOATIME", 0))
+        except OSError as e:
+            self._vanished(se, e)
+            return
+        try:
+            st = os.fstat(fd)
+            if not S.S_ISREG(st.st_mode):
+                self.problems.append(Problem("vanished", f"{os.fsdecode(se.abspath)} was "
+                                             "replaced while archiving", os.fsdecode(se.abspath)))
+                return
+            common.update(mode=S.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid,
+                          mtime_ns=st.st_mtime_ns)
+            self._file_fd(se, fd, st, common)
+        finally:
+            os.close(fd)
+
+    def _file_fd(self, se: SourceEntry, fd: int, st, common: dict) -> None:
+        size = st.st_size
+        part = self._open_part()
+        segs = _data_segments(fd, size, st)
+        e = mf.Entry(se.arcpath, "file", part.name, size=size, sparse=segs is not None,
+                     **common)
+        h = hashlib.sha256()
+        hdr = tarfmt.header(self._member(e, segs))
+        short = False
+        if segs is None and size <= CHUNK:
+            data = os.read(fd, size) if size else b""
+            while len(data) < size:
+                more = os.read(fd, size - len(data))
+                if not more:
+                    break
+                data += more
+            short = len(data) < size
+            if short:
+                data += bytes(size - len(data))
+            h.update(data)
+            part.write(hdr + data + bytes(tarfmt.padding(size)))
+            self.bytes_read += size
+            self._tick(size)
+        else:
+            part.write(hdr)
+            stored = 0
+            pos = 0
+            for off, length in segs or ((0, size),):
+                while pos < off:             # a hole: hash its zeros, store nothing
+                    n = min(CHUNK, off - pos)
+                    h.update(_ZEROS[:n])
+                    pos += n
+                    self._tick(n)
+                if length:
+                    os.lseek(fd, off, os.SEEK_SET)
+                left = length
+                while left:
+                    data = os.read(fd, min(CHUNK, left))
+                    if not data:
+                        short = True
+                        data = bytes(min(CHUNK, left))
+                    h.update(data)
+                    part.write(data)
+                    left -= len(data)
+                    self.bytes_read += len(data)
+                    self._tick(len(data))
+                pos = off + length
+                stored += length
+            if segs is not None:
+                stored += len(tarfmt.sparse_map_block(segs))
+            part.write(bytes(tarfmt.padding(stored)))
+        after = os.fstat(fd)
+        changed = short or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != \
+            (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        sha = h.hexdigest()
+        group = None
+        if st.st_nlink > 1:
+            group = len(self.hardlinks) + 1
+            self.hardlinks[(st.st_dev, st.st_ino)] = (se.arcpath, group, sha)
+            part.inodes[f"{st.st_dev}:{st.st_ino}"] = [os.fsdecode(se.arcpath), group, sha]
+        e = mf.Entry(se.arcpath, "file", part.name, size=size, sparse=segs is not None,
+                     sha256=sha, hardlink_group=group, changed=changed, **common)
+        if changed:
+            p = os.fsdecode(se.abspath)
+            self.changed.append(p)
+            self.problems.append(Problem("changed-while-read",
+                                         f"{p} changed while it was archived; archive it again "
+                                         "once nothing writes to it", p, blocks_verdict=True))
+        part.entries.append(e)
+        self._after_member()
+
+    def _after_member(self) -> None:
+        if self.part is not None and self.part.tar_bytes >= self.part_size:
+            self._close_part()
+
+    def add_dirs(self, dirs: list[SourceEntry]) -> None:
+        """All directories, in the final part (after every file they hold)."""
+        part = self._open_part()
+        for se in dirs:
+            st = se.st
+            e = mf.Entry(se.arcpath, "dir", part.name, mode=S.S_IMODE(st.st_mode),
+                         uid=st.st_uid, gid=st.st_gid, user=self.names.user(st.st_uid),
+                         group=self.names.group(st.st_gid), mtime_ns=st.st_mtime_ns)
+            part.write(tarfmt.header(self._member(e)))
+            part.entries.append(e)
+
+
+def _with_part(e: mf.Entry, part: str) -> mf.Entry:
+    from dataclasses import replace
+    return replace(e, part=part)
+
+
+def _load_state(target: Target, sources: list[str], part_size: int):
+    """Done parts of an interrupted run with the same name: (parts, entries, inodes)."""
+    state_raw = None
+    try:
+        state_raw = target.get(f"{mf.STATE_DIR}/state.json")
+    except (FileNotFoundError, KeyError):
+        return None
+    state = json.loads(state_raw)
+    if state["sources"] != sources:
+        raise UsageError(
+            f"{target.location} holds an unfinished archive of other sources "
+            f"({', '.join(state['sources'])})",
+            hint="use another --name, or the same sources to resume it")
+    files = target.list()
+    sides = target.list(mf.STATE_DIR)
+    parts, entries, inodes = [], [], {}
+    n = 1
+    while True:
+        pname = mf.part_name(n)
+        side = f"{mf.STATE_DIR}/{pname}.json"
+        if side not in sides:
+            break
+        d = json.loads(target.get(side))
+        info = mf.PartInfo.from_json(d["part"])
+        if files.get(pname) != info.bytes:
+            break            # the sidecar was stored but the part never committed
+        parts.append(info)
+        entries.extend(mf.Entry.from_json(x) for x in d["entries"])
+        for k, (p, g, sha) in d["inodes"].items():
+            dev, ino = map(int, k.split(":"))
+            inodes[(dev, ino)] = (os.fsencode(p), g, sha)
+        n += 1
+    # anything beyond the done parts is debris from the interrupted part
+    for name in list(sides):
+        if name.endswith(".json") and name != f"{mf.STATE_DIR}/state.json":
+            k = int(name.rsplit("part-", 1)[1].split(".")[0])
+            if k > len(parts):
+                target.delete(name)
+    for name in files:
+        if name.startswith("part-") and name.endswith(".tar.zst") \
+                and int(name[5:11]) > len(parts):
+            target.delete(name)
+    return parts, entries, inodes
+
+
+def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1 << 30,
+            level: int = 3, threads: int = -1, progress: Progress | None = None) -> ArchiveResult:
+    t0 = time.monotonic()
+    try:
+        roots = arc_roots(sources)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    for ab, _ in roots:
+        if not os.path.lexists(ab):
+            raise UsageError(f"{os.fsdecode(ab)}: no such file or directory")
+    if mf.MANIFEST in target.list():
+        raise UsageError(f"{target.location} already holds a complete archive",
+                         hint="choose another --name, or verify the existing one")
+    src_list = [os.fsdecode(ab) for ab, _ in roots]
+    target.cleanup_unfinished()
+    w = _Writer(target, name, part_size, level, threads, progress)
+    state = _load_state(target, src_list, part_size)
+    done_paths: set[bytes] = set()
+    if state is None:
+        target.put(f"{mf.STATE_DIR}/state.json", json.dumps(
+            {"sources": src_list, "name": name, "part_size": part_size,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
+        resumed = 0
+    else:
+        w.parts, w.entries, w.hardlinks = state[0], list(state[1]), state[2]
+        done_paths = {e.path for e in w.entries}
+        resumed = len(w.parts)
+    created = json.loads(target.get(f"{mf.STATE_DIR}/state.json"))["created"]
+
+    todo: list[SourceEntry] = []
+    dirs: list[SourceEntry] = []
+    for ab, base in roots:
+        for se in walk(ab, base, w.problems):
+            if S.S_ISDIR(se.st.st_mode):
+                dirs.append(se)
+            elif se.arcpath not in done_paths:
+                todo.append(se)
+                if S.S_ISREG(se.st.st_mode):
+                    w.total_bytes += se.st.st_size
+    if progress:
+        progress(0, w.total_bytes)
+    try:
+        for se in todo:
+            w.add(se)
+        w.add_dirs(dirs)
+        w._close_part()
+    except BaseException:
+        if w.part is not None:
+            w.part.sink.abort()
+        raise
+    if progress:
+        progress(w.total_bytes, w.total_bytes)
+
+    m = mf.Manifest(name=name, created=created, sources=tuple(src_list), parts=tuple(w.parts),
+                    entries=tuple(w.entries), tool=f"vacate {__version__}",
+                    extra={"part_size": part_size, "zstd_level": level})
+    target.put(mf.SUMS, mf.sums_file(m.entries))
+    target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
+    target.put(mf.README, mf.README_TEXT.format(
+        tool=m.tool, created=created, sources=", ".join(src_list)).encode())
+    target.put(mf.MANIFEST, m.dumps())      # last: marks the archive complete
+    for k in target.list(mf.STATE_DIR):
+        target.delete(k)
+    if hasattr(target, "remove_dir"):
+        target.remove_dir(mf.STATE_DIR)
+    return ArchiveResult(
+        location=target.location, name=name, parts=m.parts, entries=len(m.entries),
+        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=w.bytes_read,
+        bytes_written=sum(p.bytes for p in m.parts), resumed_parts=resumed,
+        changed=tuple(w.changed), warnings=tuple(w.problems),
+        elapsed_s=time.monotonic() - t0)

@@ -1,0 +1,36 @@
+"""``vacate restore ARCHIVE [PATTERN...] --to DIR``: restore all or part, checking every file."""
+
+from __future__ import annotations
+
+import argparse
+
+from vacate.cli.env import Env
+from vacate.errors import EXIT_IN_USE, EXIT_OK
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("restore", help="restore all or part of an archive, checking each file")
+    p.add_argument("archive", help="the archive: DEST/NAME or s3://bucket/prefix/NAME")
+    p.add_argument("patterns", nargs="*", metavar="PATTERN",
+                   help="archive paths or shell patterns (a directory selects what it holds)")
+    p.add_argument("--to", required=True, metavar="DIR", help="restore into this directory")
+    p.add_argument("--force", action="store_true", help="overwrite files that exist")
+    p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
+    p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return p
+
+
+def run(args, env: Env) -> int:
+    from vacate.archive.restore import restore
+    from vacate.archive.target import open_target
+    from vacate.output import archive_view, jsonfmt
+
+    target = open_target(args.archive, endpoint=args.endpoint, environ=env.environ)
+    with archive_view.progress_bar(env, "restore", not args.no_progress) as prog:
+        r = restore(target, args.to, args.patterns, force=args.force, progress=prog)
+    if args.json:
+        env.stdout.write(jsonfmt.dumps(archive_view.restore_doc(r)))
+    else:
+        archive_view.render_restore(r, env.console())
+    return EXIT_OK if r.ok else EXIT_IN_USE
