@@ -127,3 +127,18 @@ def container_view(where: str, target: Target, container_mounts: tuple[Mount, ..
     (``/proc/INIT/mountinfo``); ``pid`` is the container's init pid on the host."""
     v = _view_from_mounts(where, target, container_mounts)
     return VolumeView(v.where, v.prefixes, pid)
+
+
+def lines_with_paths(view: VolumeView, text: str, comments: str = "#"
+                     ) -> list[tuple[int, str, list[tuple[str, str]]]]:
+    """(line number, line, [(spelling, host path)]) for each non-comment line of ``text`` that
+    names a path on the volume."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in comments:
+            continue
+        found = view.paths_in_text(line)
+        if found:
+            out.append((n, line, found))
+    return out

@@ -1,0 +1,95 @@
+"""Cron jobs that name the volume: ``/etc/crontab``, ``/etc/cron.d/*``, the spools
+(``/var/spool/cron/crontabs/*`` on Debian, ``/var/spool/cron/*`` on Red Hat), ``/etc/anacrontab``
+and the run-parts scripts in ``/etc/cron.{hourly,daily,weekly,monthly}``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from vacate.collectors.configured.match import VolumeView, lines_with_paths
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import crontab
+from vacate.parsers.redact import redact_text
+
+SPOOLS = ("/var/spool/cron/crontabs", "/var/spool/cron")
+RUN_PARTS = ("hourly", "daily", "weekly", "monthly")
+MAX_BYTES = 1 << 20
+
+
+def _files(host: Host, d: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(host.path(d)))
+    except OSError:
+        return []
+    return [posixpath.join(d, n) for n in names
+            if not n.startswith(".") and os.path.isfile(host.path(posixpath.join(d, n)))]
+
+
+def _read(host: Host, path: str, problems: list[Problem]) -> str | None:
+    try:
+        with open(host.path(path), "rb") as f:
+            return f.read(MAX_BYTES).decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        problems.append(Problem("unreadable-config", f"cannot read {path}: {e.strerror}",
+                                path=path, blocks_verdict=True))
+        return None
+
+
+def _consumer(path: str, line: int, text: str, found: list[tuple[str, str]],
+              attrs: dict) -> Consumer:
+    shown = redact_text(text.strip())
+    who = attrs.get("user") or "?"
+    return Consumer(
+        id=f"cron:{path}:{line}", type="cron", name=f"{who}: {shown[:80]}", live=False,
+        paths=tuple(sorted({h for _s, h in found})),
+        evidence=tuple(Evidence("config-line", h, f"{path}:{line}", shown) for _s, h in found),
+        attrs={"file": path, "line": line, **attrs})
+
+
+def _tables(host: Host) -> list[tuple[str, str, str | None]]:
+    """(path, format, user) of every crontab: system, user, anacron."""
+    out: list[tuple[str, str, str | None]] = [("/etc/crontab", "system", None)]
+    out += [(p, "system", None) for p in _files(host, "/etc/cron.d")]
+    seen: set[str] = set()
+    for spool in SPOOLS:
+        for p in _files(host, spool):
+            if p not in seen:
+                seen.add(p)
+                out.append((p, "user", posixpath.basename(p)))
+    out.append(("/etc/anacrontab", "anacron", "root"))
+    return out
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    consumers: list[Consumer] = []
+    problems: list[Problem] = []
+    for path, fmt, user in _tables(host):
+        text = _read(host, path, problems)
+        if text is None:
+            continue
+        if fmt == "anacron":
+            lines, _warn = crontab.parse_anacrontab(text)
+        else:
+            lines, _warn = crontab.parse(text, system=fmt == "system")
+        for cl in lines:
+            found = view.paths_in_text(cl.command)
+            if found:
+                consumers.append(_consumer(path, cl.line, cl.text, found, {
+                    "user": cl.user or user, "schedule": cl.schedule, "entry": cl.kind,
+                    "crontab": fmt}))
+    for period in RUN_PARTS:
+        for path in _files(host, f"/etc/cron.{period}"):
+            text = _read(host, path, problems)
+            for n, line, found in lines_with_paths(view, text or ""):
+                consumers.append(_consumer(path, n, line, found, {
+                    "user": "root", "schedule": f"@{period}", "entry": "script",
+                    "crontab": "run-parts"}))
+    return tuple(consumers), tuple(problems)

@@ -1,0 +1,205 @@
+"""A real ``systemd --system`` as PID 1 of private pid/mount/uts/ipc/net namespaces that share
+the host's root filesystem. Needs root.
+
+The box sees the host's files, so it is fenced in:
+- ``container=vacate-test`` in its environment puts systemd in container mode (no udev, no
+  global swapoff / loop detach at shutdown);
+- ``/proc/sys`` is read-only inside (else PID 1 raises the global ``fs.file-max``);
+- ``/etc/systemd/system`` is over-mounted inside by the box's own unit directory, and
+  ``--unit=`` names the box's own target whose units have ``DefaultDependencies=no``:
+  ``sysinit.target`` is never pulled (tmpfiles would empty the shared ``/tmp``), and the
+  sysinit units that write outside the namespaces are masked as well;
+- a private mount namespace with slave propagation: mounts made by the box stay inside;
+- its own cgroups (``name=systemd`` and the unified hierarchy) removed on close.
+
+``SystemdBox.close`` powers it off (SIGRTMIN+4), waits, kills only its own process tree if it
+lingers, and removes what it made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+SYSTEMD = "/lib/systemd/systemd"
+CGROUP_HIERARCHIES = ("systemd", "unified")
+MASK = (
+    "systemd-tmpfiles-setup.service", "systemd-tmpfiles-setup-dev.service",
+    "systemd-tmpfiles-clean.service", "systemd-tmpfiles-clean.timer", "systemd-sysctl.service",
+    "systemd-binfmt.service", "systemd-remount-fs.service", "systemd-random-seed.service",
+    "systemd-journal-flush.service", "systemd-update-utmp.service", "systemd-sysusers.service",
+    "systemd-firstboot.service", "systemd-machine-id-commit.service", "ldconfig.service",
+    "swap.target", "lxc-net.service", "lxc.service", "lxc-monitord.service",
+    "docker.service", "containerd.service", "nfs-server.service", "rpcbind.service",
+)
+TARGET = "vacate-box.target"
+
+
+def available() -> bool:
+    return (os.geteuid() == 0 and os.access(SYSTEMD, os.X_OK)
+            and shutil.which("unshare") is not None and shutil.which("nsenter") is not None
+            and all(os.path.isdir(f"/sys/fs/cgroup/{h}") for h in CGROUP_HIERARCHIES))
+
+
+@dataclass
+class SystemdBox:
+    workdir: str
+    units_dir: str
+    unshare_pid: int
+    pid1: int
+    cgroups: list[str] = field(default_factory=list)
+    log: str = ""
+
+    def nsenter(self, *cmd: str, check: bool = False, timeout: float = 30
+                ) -> subprocess.CompletedProcess:
+        return subprocess.run(["nsenter", "-t", str(self.pid1), "-a", *cmd], check=check,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def systemctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+        return self.nsenter("systemctl", "--no-pager", *args, check=check)
+
+    def wait_running(self, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.systemctl("is-system-running").stdout.strip()
+            if state in ("running", "degraded"):
+                return state
+            time.sleep(0.1)
+        raise RuntimeError(f"box systemd not up (state {state!r}); log:\n{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        try:
+            os.kill(self.pid1, signal.SIGRTMIN + 4)      # orderly poweroff of the box
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _alive(self.unshare_pid):
+            time.sleep(0.1)
+        if _alive(self.unshare_pid):
+            # killing PID 1 of the namespace kills every process in it
+            try:
+                os.kill(self.pid1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and _alive(self.unshare_pid):
+                time.sleep(0.05)
+        try:
+            os.waitpid(self.unshare_pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        for cg in reversed(self.cgroups):
+            for dirpath, _dirs, _files in sorted(os.walk(cg, topdown=False),
+                                                 key=lambda t: -len(t[0])):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
+              files: dict[str, str] | None = None) -> SystemdBox:
+    """Boot a box whose ``/etc/systemd/system`` holds ``units`` (name -> text; a name with a
+    ``/`` is a drop-in like ``x.service.d/override.conf``) and ``files`` (other files placed in
+    the same directory), with ``enable`` linked into the box's default target. The caller must
+    ``close()`` it."""
+    workdir = tempfile.mkdtemp(prefix="vacate-systemd-box-")
+    units_dir = os.path.join(workdir, "etc-systemd-system")
+    os.makedirs(os.path.join(units_dir, f"{TARGET}.wants"))
+    for u in MASK:
+        os.symlink("/dev/null", os.path.join(units_dir, u))
+    with open(os.path.join(units_dir, TARGET), "w") as f:
+        f.write("[Unit]\nDescription=vacate test box\nDefaultDependencies=no\n")
+    for name, text in {**units, **(files or {})}.items():
+        path = os.path.join(units_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    for name in enable:
+        os.symlink(f"../{name}" if "@" not in name else f"../{name.split('@')[0]}@."
+                   f"{name.rsplit('.', 1)[1]}",
+                   os.path.join(units_dir, f"{TARGET}.wants", name))
+    tag = f"vacate-box-{uuid.uuid4().hex[:8]}"
+    cgroups = [f"/sys/fs/cgroup/{h}/{tag}" for h in CGROUP_HIERARCHIES]
+    for cg in cgroups:
+        os.makedirs(cg)
+    log = os.path.join(workdir, "systemd.log")
+    inner = (
+        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
+        f"mount --bind {units_dir} /etc/systemd/system && "
+        "exec env -i container=vacate-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "
+        f"{SYSTEMD} --system --unit={TARGET} --log-target=console --log-level=notice"
+    )
+    join = " ".join(f"echo $$ > {cg}/cgroup.procs;" for cg in cgroups)
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(
+            ["sh", "-c", f"{join} exec unshare --pid --fork --mount-proc --mount "
+                         f"--propagation slave --uts --ipc --net sh -c '{inner}'"],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    box = SystemdBox(workdir, units_dir, proc.pid, 0, cgroups, log)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            kids = _children(proc.pid)
+            if kids:
+                box.pid1 = kids[0]
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"box exited early:\n{box._log_tail()}")
+            time.sleep(0.02)
+        if not box.pid1:
+            raise RuntimeError("box PID 1 did not appear")
+        box.wait_running()
+    except BaseException:
+        if box.pid1:
+            box.close()
+        else:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(5)
+            box.close()
+        raise
+    return box
