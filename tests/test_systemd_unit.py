@@ -3,8 +3,8 @@
 import os
 
 import pytest
-
 from conftest import FIXTURES
+
 from vacate.collectors.configured.match import VolumeView
 from vacate.parsers import systemd_unit as su
 
@@ -21,7 +21,10 @@ def load(name, text, dropins=()):
     return su.load(name, (f"/etc/systemd/system/{name}", text), tuple(dropins))
 
 
-def hits(unit, env=None, ctx=su.Context()):
+SYSTEM = su.Context()
+
+
+def hits(unit, env=None, ctx=SYSTEM):
     out = []
     for r in su.references(unit, ctx, env if env is not None else su.environment(unit, ctx)):
         found = [(r.text, DATA.to_host(r.text))] if r.is_path else DATA.paths_in_text(r.text)

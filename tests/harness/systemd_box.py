@@ -173,8 +173,8 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
     join = " ".join(f"echo $$ > {cg}/cgroup.procs;" for cg in cgroups)
     with open(log, "wb") as logf:
         proc = subprocess.Popen(
-            ["sh", "-c", f"{join} exec unshare --pid --fork --mount-proc --mount "
-                         f"--propagation slave --uts --ipc --net sh -c '{inner}'"],
+            ["sh", "-c", (f"{join} exec unshare --pid --fork --mount-proc --mount "
+                          f"--propagation slave --uts --ipc --net sh -c '{inner}'")],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             start_new_session=True)
     box = SystemdBox(workdir, units_dir, proc.pid, 0, cgroups, log)
