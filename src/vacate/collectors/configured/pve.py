@@ -1,0 +1,208 @@
+"""Proxmox VE guests whose config uses the volume: containers (``/etc/pve/lxc/CTID.conf``:
+``rootfs``, ``mpN``, ``unusedN``, raw ``lxc.*`` keys) and VMs (``/etc/pve/qemu-server/VMID.conf``:
+disks, ``unusedN``), in the current config and in snapshot sections. Volume ids are resolved
+through ``/etc/pve/storage.cfg`` to ZFS datasets (matched against the target's dataset) and to
+paths of directory-like storages; storages that themselves live on the volume are reported too.
+``pct``/``qm`` are not needed: only the files are read. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vacate.collectors.configured.blockdev import VolumeDevice
+from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
+from vacate.collectors.configured.lxc import Finding, Scope, fstab_line_uses, running_state
+from vacate.collectors.configured.match import VolumeView
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import fstab as fstab_parser
+from vacate.parsers import pve_config, pve_storage
+from vacate.parsers.pve_storage import Storage
+
+PVE = "/etc/pve"
+_KINDS = (("lxc", "pve-container"), ("qemu-server", "pve-vm"))
+
+
+def _dataset_on(scope: Scope, dataset: str | None) -> bool:
+    ds = scope.dev.zfs_dataset
+    return bool(dataset and ds and (dataset == ds or dataset.startswith(ds + "/")))
+
+
+def storage_on_volume(scope: Scope, st: Storage) -> tuple[str | None, str] | None:
+    """(host path, why) when a storage itself lives on the volume."""
+    if st.path:
+        h = scope.view.to_host(st.path)
+        if h is not None:
+            return h, f"{st.type} storage {st.id!r} has its path on the volume"
+    if st.type == "zfspool" and _dataset_on(scope, st.props.get("pool")):
+        return scope.volume_path, f"zfspool storage {st.id!r} is (in) the volume's dataset"
+    return None
+
+
+def volume_uses(scope: Scope, storages: dict[str, Storage], value: str
+                ) -> tuple[list[tuple[str | None, str]], Problem | None]:
+    """How one disk-like value uses the volume: [(host path, why)], and a problem when its
+    storage is not defined (it could be anywhere)."""
+    vol = pve_config.parse_volume(value)
+    out: list[tuple[str | None, str]] = []
+    if vol.path:
+        h = scope.view.to_host(vol.path)
+        if h is not None:
+            out.append((h, "bind mount of a path on the volume"))
+        elif scope.dev.matches(scope.host, vol.path):
+            out.append((scope.volume_path, "passes the volume's device through"))
+        return out, None
+    if vol.storage is None:
+        return out, None      # none, cdrom
+    loc = pve_storage.resolve(storages, vol.volume)
+    if loc is None:
+        return out, Problem("unknown-storage",
+                            f"storage {vol.storage!r} of {vol.volume} is not in storage.cfg")
+    if _dataset_on(scope, loc.dataset):
+        out.append((scope.volume_path, f"volume {vol.volume} is ZFS dataset {loc.dataset}"))
+    elif loc.path:
+        h = scope.view.to_host(loc.path)
+        if h is not None:
+            out.append((h, f"volume {vol.volume} lives at {loc.path}"))
+    return out, None
+
+
+def _guest_running(host: Host, kind: str, vmid: str) -> tuple[bool | None, int | None, str]:
+    if kind == "lxc":
+        return running_state(host, vmid, "/var/lib/lxc")
+    text, _ = read_text(host, host.run_path("qemu-server", f"{vmid}.pid"))
+    if text is None or not text.strip().isdigit():
+        return False, None, "no qemu pid file"
+    pid = int(text.strip())
+    alive = os.path.exists(host.proc_path(pid))
+    return alive, pid if alive else None, "qemu pid file"
+
+
+def _config_files(host: Host) -> tuple[list[tuple[str, str, str, str | None]], list[Problem]]:
+    """(kind, vmid, local path, node) of every guest config, each guest once."""
+    out: list[tuple[str, str, str, str | None]] = []
+    problems: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    nodes, p = list_dir(host, host.path(f"{PVE}/nodes"))
+    if p:
+        problems.append(p)
+    places = [(host.path(PVE), None)] + [(n, os.path.basename(n)) for n in nodes]
+    for base, node in places:
+        for kind, _ctype in _KINDS:
+            files, p = list_dir(host, os.path.join(base, kind), ".conf")
+            if p:
+                problems.append(p)
+            for f in files:
+                vmid = os.path.basename(f)[: -len(".conf")]
+                key = (kind, vmid)
+                if vmid.isdigit() and key not in seen:
+                    seen.add(key)
+                    out.append((kind, vmid, f, node))
+    return out, problems
+
+
+def _audit_guest(scope: Scope, storages: dict[str, Storage], kind: str, vmid: str, local: str,
+                 problems: list[Problem]) -> tuple[Finding, list[str], bool, str | None]:
+    """(finding, snapshots naming the volume, current config names it, hostname)."""
+    text, p = read_text(scope.host, local)
+    found = Finding()
+    if text is None:
+        if p:
+            problems.append(p)
+        return found, [], False, None
+    where = spelled(scope.host, local)
+    cfg, probs = pve_config.parse(text, where)
+    problems.extend(probs)
+    snaps: list[str] = []
+    current = False
+    rootfs = f"/var/lib/lxc/{vmid}/rootfs"
+    for sec in cfg.sections:
+        before = len(found.evidence)
+        note_sec = "" if sec.name is None else f" (in {'snapshot ' if sec.is_snapshot else ''}" \
+            f"[{sec.name}])"
+        for ln in sec.lines:
+            if pve_config.is_disk_key(ln.key):
+                uses, p = volume_uses(scope, storages, ln.value)
+                if p:
+                    problems.append(Problem(p.code, p.message, f"{where}:{ln.line}"))
+                rel = "rootfs" if ln.key == "rootfs" else \
+                    "unused-disk" if ln.key.startswith("unused") else \
+                    "mount-point" if ln.key.startswith("mp") else "disk"
+                for h, why in uses:
+                    found.add(rel, h, line_evidence("config-line", h, where, ln.line, ln.raw,
+                                                    why + note_sec))
+            elif ln.key == "lxc.mount.entry":
+                try:
+                    entry = fstab_parser.parse_line(ln.value, ln.line)
+                except ValueError as e:
+                    problems.append(Problem("malformed-config", str(e), f"{where}:{ln.line}"))
+                    continue
+                if entry is not None:
+                    fstab_line_uses(scope, found, entry, where, ln.line, ln.raw, rootfs)
+            elif ln.key == "hookscript" and ":" in ln.value:
+                loc = pve_storage.resolve(storages, ln.value)
+                h = scope.view.to_host(loc.path) if loc and loc.path else None
+                if h is not None:
+                    found.add("hookscript", h, line_evidence("config-line", h, where, ln.line,
+                                                             ln.raw, "hook script on the volume"))
+            elif ln.key not in ("description", "snaptime", "parent"):
+                for tok, h in scope.view.paths_in_text(ln.value):
+                    found.add("config-path", h, line_evidence(
+                        "config-line", h, where, ln.line, ln.raw, f"{ln.key} names {tok}"))
+        if len(found.evidence) > before:
+            if sec.name is None:
+                current = True
+            elif sec.is_snapshot:
+                snaps.append(sec.name)
+    host_name = cfg.current.get("hostname") or cfg.current.get("name")
+    return found, snaps, current, host_name
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    scope = Scope(host, view, VolumeDevice.of(target), target.path)
+    problems: list[Problem] = []
+    consumers: list[Consumer] = []
+    st_local = host.path(f"{PVE}/storage.cfg")
+    text, p = read_text(host, st_local)
+    if p:
+        problems.append(p)
+    storages: dict[str, Storage] = {}
+    if text is not None:
+        st_where = spelled(host, st_local)
+        storages, probs = pve_storage.parse(text, st_where)
+        problems.extend(probs)
+        for st in storages.values():
+            hit = storage_on_volume(scope, st)
+            if hit:
+                path, why = hit
+                consumers.append(Consumer(
+                    f"pve-storage:{st.id}", "config-file", f"storage {st.id}", False,
+                    (path,) if path else (),
+                    (Evidence("config-line", path, f"{st_where}:{st.line}", why),),
+                    {"storage": st.id, "storage_type": st.type}))
+    files, probs = _config_files(host)
+    problems.extend(probs)
+    for kind, vmid, local, node in files:
+        found, snaps, current, hostname = _audit_guest(scope, storages, kind, vmid, local,
+                                                       problems)
+        if not found:
+            continue
+        ctype = dict(_KINDS)[kind]
+        running, pid, how = _guest_running(host, kind, vmid)
+        attrs = {"vmid": int(vmid), "config": spelled(host, local), "running": running,
+                 "state_from": how, "relations": list(dict.fromkeys(found.relations)),
+                 "in_current_config": current, "snapshots": snaps}
+        if node:
+            attrs["node"] = node
+        if pid:
+            attrs["pid"] = pid
+        name = f"{vmid} ({hostname})" if hostname else vmid
+        consumers.append(Consumer(f"{ctype}:{vmid}", ctype, name, False,
+                                  tuple(dict.fromkeys(found.paths)), tuple(found.evidence),
+                                  attrs))
+    # the same storage problem once per file line is enough; unknown storages do not block
+    return tuple(consumers), tuple(dict.fromkeys(problems))
