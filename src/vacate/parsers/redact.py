@@ -36,7 +36,11 @@ _WORD = re.compile(r"""(?:"(?:[^"\\]|\\.)*(?:"|$)|'[^']*(?:'|$)|\\.|[^\s"'\\]+|\
 _ASSIGN = re.compile(r"""^(?P<q>["']?)(?P<key>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<rest>.*)$""",
                      re.DOTALL)
 # "--secret-opt" or "secret_key": / secret_key: (the value is the next word)
-_KEY_ONLY = re.compile(r"""^(?P<q>["']?)(?P<key>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)(?P=q):?$""")
+_KEY_ONLY = re.compile(
+    r"""^[{\[(,]*(?P<q>["']?)(?P<key>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)(?P=q):?$""")
+# "secret_key":"value" in one word (JSON without spaces)
+_KEY_COLON = re.compile(
+    r"""^(?P<pre>[{\[(,]*(?P<q>["']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q):)(?P<rest>.+)$""")
 
 
 def is_secret_name(name: str) -> bool:
@@ -63,6 +67,17 @@ def _mask_value(rest: str, q: str) -> str:
 def _word(w: str) -> str:
     m = _ASSIGN.match(w)
     if not m:
+        c = _KEY_COLON.match(w)
+        if c and is_secret_name(c.group("key")):
+            rest = c.group("rest")
+            if rest[0] in "\"'":
+                end = re.match(r'"(?:[^"\\]|\\.)*"' if rest[0] == '"' else r"'[^']*'", rest)
+                if end:
+                    return (c.group("pre") + rest[0] + MASK + rest[0]
+                            + _word(rest[end.end():]))
+            tail = rest[len(rest.rstrip(",;}]")):]
+            core = rest[:len(rest) - len(tail)]
+            return c.group("pre") + _mask_value(core, "") + tail
         return w
     q, key, rest = m.group("q"), m.group("key"), m.group("rest")
     if is_secret_name(key):
