@@ -4,52 +4,42 @@ count hardlinks once, and keep per-directory aggregates instead of per-file obje
 Counts match ``du -x``: directories and symlinks count their own size too. On btrfs a
 subvolume has its own ``st_dev`` but is the same filesystem: it is walked (it is not in
 mountinfo), while real mounts below the path (``skip``) are not.
+
+Speed: each directory is opened once and its entries are stat'ed relative to that directory's
+fd (``fstatat``), with no per-entry object beyond the ``stat`` result. Large trees are split
+breadth-first over a few forked worker processes (the GIL makes threads slower than one
+process); a busy worker hands half of its pending directories back when another one is idle.
+Each worker returns per-directory *own* aggregates (the directory itself plus the non-directory
+entries directly in it); the parent adds them up bottom-up, so the drill-down costs one record
+per directory, not per file. Files with more than one link are reported as (dev, ino) records
+and counted once, at the smallest path, after all workers are done.
+
+Paths are ``str`` decoded with ``surrogateescape`` (PEP 383), so any byte name survives.
+Subtrees deeper than ``DEEP`` characters are walked through directory fds only, so paths longer
+than PATH_MAX work. Standard library only.
 """
 
 from __future__ import annotations
 
 import heapq
+import multiprocessing
+import multiprocessing.connection
 import os
-import stat as S
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
 
+DEEP = 3000            # longer paths are opened relative to their parent's fd, never by name
+INLINE_ENTRIES = 4000   # walk this many entries in-process before starting workers
+_FMT = 0o170000
+_DIR = 0o040000
+_REG = 0o100000
+_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-@dataclass(slots=True)
-class _Acc:
-    apparent: int = 0
-    disk: int = 0
-    files: int = 0
-    dirs: int = 0
-    mtime: float | None = None
-    atime: float | None = None
-
-    def add_entry(self, st: os.stat_result, is_dir: bool) -> None:
-        self.apparent += st.st_size
-        self.disk += st.st_blocks * 512
-        if is_dir:
-            self.dirs += 1
-        else:
-            self.files += 1
-        if self.mtime is None or st.st_mtime > self.mtime:
-            self.mtime = st.st_mtime
-        if self.atime is None or st.st_atime > self.atime:
-            self.atime = st.st_atime
-
-    def merge(self, o: _Acc) -> None:
-        self.apparent += o.apparent
-        self.disk += o.disk
-        self.files += o.files
-        self.dirs += o.dirs
-        if o.mtime is not None and (self.mtime is None or o.mtime > self.mtime):
-            self.mtime = o.mtime
-        if o.atime is not None and (self.atime is None or o.atime > self.atime):
-            self.atime = o.atime
-
-    def freeze(self) -> Stats:
-        return Stats(self.apparent, self.disk, self.files, self.dirs, self.mtime, self.atime)
+ProgressFn = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,117 +49,525 @@ class WalkResult:
     dirs: tuple[DirSummary, ...]
     largest: tuple[FileEntry, ...]
     warnings: tuple[Problem, ...]
+    entries: int = 0
+    workers: int = 0
 
 
-@dataclass(slots=True)
-class _Walk:
-    skip: frozenset[str]
-    keep_largest: int
-    seen_links: set[tuple[int, int]] = field(default_factory=set)
-    largest: list[tuple[int, str, FileEntry]] = field(default_factory=list)
-    dirs: list[DirSummary] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
+def _join(parent: str, name: str) -> str:
+    return parent + name if parent.endswith("/") else parent + "/" + name
 
+
+def _parent(path: str) -> str:
+    head = path.rpartition("/")[0]
+    return head or "/"
+
+
+class _Part:
+    """What one walker found: plain lists, cheap to pickle between processes.
+
+    ``dirs``: (path, apparent, blocks, files, mtime, atime) per directory, the directory's own
+    inode plus its direct non-directory entries (hardlinked files left out: see ``links``).
+    ``links``: (dev, ino, apparent, blocks, mtime, atime, path) per name of a multiply-linked file.
+    ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
+    ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
+    """
+
+    __slots__ = ("dirs", "entries", "largest", "links", "nbytes", "topfiles", "warnings")
+
+    def __init__(self) -> None:
+        self.dirs: list[tuple] = []
+        self.links: list[tuple] = []
+        self.largest: list[tuple] = []
+        self.warnings: list[tuple[str, str, str]] = []
+        self.entries = 0
+        self.nbytes = 0
+        self.topfiles: list[tuple] | None = None
+
+    def __getstate__(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state):
+        for k, v in zip(self.__slots__, state):
+            setattr(self, k, v)
+
+
+class _Walker:
+    """Walks directories into a :class:`_Part`. Used in the parent and in each worker."""
+
+    def __init__(self, root_dev: int, subvolumes: bool, skip: dict[str, frozenset[str]],
+                 keep_largest: int, conn=None, idle=None):
+        self.root_dev = root_dev
+        self.subvolumes = subvolumes
+        self.skip = skip
+        self.keep = keep_largest
+        self.conn = conn
+        self.idle = idle
+        self.part = _Part()
+        self.thr = -1
+        self.last_report = time.monotonic()
+        self.reported = (0, 0)
+
+    # -- problems --------------------------------------------------------------------------
     def warn(self, code: str, path: str, err: BaseException | str) -> None:
         msg = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        self.warnings.append(Problem(code, f"{path}: {msg}", path))
+        self.part.warnings.append((code, f"{path}: {msg}", path))
 
-    def note_file(self, path: str, st: os.stat_result) -> None:
-        e = FileEntry(path, st.st_size, st.st_blocks * 512, st.st_mtime, st.st_atime, st.st_nlink)
-        key = (st.st_blocks * 512, path, e)
-        if len(self.largest) < self.keep_largest:
-            heapq.heappush(self.largest, key)
-        elif key[0] > self.largest[0][0]:
-            heapq.heapreplace(self.largest, key)
-
-    def dir(self, path: str, st: os.stat_result) -> _Acc:
-        acc = _Acc()
-        acc.add_entry(st, True)
+    # -- one directory -------------------------------------------------------------------
+    def listdir(self, fd: int, path: str, dst: os.stat_result, pending: list) -> None:
+        """Stat every entry of the open directory ``fd``; record the directory's own aggregate
+        and append its subdirectories to ``pending`` as (name, stat)."""
+        app = dst.st_size
+        blk = dst.st_blocks
+        mt = dst.st_mtime
+        at = dst.st_atime
+        files = 0
+        part = self.part
+        thr = self.thr
+        thr_b = thr // 512
+        topfiles = part.topfiles if not part.dirs and part.topfiles is not None else None
+        skip = self.skip.get(path) if self.skip else None
         try:
-            it = os.scandir(path)
-        except FileNotFoundError as e:
-            self.warn("vanished", path, e)
-            self.dirs.append(DirSummary(path, acc.freeze()))
-            return acc
+            it = os.scandir(fd)
         except OSError as e:
             self.warn("unreadable-dir", path, e)
-            self.dirs.append(DirSummary(path, acc.freeze()))
-            return acc
-        with it:
-            while True:
+            it = None
+        if it is not None:
+            with it:
                 try:
-                    entry = next(it)
-                except StopIteration:
-                    break
-                except OSError as e:
-                    self.warn("unreadable-dir", path, e)
-                    break
-                sub = self.entry(entry.path, entry)
-                if sub is not None:
-                    acc.merge(sub[1])
-        self.dirs.append(DirSummary(path, acc.freeze()))
-        return acc
+                    for e in it:
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except OSError as err:
+                            code = "vanished" if isinstance(err, FileNotFoundError) else "unreadable"
+                            self.warn(code, _join(path, e.name), err)
+                            continue
+                        mode = st.st_mode & _FMT
+                        if mode == _DIR:
+                            pending.append((e.name, st))
+                            continue
+                        if skip is not None and e.name in skip:
+                            continue        # a file bind-mounted over: not ours
+                        files += 1
+                        size = st.st_size
+                        b = st.st_blocks
+                        if mode == _REG and (size > thr or b > thr_b):
+                            self.note_large(_join(path, e.name), st)
+                            thr = self.thr
+                            thr_b = thr // 512
+                        if st.st_nlink > 1:
+                            part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime,
+                                               st.st_atime, _join(path, e.name)))
+                            if topfiles is not None:
+                                topfiles.append((e.name, 0, 0, None, None))
+                            continue
+                        app += size
+                        blk += b
+                        mt = max(mt, st.st_mtime)
+                        at = max(at, st.st_atime)
+                        if topfiles is not None:
+                            topfiles.append((e.name, size, b, st.st_mtime, st.st_atime))
+                except OSError as err:
+                    self.warn("unreadable-dir", path, err)
+        part.dirs.append((path, app, blk, files, mt, at))
+        part.entries += files + 1
+        part.nbytes += blk * 512
+        if skip is not None:
+            pending[:] = [(n, s) for n, s in pending if n not in skip]
 
-    def entry(self, path: str, entry: os.DirEntry | None) -> tuple[bool, _Acc] | None:
+    def note_large(self, path: str, st: os.stat_result) -> None:
+        key = max(st.st_size, st.st_blocks * 512)
+        item = (key, path, st.st_size, st.st_blocks, st.st_mtime, st.st_atime, st.st_nlink,
+                st.st_dev, st.st_ino)
+        h = self.part.largest
+        if len(h) < self.keep:
+            heapq.heappush(h, item)
+        else:
+            heapq.heapreplace(h, item)
+        if len(h) >= self.keep:
+            self.thr = h[0][0]
+
+    def crosses(self, path: str, st: os.stat_result) -> bool:
+        """A subdirectory on another device: a btrfs subvolume (walked) or a mount that
+        mountinfo did not list here (never entered)."""
+        if st.st_dev == self.root_dev or self.subvolumes:
+            return False
+        self.warn("other-filesystem", path,
+                  "on another filesystem (not in this process's mountinfo); not walked")
+        return True
+
+    # -- subtrees ------------------------------------------------------------------------
+    def subtree(self, path: str, dev: int, ino: int) -> None:
+        """Walk the directory ``path`` (expected to be ``dev``/``ino``) and all below it."""
+        stack: list[tuple[str, int, int]] = [(path, dev, ino)]
+        pending: list[tuple[str, os.stat_result]] = []
+        n = 0
+        while stack:
+            dpath, dev, ino = stack.pop()
+            try:
+                fd = os.open(dpath, _OPEN)
+            except OSError as e:
+                self.unopenable(dpath, e)
+                continue
+            try:
+                dst = os.fstat(fd)
+                if (dst.st_dev, dst.st_ino) != (dev, ino):
+                    self.warn("changed", dpath, "replaced while it was being walked; skipped")
+                    continue
+                pending.clear()
+                self.listdir(fd, dpath, dst, pending)
+                for name, sst in pending:
+                    sub = _join(dpath, name)
+                    if sst.st_dev != dev and self.crosses(sub, sst):
+                        continue
+                    if len(sub) > DEEP:
+                        self.deep(fd, name, sub, sst)
+                    else:
+                        stack.append((sub, sst.st_dev, sst.st_ino))
+            finally:
+                os.close(fd)
+            n += 1
+            if n & 63 == 0:
+                self.tick(stack)
+
+    def unopenable(self, path: str, err: OSError, st: os.stat_result | None = None) -> None:
+        """A directory that could not be opened: gone (nothing to count), or unreadable (its
+        own inode still counts, as du counts it)."""
+        if isinstance(err, FileNotFoundError):
+            self.warn("vanished", path, err)
+            return
+        self.warn("unreadable-dir", path, err)
         try:
-            st = entry.stat(follow_symlinks=False) if entry is not None else os.lstat(path)
-        except FileNotFoundError as e:
-            self.warn("vanished", path, e)
-            return None
+            st = st or os.lstat(path)
+        except OSError:
+            return
+        self.part.dirs.append((path, st.st_size, st.st_blocks, 0, st.st_mtime, st.st_atime))
+        self.part.entries += 1
+
+    def deep(self, parent_fd: int, name: str, path: str, st: os.stat_result) -> None:
+        """Walk a subtree whose paths are too long to open by name: through dir fds only,
+        holding one fd per level."""
+        levels: list[tuple[int, str, list]] = []
+        fd = self.open_at(parent_fd, name, path, st)
+        if fd is None:
+            return
+        pending: list = []
+        self.listdir(fd, path, st, pending)
+        levels.append((fd, path, pending))
+        try:
+            while levels:
+                fd, dpath, todo = levels[-1]
+                if not todo:
+                    os.close(fd)
+                    levels.pop()
+                    continue
+                cname, cst = todo.pop()
+                cpath = _join(dpath, cname)
+                if cst.st_dev != self.root_dev and self.crosses(cpath, cst):
+                    continue
+                cfd = self.open_at(fd, cname, cpath, cst)
+                if cfd is None:
+                    continue
+                sub: list = []
+                try:
+                    self.listdir(cfd, cpath, cst, sub)
+                except BaseException:
+                    os.close(cfd)
+                    raise
+                levels.append((cfd, cpath, sub))
+        finally:
+            for fd, _, _ in levels:
+                os.close(fd)
+
+    def open_at(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> int | None:
+        try:
+            fd = os.open(name, _OPEN, dir_fd=dir_fd)
         except OSError as e:
-            self.warn("unreadable", path, e)
+            self.unopenable(path, e, st)
             return None
-        if S.S_ISDIR(st.st_mode):
-            if path in self.skip:
-                return None
-            return True, self.dir(path, st)
-        acc = _Acc()
-        if st.st_nlink > 1:
-            key = (st.st_dev, st.st_ino)
-            if key in self.seen_links:
-                acc.files += 1     # the name counts, the bytes were counted once already
-                return False, acc
-            self.seen_links.add(key)
-        acc.add_entry(st, False)
-        if S.S_ISREG(st.st_mode):
-            self.note_file(path, st)
-        return False, acc
+        fst = os.fstat(fd)
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            self.warn("changed", path, "replaced while it was being walked; skipped")
+            return None
+        return fd
+
+    # -- talking to the parent -----------------------------------------------------------
+    def tick(self, stack: list) -> None:
+        """Now and then: report progress, and give work away when a worker is idle."""
+        if self.conn is None:
+            return
+        if self.idle.value > 0 and len(stack) > 1:
+            half = len(stack) // 2
+            give = stack[:half]
+            del stack[:half]
+            self.conn.send(("split", give))
+        now = time.monotonic()
+        if now - self.last_report > 0.2:
+            self.last_report = now
+            e, b = self.part.entries, self.part.nbytes
+            self.conn.send(("progress", e - self.reported[0], b - self.reported[1]))
+            self.reported = (e, b)
 
 
-def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 50) -> WalkResult:
-    """Walk ``path``; ``skip`` holds mountpoints below it (never entered)."""
-    w = _Walk(skip=skip, keep_largest=keep_largest)
+def _worker(conn, root_dev, subvolumes, skip, keep, idle) -> None:
+    try:
+        while True:
+            tasks = conn.recv()
+            if tasks is None:
+                return
+            w = _Walker(root_dev, subvolumes, skip, keep, conn, idle)
+            for path, dev, ino in tasks:
+                w.subtree(path, dev, ino)
+            conn.send(("done", w.part, w.reported))
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        return
+
+
+class _Merge:
+    """Everything the walkers found, merged in the parent."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.dirs: list[tuple] = []
+        self.links: list[tuple] = []
+        self.largest: list[tuple] = []
+        self.warnings: list[tuple[str, str, str]] = []
+        self.entries = 0
+
+    def add(self, p: _Part) -> None:
+        self.dirs.extend(p.dirs)
+        self.links.extend(p.links)
+        self.warnings.extend(p.warnings)
+        self.entries += p.entries
+        for item in p.largest:
+            if len(self.largest) < self.keep * 2:
+                heapq.heappush(self.largest, item)
+            else:
+                heapq.heappushpop(self.largest, item)
+
+
+def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
+               progress: ProgressFn | None) -> tuple[list[Problem], int]:
+    """Walk the directories in ``queue`` with ``nworkers`` forked processes."""
+    ctx = multiprocessing.get_context("fork")
+    idle = ctx.RawValue("i", 0)
+    procs, conns = [], []
+    problems: list[Problem] = []
+    try:
+        for _ in range(nworkers):
+            a, b = ctx.Pipe()
+            p = ctx.Process(target=_worker, daemon=True,
+                            args=(b, w.root_dev, w.subvolumes, w.skip, w.keep, idle))
+            p.start()
+            b.close()
+            procs.append(p)
+            conns.append(a)
+        # hand out the frontier, biggest-looking (most subdirectories) first
+        pending = [(p, s.st_dev, s.st_ino) for p, s in
+                   sorted(queue, key=lambda t: t[1].st_nlink, reverse=True)]
+        free = list(conns)
+        busy: set = set()
+        entries, nbytes = merge.entries, 0
+
+        def dispatch() -> None:
+            while free and pending:
+                share = max(1, len(pending) // (4 * nworkers))
+                c = free.pop()
+                c.send(pending[:share])
+                del pending[:share]
+                busy.add(c)
+            idle.value = len(free) if not pending else 0
+
+        dispatch()
+        while busy:
+            for c in multiprocessing.connection.wait(list(busy)):
+                try:
+                    msg = c.recv()
+                except EOFError:
+                    busy.discard(c)
+                    problems.append(Problem("walk-incomplete", "a walker process died; the "
+                                            "totals miss part of the tree", None, True))
+                    continue
+                kind = msg[0]
+                if kind == "progress":
+                    entries += msg[1]
+                    nbytes += msg[2]
+                    if progress is not None:
+                        progress(entries, nbytes)
+                elif kind == "split":
+                    pending.extend(msg[1])
+                elif kind == "done":
+                    part, (rep_e, rep_b) = msg[1], msg[2]
+                    entries += part.entries - rep_e
+                    nbytes += part.nbytes - rep_b
+                    merge.add(part)
+                    busy.discard(c)
+                    free.append(c)
+                    if progress is not None:
+                        progress(entries, nbytes)
+            dispatch()
+        for c in conns:
+            c.send(None)
+    finally:
+        for p in procs:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for c in conns:
+            c.close()
+    return problems, nworkers
+
+
+def _file_only(path: str, st: os.stat_result, keep: int) -> WalkResult:
+    s = Stats(st.st_size, st.st_blocks * 512, 1, 0, st.st_mtime, st.st_atime)
+    largest = ()
+    if st.st_mode & _FMT == _REG and keep:
+        largest = (FileEntry(path, st.st_size, st.st_blocks * 512, st.st_mtime, st.st_atime,
+                             st.st_nlink),)
+    return WalkResult(s, ((path, False, s),), (), largest, (), 1)
+
+
+def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 50,
+         subvolumes: bool = False, progress: ProgressFn | None = None,
+         workers: int | None = None, inline_entries: int = INLINE_ENTRIES) -> WalkResult:
+    """Walk ``path``. ``skip`` holds mountpoints below it (never entered). ``subvolumes``:
+    walk directories with another ``st_dev`` (btrfs subvolumes); otherwise they are left out
+    with a warning. ``progress(entries, bytes_on_disk)`` is called now and then.
+    ``workers``: processes for large trees (default: the CPU count, 2 to 4); the first
+    ``inline_entries`` entries are walked in this process, breadth-first."""
     try:
         st = os.lstat(path)
     except OSError as e:
-        w.warn("unreadable", path, e)
-        return WalkResult(Stats(), (), (), (), tuple(w.warnings))
-    if not S.S_ISDIR(st.st_mode):
-        res = w.entry(path, None)
-        acc = res[1] if res else _Acc()
-        return WalkResult(acc.freeze(), ((path, False, acc.freeze()),), (),
-                          tuple(e for _, _, e in sorted(w.largest, reverse=True)),
-                          tuple(w.warnings))
-    root = _Acc()
-    root.add_entry(st, True)
-    top: list[tuple[str, bool, Stats]] = []
+        msg = e.strerror or str(e)
+        return WalkResult(Stats(), (), (), (), (Problem("unreadable", f"{path}: {msg}", path),))
+    if st.st_mode & _FMT != _DIR:
+        return _file_only(path, st, keep_largest)
+    path = path if path == "/" else path.rstrip("/")
+    by_parent: dict[str, set[str]] = {}
+    for m in skip:
+        if m != path:
+            by_parent.setdefault(_parent(m), set()).add(m.rpartition("/")[2])
+    skipmap = {k: frozenset(v) for k, v in by_parent.items()}
+    w = _Walker(st.st_dev, subvolumes, skipmap, keep_largest)
+    w.part.topfiles = []
+    merge = _Merge(keep_largest)
+    problems: list[Problem] = []
+    nworkers = 0
+
+    # breadth-first in this process until the tree proves large
+    queue: list[tuple[str, os.stat_result]] = [(path, st)]
+    qi = 0
+    while qi < len(queue) and (qi == 0 or w.part.entries < inline_entries):
+        dpath, dst = queue[qi]
+        qi += 1
+        _walk_one(w, dpath, dst, queue)
+    queue = queue[qi:]
+    topfiles = w.part.topfiles or []
+    w.part.topfiles = None
+    if queue:
+        n = workers or max(2, min(4, os.cpu_count() or 2))
+        if n > 1 and len(queue) > 1:
+            merge.add(w.part)
+            w.part = _Part()
+            problems, nworkers = _pool_walk(w, merge, queue, n, progress)
+        else:
+            for dpath, dst in queue:
+                w.subtree(dpath, dst.st_dev, dst.st_ino)
+    merge.add(w.part)
+    return _finish(path, st, merge, topfiles, problems, nworkers)
+
+
+def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
+    """One directory of the breadth-first start: list it, queue its subdirectories."""
     try:
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
+        fd = os.open(dpath, _OPEN)
     except OSError as e:
-        w.warn("unreadable-dir", path, e)
-        entries = []
-    for entry in entries:
-        res = w.entry(entry.path, entry)
-        if res is None:
+        w.unopenable(dpath, e, dst)
+        return
+    try:
+        pending: list = []
+        w.listdir(fd, dpath, dst, pending)
+        for name, sst in pending:
+            sub = _join(dpath, name)
+            if sst.st_dev != dst.st_dev and w.crosses(sub, sst):
+                continue
+            if len(sub) > DEEP:
+                w.deep(fd, name, sub, sst)
+            else:
+                queue.append((sub, sst))
+    finally:
+        os.close(fd)
+
+
+def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
+            problems: list[Problem], nworkers: int) -> WalkResult:
+    # own aggregates per directory; hardlinked files added once, at their smallest path
+    own: dict[str, list] = {}
+    for d in merge.dirs:
+        own[d[0]] = [d[1], d[2], d[3], 1, d[4], d[5]]
+    first: dict[tuple[int, int], tuple] = {}
+    for link in merge.links:
+        key = (link[0], link[1])
+        if key not in first or link[6] < first[key][6]:
+            first[key] = link
+    counted_top: dict[str, tuple] = {}
+    for link in first.values():
+        dpath = _parent(link[6])
+        acc = own.get(dpath)
+        if acc is None:
             continue
-        is_dir, acc = res
-        root.merge(acc)
-        top.append((entry.path, is_dir, acc.freeze()))
-    w.dirs.append(DirSummary(path, root.freeze()))
-    return WalkResult(
-        root=root.freeze(),
-        top=tuple(top),
-        dirs=tuple(w.dirs),
-        largest=tuple(e for _, _, e in sorted(w.largest, reverse=True)),
-        warnings=tuple(w.warnings),
-    )
+        acc[0] += link[2]
+        acc[1] += link[3]
+        if acc[4] is None or link[4] > acc[4]:
+            acc[4] = link[4]
+        if acc[5] is None or link[5] > acc[5]:
+            acc[5] = link[5]
+        if dpath == path:
+            counted_top[link[6].rpartition("/")[2]] = link
+    # bottom-up: add each directory to its parent, deepest first
+    order = sorted(own, key=lambda p: p.count("/"), reverse=True)
+    for p in order:
+        if p == path:
+            continue
+        acc = own[p]
+        par = own.get(_parent(p))
+        if par is None:
+            continue
+        par[0] += acc[0]
+        par[1] += acc[1]
+        par[2] += acc[2]
+        par[3] += acc[3]
+        if acc[4] is not None and (par[4] is None or acc[4] > par[4]):
+            par[4] = acc[4]
+        if acc[5] is not None and (par[5] is None or acc[5] > par[5]):
+            par[5] = acc[5]
+
+    def stats(acc: list) -> Stats:
+        return Stats(acc[0], acc[1] * 512, acc[2], acc[3], acc[4], acc[5])
+
+    dirs = tuple(DirSummary(p, stats(acc)) for p, acc in sorted(own.items()))
+    root_acc = own.get(path) or [st.st_size, st.st_blocks, 0, 1, st.st_mtime, st.st_atime]
+    top: list[tuple[str, bool, Stats]] = []
+    for name, app, blk, mt, at in topfiles:
+        link = counted_top.get(name)
+        if link is not None:
+            app, blk, mt, at = link[2], link[3], link[4], link[5]
+        top.append((_join(path, name), False, Stats(app, blk * 512, 1, 0, mt, at)))
+    prefix = _join(path, "")
+    for p, acc in own.items():
+        if p.startswith(prefix) and "/" not in p[len(prefix):]:
+            top.append((p, True, stats(acc)))
+    top.sort(key=lambda t: t[0])
+    seen: set[tuple[int, int]] = set()
+    largest: list[FileEntry] = []
+    for item in sorted(merge.largest, reverse=True):
+        if (item[7], item[8]) in seen:
+            continue
+        seen.add((item[7], item[8]))
+        largest.append(FileEntry(item[1], item[2], item[3] * 512, item[4], item[5], item[6]))
+        if len(largest) >= merge.keep:
+            break
+    warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
+    return WalkResult(stats(root_acc), tuple(top), dirs, tuple(largest), warnings,
+                      merge.entries, nworkers)

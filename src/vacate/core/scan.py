@@ -26,7 +26,8 @@ def scan(path: str, *, host: Host | None = None,
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
     skip = frozenset(m.mountpoint for m in target.nested_mounts)
-    w = walk.walk(target.path, skip=skip, keep_largest=keep_largest)
+    w = walk.walk(target.path, skip=skip, keep_largest=keep_largest,
+                  subvolumes=target.mount.fstype == "btrfs", progress=progress)
     items = tuple(
         Item(id=item_id(target.path, p), path=p, parent=None, is_dir=is_dir, stats=st)
         for p, is_dir, st in w.top

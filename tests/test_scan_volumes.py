@@ -1,0 +1,192 @@
+"""`vacate scan` on real loop-mounted ext4, xfs and btrfs volumes with awkward contents: totals
+equal du's to the byte, nested mounts are not walked, odd names survive --json."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import stat
+import subprocess
+
+import pytest
+
+from vacate.cli.env import Env
+from vacate.cli.main import main
+from vacate.collectors.walk import walk
+
+pytestmark = pytest.mark.root
+
+NEWLINE_NAME = b"two\nlines.txt"
+LATIN1_NAME = b"caf\xe9-\xff.bin"          # not valid UTF-8
+DEEP_NAME = "d" * 200
+
+
+def du(*args: str) -> int:
+    out = subprocess.run(["du", "-0", *args], capture_output=True, check=False).stdout
+    return sum(int(rec.split(b"\t", 1)[0]) for rec in out.split(b"\0") if rec.strip())
+
+
+def count(*find_args: str) -> int:
+    """How many entries ``find`` lists."""
+    out = subprocess.run(["find", *find_args, "-printf", "x"], capture_output=True, check=True)
+    return len(out.stdout)
+
+
+def make_deep(root: str, min_len: int = 5000) -> str:
+    """A chain of directories whose full path is longer than PATH_MAX; returns the path."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    path = root
+    try:
+        while len(path) < min_len:
+            os.mkdir(DEEP_NAME, dir_fd=fd)
+            nfd = os.open(DEEP_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            path = os.path.join(path, DEEP_NAME)
+        leaf = os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf, b"x" * 12345)
+        os.close(leaf)
+    finally:
+        os.close(fd)
+    return path
+
+
+def fill(root: str) -> None:
+    """Awkward contents: data, a sparse file, hardlinks across directories, symlinks (dangling,
+    looping, to a directory), a fifo, a socket, a device node, odd names, a deep chain."""
+    os.makedirs(os.path.join(root, "data", "sub"))
+    with open(os.path.join(root, "data", "blob.bin"), "wb") as f:
+        f.write(os.urandom(300_000))
+    with open(os.path.join(root, "sparse.img"), "wb") as f:
+        f.write(b"head")
+        f.truncate(3 << 30)
+    with open(os.path.join(root, "data", "sub", "linked.txt"), "wb") as f:
+        f.write(b"L" * 70_000)
+    os.link(os.path.join(root, "data", "sub", "linked.txt"), os.path.join(root, "link-top.txt"))
+    os.link(os.path.join(root, "data", "sub", "linked.txt"), os.path.join(root, "data", "l2"))
+    os.symlink("nowhere", os.path.join(root, "dangling"))
+    os.symlink("loop-b", os.path.join(root, "loop-a"))
+    os.symlink("loop-a", os.path.join(root, "loop-b"))
+    os.symlink("data", os.path.join(root, "data-link"))
+    os.mkfifo(os.path.join(root, "data", "fifo"))
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(os.path.join(root, "data", "sock"))
+    s.close()
+    os.mknod(os.path.join(root, "data", "null"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    broot = os.fsencode(root)
+    for name in (NEWLINE_NAME, LATIN1_NAME):
+        with open(os.path.join(broot, b"data", name), "wb") as f:
+            f.write(b"odd" * 100)
+    os.mkdir(os.path.join(broot, b"dir\nwith-newline"))
+    os.mkdir(os.path.join(root, "deep"))
+    make_deep(os.path.join(root, "deep"))
+    os.mkdir(os.path.join(root, "empty"))
+
+
+@pytest.fixture
+def filled(volume):
+    fill(volume.mountpoint)
+    nested = volume.mount_tmpfs("data/nested")
+    with open(os.path.join(nested, "big-on-tmpfs"), "wb") as f:
+        f.write(b"t" * 1_000_000)
+    subvol = None
+    if volume.fstype == "btrfs":
+        subvol = os.path.join(volume.mountpoint, "subvol")
+        subprocess.run(["btrfs", "subvolume", "create", subvol], check=True,
+                       capture_output=True)
+        with open(os.path.join(subvol, "in-subvol.bin"), "wb") as f:
+            f.write(b"s" * 123_457)
+        os.link(os.path.join(subvol, "in-subvol.bin"), os.path.join(subvol, "again"))
+    return volume, subvol
+
+
+def expected(root: str, subvol: str | None, *du_args: str) -> int:
+    """What du says. ``du -x`` does not enter a btrfs subvolume (own st_dev) and does not count
+    the subvolume's directory either; vacate walks it, so add du -x of the subvolume."""
+    total = du("-sx", *du_args, root)
+    if subvol:
+        total += du("-sx", *du_args, subvol)
+    return total
+
+
+def scan_json(path: str) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["scan", "--json", path], Env(stdout=out, stderr=err))
+    assert rc == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+def test_totals_equal_du(filled):
+    vol, subvol = filled
+    root = vol.mountpoint
+    doc = scan_json(root)
+    tot = doc["totals"]
+    assert tot["apparent_bytes"] == expected(root, subvol, "-b")
+    assert tot["disk_bytes"] == expected(root, subvol, "-B1")
+    # per top-level item as well; the hardlinked file is counted once, in one of the items
+    # that hold a name of it, so those two are compared together
+    items = {os.path.basename(i["path"]): i for i in doc["items"]}
+    linked = [os.path.join(root, "data"), os.path.join(root, "link-top.txt")]
+    for item in doc["items"]:
+        if item["path"] in linked or item["path"] == subvol:
+            continue
+        assert item["apparent_bytes"] == du("-sxb", item["path"]), item["path"]
+        assert item["disk_bytes"] == du("-sxB1", item["path"]), item["path"]
+    pair = items["data"]["apparent_bytes"] + items["link-top.txt"]["apparent_bytes"]
+    assert pair == du("-sxb", *linked)
+    assert items["link-top.txt"]["files"] == 1
+    # the same through the worker processes (a tree split over 2 workers from the start)
+    w = walk(root, skip=frozenset({os.path.join(root, "data/nested")}),
+             subvolumes=vol.fstype == "btrfs", workers=2, inline_entries=0)
+    assert w.workers == 2
+    assert (w.root.apparent_bytes, w.root.disk_bytes) == (tot["apparent_bytes"],
+                                                          tot["disk_bytes"])
+    assert (w.root.files, w.root.dirs) == (tot["files"], tot["dirs"])
+
+
+def test_counts_and_kinds(filled):
+    vol, subvol = filled
+    root = vol.mountpoint
+    doc = scan_json(root)
+    nd = count(root, "-xdev", "!", "-type", "d")
+    dd = count(root, "-xdev", "-type", "d")
+    if subvol:   # find -xdev lists the subvolume directory but not what is in it
+        nd += count(subvol, "-xdev", "!", "-type", "d")
+        dd += count(subvol, "-xdev", "-mindepth", "1", "-type", "d")
+    # find lists the nested mountpoint (on tmpfs), vacate does not walk into it at all
+    dd -= 1
+    assert doc["totals"]["files"] == nd
+    assert doc["totals"]["dirs"] == dd
+    tgt = doc["target"]
+    assert tgt["fstype"] == vol.fstype
+    assert tgt["mountpoint"] == root
+    assert [m["mountpoint"] for m in tgt["nested_mounts"]] == [os.path.join(root, "data/nested")]
+    walked = [d["path"] for d in doc["dirs"]] + [f["path"] for f in doc["largest_files"]]
+    assert not [p for p in walked if "/data/nested" in p]
+    assert doc["warnings"] == []
+    largest = doc["largest_files"][0]
+    assert largest["path"] == os.path.join(root, "sparse.img")
+    assert largest["apparent_bytes"] == 3 << 30 and largest["disk_bytes"] < 1 << 20
+
+
+def test_odd_names_round_trip(filled):
+    vol, _ = filled
+    root = vol.mountpoint
+    doc = scan_json(root)
+    names = {os.fsencode(d["path"]) for d in doc["dirs"]}
+    names |= {os.fsencode(i["path"]) for i in doc["items"]}
+    assert os.path.join(os.fsencode(root), b"dir\nwith-newline") in names
+    deep = [d["path"] for d in doc["dirs"] if d["path"].endswith("/" + DEEP_NAME)]
+    assert max(len(p) for p in deep) > 4096
+    # a path with invalid UTF-8 comes back byte-exact from the JSON
+    w = walk(os.path.join(root, "data"), keep_largest=100)
+    paths = {os.fsencode(f.path) for f in w.largest}
+    assert os.path.join(os.fsencode(root), b"data", LATIN1_NAME) in paths
+    assert os.path.join(os.fsencode(root), b"data", NEWLINE_NAME) in paths
+    doc2 = scan_json(os.path.join(root, "data"))
+    back = {os.fsencode(f["path"]) for f in doc2["largest_files"]}
+    assert os.path.join(os.fsencode(root), b"data", LATIN1_NAME) in back
+    for p in back:
+        os.lstat(p)    # every reported path names a real file, exactly
