@@ -190,6 +190,11 @@ def _instances(scope: Scope, template: str, running: set[str]) -> list[str]:
     return sorted(names)
 
 
+def _one_path(text: str) -> bool:
+    """A word that is one absolute path as a whole (``"/data/hf cache"``), not a list."""
+    return text.startswith("/") and not any(c in text for c in ",:;=\n") and " /" not in text
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     key: str
@@ -223,7 +228,7 @@ def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
     hits: list[Hit] = []
     for r in su.references(unit, ctx, env):
         a = r.assignment
-        if r.is_path:
+        if r.is_path or _one_path(r.text):
             hp = view.to_host(r.text)
             found = [(r.text, hp)] if hp else []
         else:
