@@ -7,8 +7,8 @@ import sys
 import types
 
 import pytest
-
 from test_cron import data_target, write
+
 from vacate.collectors import configured
 from vacate.host import Host
 from vacate.model.usage import ContainerRoot
