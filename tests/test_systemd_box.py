@@ -9,8 +9,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from harness.systemd_box import available, start_box
+
 from vacate.collectors import configured
 from vacate.collectors.configured import systemd as systemd_source
 from vacate.collectors.configured.match import VolumeView, container_view
