@@ -93,6 +93,7 @@ def test_systemd_units_in_every_form(tree):
     app = by_id["systemd-unit:app.service"]
     assert app.attrs["fields"]["unit_file"] == ["/data/app/app.service"]
     assert by_id["systemd-unit:data.mount"].attrs["mounts"] == "/data"
+    assert by_id["systemd-unit:data.mount"].attrs["mounts_target"] is True
     nb = by_id["systemd-unit:user:ml:nb.service"]
     assert nb.attrs["user"] == "ml" and nb.attrs["enabled"] is True
     assert nb.paths == ("/data/venv/bin/jupyter",)

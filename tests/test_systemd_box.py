@@ -97,7 +97,8 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
     env = by_id["systemd-unit:nspawn:box:vol-env.service"]
     assert env.paths == (f"{vol}/models/qwen",)
     assert any(e.source == "/etc/systemd/system/vol-env.env:1" for e in env.evidence)
-    assert by_id[f"systemd-unit:nspawn:box:{mount_name}"].attrs["mounts"] == f"{vol}/scratch"
+    scratch = by_id[f"systemd-unit:nspawn:box:{mount_name}"]
+    assert scratch.attrs["mounts"] == f"{vol}/scratch" and scratch.attrs["mounts_target"] is False
     assert by_id["systemd-unit:nspawn:box:vol-worker@jobs.service"].paths == (f"{vol}/jobs",)
     assert "systemd-unit:vol-run.service" not in by_id       # the host has no such unit
     assert SECRET not in json.dumps([c.as_json() for c in consumers])

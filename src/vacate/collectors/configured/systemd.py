@@ -312,7 +312,7 @@ def _fallback_state(scope: Scope, name: str, unit: su.Unit) -> tuple[bool, str]:
 
 
 def _consumer(scope: Scope, name: str, unit: su.Unit, hits: list[Hit],
-              state: dict[str, str] | None, fb: tuple[bool, str]) -> Consumer:
+              state: dict[str, str] | None, fb: tuple[bool, str], target_path: str) -> Consumer:
     if state and state.get("LoadState") not in (None, "", "not-found"):
         ufs = state.get("UnitFileState", "")
         enabled: bool | None = ufs in ("enabled", "enabled-runtime", "linked", "linked-runtime",
@@ -346,6 +346,9 @@ def _consumer(scope: Scope, name: str, unit: su.Unit, hits: list[Hit],
         where = [h.host_path for h in hits if h.key in ("Where", "What")]
         if where:
             attrs["mounts"] = where[0]
+            # Where= is the volume itself: this unit mounts it (and mounts it again if started)
+            attrs["mounts_target"] = any(h.key == "Where" and h.host_path == target_path
+                                         for h in hits)
     paths = tuple(sorted({h.host_path for h in hits}))
     return Consumer(id=f"systemd-unit:{scope.id_prefix}{name}", type="systemd-unit", name=name,
                     live=active is True, paths=paths, evidence=evidence, attrs=attrs)
@@ -404,7 +407,7 @@ def collect(host: Host, target: Target, view: VolumeView
     for scope, name, unit, hits in found:
         st = states.get(name) if scope.kind == "system" else None
         consumers.append(_consumer(scope, name, unit, hits, st,
-                                   _fallback_state(scope, name, unit)))
+                                   _fallback_state(scope, name, unit), target.path))
     for path, (hits, ids) in env_users.items():
         consumers.append(_env_consumer(path, hits, ids))
     return tuple(consumers), tuple(problems)
