@@ -1,0 +1,58 @@
+"""NFS exports configured in ``/etc/exports`` and ``/etc/exports.d/*.exports`` that share a path
+on the volume (or a parent of it with ``crossmnt``, which exports the volume as well).
+What the kernel exports right now (``etab``) is the live side's. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
+from vacate.collectors.configured.match import VolumeView
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer
+from vacate.parsers import exports as exports_parser
+
+
+def _under(path: str, top: str) -> bool:
+    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    problems: list[Problem] = []
+    files = [host.etc_path("exports")]
+    more, p = list_dir(host, host.etc_path("exports.d"), ".exports")
+    files += more
+    if p:
+        problems.append(p)
+    consumers: list[Consumer] = []
+    spellings = [pre for pre, _h in view.prefixes]
+    for local in files:
+        text, p = read_text(host, local)
+        if p:
+            problems.append(p)
+        if text is None:
+            continue
+        where = spelled(host, local)
+        entries, probs = exports_parser.parse(text, where)
+        problems.extend(probs)
+        for e in entries:
+            h = view.to_host(e.path)
+            rel, note = "export", "exports a path on the volume"
+            if h is None:
+                opts = ",".join(o for _c, o in e.clients).split(",")
+                inside = [s for s in spellings if _under(s, os.path.normpath(e.path))]
+                if "crossmnt" in opts and inside:
+                    h, rel = view.to_host(inside[0]), "crossmnt-parent"
+                    note = "exports a parent with crossmnt: the volume is exported too"
+            if h is None:
+                continue
+            consumers.append(Consumer(
+                f"nfs-export:{where}:{e.line}", "nfs-export", e.path, False, (h,),
+                (line_evidence("config-line", h, where, e.line, e.raw, note),),
+                {"file": where, "line": e.line, "export": e.path, "relation": rel,
+                 "clients": [{"host": c or "(default)", "options": o} for c, o in e.clients]}))
+    return tuple(consumers), tuple(problems)
