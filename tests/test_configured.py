@@ -45,6 +45,7 @@ TREE = {
                             "51 50 7:3 /eagle3 /mnt/mp0 rw - ext4 /dev/loop3 rw\n",
     "/proc/4242/root/etc/systemd/system/ctjob.service": "[Service]\nExecStart=/mnt/mp0/run.sh\n",
     "/proc/4242/root/etc/crontab": "0 1 * * * root /mnt/mp0/nightly.sh\n",
+    "/proc/4242/root/usr/lib/systemd/system/ctlib.service": "[Service]\nExecStart=/mnt/mp0/lib.sh\n",
 }
 LINKS = {
     "/etc/systemd/system/multi-user.target.wants/serve.service": "../serve.service",
@@ -52,6 +53,8 @@ LINKS = {
     "/etc/systemd/system/masked.service": "/dev/null",
     "/etc/systemd/system/app.service": "/data/app/app.service",
     "/home/ml/.config/systemd/user/default.target.wants/nb.service": "../nb.service",
+    # an absolute link inside the container's tree must resolve inside it, not on the host
+    "/proc/4242/root/lib": "/usr/lib",
 }
 
 
@@ -125,6 +128,9 @@ def test_container_configs_are_read_through_its_root(tree):
     cron = by_id["cron:nspawn:ct:/etc/crontab:1"]
     assert cron.paths == ("/data/eagle3/nightly.sh",)
     assert "systemd-unit:ctjob.service" not in by_id      # not on the host
+    lib = by_id["systemd-unit:nspawn:ct:ctlib.service"]
+    assert lib.attrs["unit_file"] == "/lib/systemd/system/ctlib.service"
+    assert lib.paths == ("/data/eagle3/lib.sh",)
 
 
 def test_unreadable_container_is_a_blocking_problem(tree):

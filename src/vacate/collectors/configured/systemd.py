@@ -63,21 +63,39 @@ def _is_unit_name(name: str) -> bool:
     return bool(dot and stem and suffix in UNIT_SUFFIXES)
 
 
-def resolve_link(host: Host, spelled: str, depth: int = 8) -> str:
-    """Follow symlinks of a path spelled inside ``host`` (absolute targets stay inside it)."""
-    p = spelled
-    for _ in range(depth):
+def resolve(host: Host, spelled: str, depth: int = 40) -> str:
+    """``spelled`` with every symlink resolved inside ``host``'s root, as the host itself
+    would resolve it (an absolute link in a container's tree stays in the container)."""
+    parts = [c for c in spelled.split("/") if c not in ("", ".")]
+    resolved = "/"
+    while parts:
+        c = parts.pop(0)
+        if c == "..":
+            resolved = posixpath.dirname(resolved)
+            continue
+        cand = posixpath.join(resolved, c)
         try:
-            t = os.readlink(host.path(p))
+            t = os.readlink(host.path(cand))
         except OSError:
-            return p
-        p = posixpath.normpath(t if t.startswith("/") else posixpath.join(posixpath.dirname(p), t))
-    return p
+            resolved = cand
+            continue
+        depth -= 1
+        if depth <= 0:
+            return cand
+        parts = [x for x in t.split("/") if x not in ("", ".")] + parts
+        if t.startswith("/"):
+            resolved = "/"
+    return resolved
+
+
+def local(host: Host, spelled: str) -> str:
+    """Where a path of ``host`` lies from here, symlinks resolved inside its root."""
+    return host.path(spelled) if host.root == "/" else host.path(resolve(host, spelled))
 
 
 def _listdir(host: Host, d: str) -> list[str]:
     try:
-        return sorted(os.listdir(host.path(d)))
+        return sorted(os.listdir(local(host, d)))
     except OSError:
         return []
 
@@ -86,13 +104,13 @@ def _index(host: Host, scope: Scope) -> None:
     """Which file each unit name loads from (first directory wins), masks, links, drop-ins."""
     seen_real: set[str] = set()
     for d in scope.dirs:
-        real = os.path.realpath(host.path(d))
+        real = resolve(host, d)
         if real in seen_real:        # /lib -> /usr/lib on merged-/usr systems
             continue
         seen_real.add(real)
         for name in _listdir(host, d):
             spelled = posixpath.join(d, name)
-            if name.endswith(".d") and os.path.isdir(host.path(spelled)):
+            if name.endswith(".d") and os.path.isdir(local(host, spelled)):
                 scope.dropin_dirs.setdefault(name[:-2], []).append(spelled)
                 continue
             if name.endswith(LINK_DIR_SUFFIXES):
@@ -102,7 +120,7 @@ def _index(host: Host, scope: Scope) -> None:
                 continue
             if not _is_unit_name(name) or name in scope.files or name in scope.masked:
                 continue
-            target = resolve_link(host, spelled)
+            target = resolve(host, spelled)
             try:
                 empty = os.path.getsize(host.path(target)) == 0
             except OSError:
@@ -142,7 +160,7 @@ def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
     out = []
     for f in sorted(by_file):
         path = by_file[f][1]
-        text = _read(host, resolve_link(host, path))
+        text = _read(host, resolve(host, path))
         if text is not None:
             out.append((path, text))
     return out
@@ -150,7 +168,7 @@ def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
 
 def _read(host: Host, spelled: str) -> str | None:
     try:
-        with open(host.path(spelled), "rb") as fh:
+        with open(local(host, spelled), "rb") as fh:
             return fh.read(4 << 20).decode("utf-8", "surrogateescape")
     except OSError:
         return None
@@ -175,7 +193,7 @@ def scopes(host: Host) -> list[Scope]:
         if home in ("/", "/nonexistent"):
             continue
         d = posixpath.join(home, ".config/systemd/user")
-        if os.path.isdir(host.path(d)):
+        if os.path.isdir(local(host, d)):
             ctx = su.Context(user_manager=True, user=user, uid=uid, home=home)
             out.append(Scope("user", (d,), ctx,
                              id_prefix=f"user:{user}:", user=user))
@@ -214,7 +232,7 @@ def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
     for path, _optional, _a in su.environment_files(unit, ctx):
         if not path.startswith("/"):
             continue
-        text = _read(host, resolve_link(host, path))
+        text = _read(host, resolve(host, path))
         if text is None:
             continue
         env_texts[path] = text
@@ -236,7 +254,7 @@ def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
         for spelled, hp in found:
             hits.append(Hit(r.key, spelled, hp, a.source, a.line, a.text))
     if unit.fragment:
-        real = resolve_link(host, unit.fragment)
+        real = resolve(host, unit.fragment)
         hp = view.to_host(real)
         if hp:
             hits.append(Hit("unit_file", real, hp, unit.fragment, 0, f"-> {real}"))
@@ -248,7 +266,7 @@ def _manager(host: Host, view: VolumeView) -> list[str] | None:
     if shutil.which("systemctl") is None:
         return None
     if view.pid is not None:
-        if shutil.which("nsenter") is None or not os.path.isdir(host.path("/run/systemd/system")):
+        if shutil.which("nsenter") is None or not os.path.isdir(local(host, "/run/systemd/system")):
             return None
         return ["nsenter", "-t", str(view.pid), "-a", "systemctl"]
     if host.root != "/" or not host.live or not os.path.isdir("/run/systemd/system"):
@@ -384,7 +402,7 @@ def collect(host: Host, target: Target, view: VolumeView
                 continue
             fname = name if name in scope.files else su.template_of(name)
             spelled = scope.files[fname]
-            text = _read(host, resolve_link(host, spelled))
+            text = _read(host, resolve(host, spelled))
             if text is None:
                 problems.append(Problem("unreadable-unit", f"cannot read {spelled}",
                                         path=spelled))
