@@ -1,30 +1,42 @@
 """Recognisers: what the bytes are (models, datasets, installers, ...).
 
-``annotate`` is the one entry point the core calls.
+``annotate`` is the one entry point the core calls. Each recogniser is a small module that
+registers itself (see ``base``); importing them here fills the registry, in priority order.
 """
 
 from __future__ import annotations
 
-import os
-
 from vacate.model.common import Problem
-from vacate.model.inventory import Classification, DirSummary, Item
+from vacate.model.inventory import DirSummary, Item
+from vacate.recognise import (  # noqa: F401  (importing registers them)
+    artifacts,
+    caches,
+    checkpoints,
+    datasets,
+    envs,
+    gguf_file,
+    hf_model,
+    hub_cache,
+    images,
+    installers,
+    onnx_trt,
+    safetensors_header,
+    source,
+    training,
+)
+from vacate.recognise.explore import Explorer
 
 
-def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...]
-             ) -> tuple[tuple[Item, ...], tuple[Problem, ...]]:
-    """Classify each item; return the items (plus any recognised artifacts below the top level,
-    with ``parent`` set) and the problems met while reading them."""
-    out = []
+def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...], *,
+             budget_s: float = 10.0) -> tuple[tuple[Item, ...], tuple[Problem, ...]]:
+    """Classify each item; return the items (plus the recognised artifacts below the top
+    level, with ``parent`` set to their top-level item's path) and the problems met."""
+    ex = Explorer({d.path: d.stats for d in dirs}, budget_s)
+    out: list[Item] = []
+    problems: list[Problem] = []
     for it in items:
-        name = os.path.basename(it.path)
-        if it.is_dir and name == "lost+found":
-            c = Classification("filesystem-artifact", "filesystem artifact (fsck's lost+found)",
-                               recoverable="regenerable", confidence=0.9,
-                               evidence=("name lost+found",))
-        elif it.is_dir:
-            c = Classification("directory", "directory", confidence=0.0)
-        else:
-            c = Classification("file", "file", confidence=0.0)
+        c, subs, probs = ex.item(it)
         out.append(Item(it.id, it.path, it.parent, it.is_dir, it.stats, c))
-    return tuple(out), ()
+        out.extend(subs)
+        problems.extend(probs)
+    return tuple(out), tuple(problems)

@@ -1,0 +1,145 @@
+"""The recogniser contract and the registry.
+
+A recogniser is a function ``(ctx) -> Classification | None``, registered for files, for
+directories, or as a *composite* (a directory recogniser that looks at what was recognised
+inside: ``ctx.children``). Each reads only what it needs through ``ctx.reader`` (bounded), and
+says how sure it is in ``confidence``; the registry keeps the most confident answer.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as S
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vacate.model.inventory import Classification, Stats
+from vacate.recognise.read import Reader
+
+LIST_CAP = 5000          # entries looked at per directory
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    name: str
+    size: int
+    disk: int
+    is_link: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    dirs: tuple[str, ...]
+    files: dict[str, FileInfo]
+    truncated: bool          # more than LIST_CAP entries: the rest was not looked at
+    unreadable: bool = False
+
+    def has(self, name: str) -> bool:
+        return name in self.files or name in self.dirs
+
+    def with_suffix(self, *suffixes: str) -> list[FileInfo]:
+        return [f for n, f in self.files.items() if n.endswith(suffixes)]
+
+
+@dataclass(slots=True)
+class Node:
+    """One recognised entry of the tree below a top-level item."""
+
+    path: str
+    is_dir: bool
+    stats: Stats
+    classification: Classification
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Ctx:
+    path: str
+    is_dir: bool
+    stats: Stats
+    reader: Reader
+    depth: int
+    top: str                                  # the top-level item this entry belongs to
+    stats_of: Callable[[str], Stats | None]   # a directory's subtree aggregates (from the walk)
+    children: list[Node] | None = None        # filled before composites run
+    _listing: Listing | None = None
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(self.path, *parts)
+
+    def listing(self) -> Listing:
+        if self._listing is None:
+            self._listing = list_dir(self.path, self.reader)
+        return self._listing
+
+
+def list_dir(path: str, reader: Reader) -> Listing:
+    dirs: list[str] = []
+    files: dict[str, FileInfo] = {}
+    truncated = False
+    try:
+        with os.scandir(path) as it:
+            for n, e in enumerate(it):
+                if n >= LIST_CAP:
+                    truncated = True
+                    break
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if S.S_ISDIR(st.st_mode):
+                    dirs.append(e.name)
+                else:
+                    files[e.name] = FileInfo(e.name, st.st_size, st.st_blocks * 512,
+                                             S.S_ISLNK(st.st_mode))
+    except OSError as e:
+        reader.warn("unreadable-dir", path, e.strerror or str(e))
+        return Listing((), {}, False, True)
+    dirs.sort()
+    return Listing(tuple(dirs), files, truncated)
+
+
+Recogniser = Callable[[Ctx], Classification | None]
+FILES: list[Recogniser] = []
+DIRS: list[Recogniser] = []
+COMPOSITES: list[Recogniser] = []
+
+
+def files(fn: Recogniser) -> Recogniser:
+    FILES.append(fn)
+    return fn
+
+
+def dirs(fn: Recogniser) -> Recogniser:
+    DIRS.append(fn)
+    return fn
+
+
+def composite(fn: Recogniser) -> Recogniser:
+    COMPOSITES.append(fn)
+    return fn
+
+
+def best(ctx: Ctx, recognisers: list[Recogniser],
+         current: Classification | None = None) -> Classification | None:
+    """The most confident answer; earlier registrations win ties."""
+    for r in recognisers:
+        if ctx.reader.expired:
+            break
+        c = r(ctx)
+        if c is not None and (current is None or c.confidence > current.confidence):
+            current = c
+    return current
+
+
+def cls(kind: str, label: str, *, recoverable: str | None = None, source: str | None = None,
+        confidence: float = 0.9, guess: bool = False, evidence: tuple[str, ...] = (),
+        **details) -> Classification:
+    """A Classification with the details given as keywords (None values dropped)."""
+    return Classification(kind, label, recoverable, source,
+                          {k: v for k, v in details.items() if v is not None},
+                          confidence, guess, evidence)

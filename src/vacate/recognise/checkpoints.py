@@ -1,0 +1,66 @@
+"""Training checkpoints: ``checkpoint-N``, ``global_stepN``, ``epoch_N_step_M``, optimizer and
+scheduler state, ``*.distcp`` (torch distributed checkpoints), DeepSpeed/FSDP shards."""
+
+from __future__ import annotations
+
+import re
+
+from vacate.model.inventory import Classification
+from vacate.output.units import human_bytes
+from vacate.recognise import hf_model
+from vacate.recognise.base import Ctx, cls, dirs
+
+CKPT_NAME = re.compile(
+    r"^(checkpoint[-_]?(?P<a>\d+)|global_step(?P<b>\d+)|(epoch[_-]?\d+[_-])?step[_-]?(?P<c>\d+)"
+    r"|epoch[_-]?(?P<d>\d+)|iter_?(?P<e>\d+)|ckpt[-_]?(?P<f>\d+))$")
+STATE_FILES = re.compile(
+    r"^(optimizer\.(pt|bin)|scheduler\.pt|trainer_state\.json|training_state\.pt|"
+    r"rng_state(_\d+)?\.pth|.*\.distcp|zero_pp_rank_.*|.*_optim_states\.pt|"
+    r"mp_rank_\d+_model_states\.pt|latest|\.metadata)$")
+
+
+def step_of(name: str) -> int | None:
+    m = CKPT_NAME.match(name)
+    if not m:
+        return None
+    for g in "abcdef":
+        if m.group(g):
+            return int(m.group(g))
+    return None
+
+
+@dirs
+def checkpoint_dir(ctx: Ctx) -> Classification | None:
+    step = step_of(ctx.name)
+    lst = ctx.listing()
+    state = sorted(n for n in lst.files if STATE_FILES.match(n))
+    state += [d for d in lst.dirs if d.startswith("global_step") or d.startswith("pytorch_model")
+              and d.endswith("fsdp")]
+    if step is None and not state:
+        return None
+    model = hf_model.describe(ctx.reader, ctx.path, lst, ctx.stats.apparent_bytes) \
+        if lst.has("config.json") or lst.with_suffix(".safetensors", ".bin") else None
+    if step is None and model is None and len(state) < 2:
+        return None
+    ts = ctx.reader.json(ctx.join("trainer_state.json"), what="trainer_state.json") \
+        if "trainer_state.json" in lst.files else None
+    if isinstance(ts, dict) and isinstance(ts.get("global_step"), int):
+        step = ts["global_step"]
+    what = "checkpoint"
+    if model is not None and model.kind == "draft-model":
+        what = f"{model.details.get('draft', 'draft')} draft-model checkpoint"
+    elif model is not None:
+        what = "model checkpoint"
+    extras = []
+    if any(n.startswith(("optimizer", "zero_pp", "mp_rank")) or "optim" in n for n in state):
+        extras.append("optimizer state")
+    if any(n.endswith(".distcp") for n in state):
+        extras.append("torch.distributed shards")
+    label = f"{what}" + (f", step {step}" if step is not None else "") + (
+        f" ({', '.join(extras)})" if extras else "") + f", {human_bytes(ctx.stats.apparent_bytes)}"
+    details = dict(model.details) if model is not None else {}
+    details.update(step=step, state_files=state[:20])
+    conf = 0.9 if (step is not None and (state or model)) else 0.75
+    ev = ("directory name",) if step is not None else ()
+    return cls("checkpoint", label, recoverable="unique", confidence=conf,
+               evidence=ev + tuple(state[:3]) + (model.evidence if model else ()), **details)

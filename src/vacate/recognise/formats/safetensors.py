@@ -1,0 +1,120 @@
+"""The safetensors header: ``u64 little-endian N`` then N bytes of JSON naming every tensor's
+dtype, shape and byte range. Parameter counts and dtypes come from here, exactly, without
+reading any tensor data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections import Counter
+from dataclasses import dataclass
+
+from vacate.recognise.formats import FormatError, Truncated
+
+# The safetensors library itself refuses headers above 100 MB.
+MAX_HEADER = 100 * 1024 * 1024
+
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16,
+    "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64,
+    "F64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "C64": 64,
+}
+DTYPE_NAMES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32", "F64": "fp64", "F8_E4M3": "fp8",
+               "F8_E5M2": "fp8-e5m2", "U8": "u8", "I8": "i8", "I32": "i32", "F4": "fp4"}
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    header_len: int
+    tensors: tuple[Tensor, ...]
+    metadata: dict[str, str]
+
+    @property
+    def data_len(self) -> int:
+        return max((t.end for t in self.tensors), default=0)
+
+    @property
+    def file_len(self) -> int:
+        """The size the file must have for every tensor's bytes to be there."""
+        return 8 + self.header_len + self.data_len
+
+    def numel_by_dtype(self) -> Counter:
+        c: Counter = Counter()
+        for t in self.tensors:
+            c[t.dtype] += t.numel
+        return c
+
+
+def header_length(prefix: bytes) -> int:
+    """The header length from a file's first 8 bytes; refuses lengths no real file has."""
+    if len(prefix) < 8:
+        raise Truncated(f"{len(prefix)} bytes, not even the 8-byte header length", 8)
+    (n,) = struct.unpack("<Q", prefix[:8])
+    if n < 2 or n > MAX_HEADER:
+        raise FormatError(f"header length {n} is not plausible (2 .. {MAX_HEADER})")
+    return n
+
+
+def parse(buf: bytes, *, file_size: int | None = None) -> Header:
+    """Parse a safetensors header from the start of a file. ``file_size`` (when known) is
+    checked against the byte ranges the header claims."""
+    n = header_length(buf)
+    if len(buf) < 8 + n:
+        if file_size is not None and file_size < 8 + n:
+            raise FormatError(f"header claims {n} bytes but the file holds {file_size - 8}")
+        raise Truncated(f"header needs {n} bytes, have {len(buf) - 8}", 8 + n)
+    try:
+        obj = json.loads(buf[8:8 + n])
+    except (ValueError, RecursionError) as e:
+        raise FormatError(f"header is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise FormatError("header is not a JSON object")
+    meta = obj.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise FormatError("__metadata__ is not an object")
+    tensors = []
+    for name, d in obj.items():
+        tensors.append(_tensor(name, d))
+    tensors.sort(key=lambda t: t.begin)
+    h = Header(n, tuple(tensors), {str(k): str(v)[:200] for k, v in meta.items()})
+    if file_size is not None and h.file_len > file_size:
+        raise FormatError(
+            f"header places tensor data up to byte {h.file_len} but the file has {file_size}"
+            " (truncated, or the header lies)")
+    return h
+
+
+def _tensor(name: str, d: object) -> Tensor:
+    if not isinstance(d, dict):
+        raise FormatError(f"tensor {name!r}: entry is not an object")
+    dtype, shape, offs = d.get("dtype"), d.get("shape"), d.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise FormatError(f"tensor {name!r}: unknown dtype {dtype!r}")
+    if (not isinstance(shape, list) or len(shape) > 16
+            or not all(isinstance(x, int) and 0 <= x < 1 << 48 for x in shape)):
+        raise FormatError(f"tensor {name!r}: bad shape {shape!r}"[:200])
+    if (not isinstance(offs, list) or len(offs) != 2
+            or not all(isinstance(x, int) and 0 <= x < 1 << 56 for x in offs)
+            or offs[0] > offs[1]):
+        raise FormatError(f"tensor {name!r}: bad data_offsets {offs!r}"[:200])
+    t = Tensor(name, dtype, tuple(shape), offs[0], offs[1])
+    want = t.numel * DTYPE_BITS[dtype]
+    if (want + 7) // 8 != t.end - t.begin:
+        raise FormatError(f"tensor {name!r}: {dtype}{list(shape)} needs {(want + 7) // 8} bytes,"
+                          f" the header gives it {t.end - t.begin}")
+    return t

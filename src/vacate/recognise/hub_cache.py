@@ -1,0 +1,85 @@
+"""The Hugging Face hub cache: ``models--org--name/{blobs,snapshots/<rev>,refs}`` as
+huggingface_hub lays it out, and the ``hub`` directory that holds such repos."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from vacate.model.inventory import Classification
+from vacate.output.units import human_bytes
+from vacate.recognise import hf_model
+from vacate.recognise.base import Ctx, cls, composite, dirs, list_dir
+
+REPO_DIR = re.compile(r"^(models|datasets|spaces)--(.+)$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def repo_id(name: str) -> tuple[str, str] | None:
+    m = REPO_DIR.match(name)
+    if not m:
+        return None
+    return m.group(1)[:-1], m.group(2).replace("--", "/")
+
+
+@dirs
+def hub_repo(ctx: Ctx) -> Classification | None:
+    rid = repo_id(ctx.name)
+    if rid is None:
+        return None
+    lst = ctx.listing()
+    if not lst.has("snapshots") and not lst.has("blobs"):
+        return None
+    rtype, rid_s = rid
+    refs: dict[str, str] = {}
+    if "refs" in lst.dirs:
+        for ref in sorted(list_dir(ctx.join("refs"), ctx.reader).files)[:50]:
+            h = (ctx.reader.head(ctx.join("refs", ref), 64, quiet=True) or b"").decode(
+                "ascii", "replace").strip()
+            if COMMIT.match(h):
+                refs[ref] = h
+    snaps = list(list_dir(ctx.join("snapshots"), ctx.reader).dirs) if "snapshots" in lst.dirs \
+        else []
+    blobs = list_dir(ctx.join("blobs"), ctx.reader) if "blobs" in lst.dirs else None
+    incomplete = [n for n in (blobs.files if blobs else {}) if n.endswith(".incomplete")]
+    rev = refs.get("main") or (snaps[-1] if len(snaps) == 1 else None)
+    if rev is None and snaps:
+        rev = snaps[0]
+    source = f"hf:{rid_s}" + (f"@{rev}" if rev else "")
+    if rtype != "model" or not rev or rev not in snaps:
+        what = {"dataset": "dataset", "space": "Space"}.get(rtype, "model")
+        return cls("dataset" if rtype == "dataset" else "cache",
+                   f"Hugging Face hub cache: {what} {rid_s}, {len(snaps)} revisions, "
+                   f"{human_bytes(ctx.stats.apparent_bytes)}", recoverable="re-downloadable",
+                   source=source, confidence=0.9, evidence=("hub cache layout",),
+                   repo_id=rid_s, repo_type=rtype, revisions=snaps[:20], refs=refs)
+    snap = ctx.join("snapshots", rev)
+    c = hf_model.describe(ctx.reader, snap, list_dir(snap, ctx.reader), ctx.stats.apparent_bytes,
+                          within=ctx.path, name=rid_s, hub=(rid_s, rev))
+    if c is None:
+        c = cls("cache", f"Hugging Face hub cache: {rid_s}", confidence=0.8)
+    extra = f"{len(snaps)} revisions" if len(snaps) > 1 else "1 revision"
+    ref_names = ", ".join(sorted(refs)) or "no refs"
+    label = f"Hugging Face hub cache: {c.label} ({extra}; refs: {ref_names}" + (
+        f"; {len(incomplete)} downloads unfinished)" if incomplete else ")")
+    details = dict(c.details, repo_id=rid_s, revisions=snaps[:20], refs=refs,
+                   blobs=len(blobs.files) if blobs else 0, unfinished_downloads=len(incomplete))
+    return cls(c.kind, label, recoverable="re-downloadable", source=source,
+               confidence=max(c.confidence, 0.85), evidence=c.evidence, **details)
+
+
+@composite
+def hub_root(ctx: Ctx) -> Classification | None:
+    kids = [k for k in ctx.children or () if repo_id(os.path.basename(k.path))]
+    if not kids:
+        return None
+    others = [k for k in ctx.children or () if k not in kids and k.stats.apparent_bytes > 4096
+              and os.path.basename(k.path) not in (".locks", "version.txt", "version_diffuser.txt")]
+    n = {"model": 0, "dataset": 0, "space": 0}
+    for k in kids:
+        n[repo_id(os.path.basename(k.path))[0]] += 1
+    what = ", ".join(f"{v} {t}s" for t, v in n.items() if v)
+    return cls("cache", f"Hugging Face hub cache: {what}, {human_bytes(ctx.stats.apparent_bytes)}",
+               recoverable="re-downloadable" if not others else None,
+               confidence=0.9 if not others else 0.6, evidence=("models--*/ directories",),
+               repos=len(kids))

@@ -1,0 +1,117 @@
+"""Bounded reading for the recognisers: a few bytes from the head of a regular file, small
+JSON and text files under a size cap, never through a symlink unless it stays inside a given
+root. Every refusal or parse failure becomes a Problem; nothing here raises."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat as S
+import time
+from typing import Any
+
+from vacate.model.common import Problem
+from vacate.output.units import human_bytes
+
+JSON_CAP = 1024 * 1024          # config.json, hf_quant_config.json, trainer_state.json, ...
+INDEX_CAP = 64 * 1024 * 1024    # model.safetensors.index.json of the biggest models: a few MB
+TEXT_CAP = 1024 * 1024
+
+
+class Reader:
+    """Reads on behalf of one top-level item; collects the problems met and keeps the time
+    spent under ``budget_s`` (after that, ``expired`` is True and callers stop looking)."""
+
+    def __init__(self, budget_s: float = 10.0):
+        self.problems: list[Problem] = []
+        self.deadline = time.monotonic() + budget_s
+        self.bytes_read = 0
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def warn(self, code: str, path: str, message: str) -> None:
+        self.problems.append(Problem(code, f"{path}: {message}", path))
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        try:
+            return os.lstat(path)
+        except OSError:
+            return None
+
+    def head(self, path: str, n: int, *, offset: int = 0, quiet: bool = False,
+             within: str | None = None) -> bytes | None:
+        """Up to ``n`` bytes from ``offset`` of a regular file. Symlinks are refused, except
+        that with ``within`` a link whose target stays inside that directory is followed (the
+        hub cache's snapshots point into ../../blobs)."""
+        real = path
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+        if within is not None:
+            real = os.path.realpath(path)
+            root = os.path.realpath(within)
+            if os.path.commonpath([real, root]) != root:
+                if not quiet:
+                    self.warn("link-outside", path, "link points outside its repository;"
+                              " not followed")
+                return None
+        else:
+            flags |= os.O_NOFOLLOW
+        try:
+            fd = os.open(real, flags)
+        except OSError as e:
+            if not quiet:
+                self.warn("unreadable", path, e.strerror or str(e))
+            return None
+        try:
+            if not S.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            out = os.pread(fd, n, offset)
+            self.bytes_read += len(out)
+            return out
+        except OSError as e:
+            if not quiet:
+                self.warn("unreadable", path, e.strerror or str(e))
+            return None
+        finally:
+            os.close(fd)
+
+    def size(self, path: str, within: str | None = None) -> int | None:
+        try:
+            st = os.stat(path) if within is not None else os.lstat(path)
+        except OSError:
+            return None
+        return st.st_size if S.S_ISREG(st.st_mode) else None
+
+    def small(self, path: str, cap: int, *, within: str | None = None,
+              what: str = "file") -> bytes | None:
+        """The whole of a file expected to be small; None (with a warning) above ``cap``."""
+        size = self.size(path, within)
+        if size is None:
+            return None
+        if size > cap:
+            self.warn("oversized-file", path, f"{human_bytes(size)} is far more than a {what}"
+                      f" holds (cap {human_bytes(cap)}); not read")
+            return None
+        return self.head(path, cap + 1, within=within)
+
+    def text(self, path: str, cap: int = TEXT_CAP, *, within: str | None = None,
+             what: str = "file") -> str | None:
+        data = self.small(path, cap, within=within, what=what)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def json(self, path: str, cap: int = JSON_CAP, *, within: str | None = None,
+             what: str = "JSON file") -> Any:
+        """The parsed JSON, or None (with a warning) when it is too large or not JSON."""
+        data = self.small(path, cap, within=within, what=what)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except RecursionError:
+            self.warn("malformed-file", path, f"{what} nests too deeply; ignored")
+        except ValueError as e:
+            msg = "a Git LFS pointer, not the file" if data.startswith(b"version https://git-lfs") \
+                else f"not valid JSON ({str(e)[:80]})"
+            self.warn("malformed-file", path, f"{what} is {msg}; ignored")
+        return None

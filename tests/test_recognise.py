@@ -1,0 +1,641 @@
+"""Recognisers on real files: the captured Hugging Face configs, safetensors files written by
+the ``safetensors`` package, GGUF files written by the ``gguf`` package, sparse shards with
+real headers at realistic sizes, a hub cache laid out as huggingface_hub lays it out, and
+hostile input. The tree is walked by the real walker; nothing here needs root."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+from vacate.collectors import walk
+from vacate.model.inventory import Item
+from vacate.recognise import annotate
+from vacate.recognise.formats import FormatError, Truncated
+from vacate.recognise.formats import gguf as gguf_fmt
+from vacate.recognise.formats import safetensors as st_fmt
+from vacate.recognise.formats.text import requirements
+
+HERE = os.path.dirname(__file__)
+HF = os.path.join(HERE, "fixtures", "hf")
+MISC = os.path.join(HERE, "fixtures", "misc")
+
+# ---------------------------------------------------------------------------------------------
+# Builders (also used by test_recognise_tree.py)
+
+BITS = {"U8": 8, "F8_E4M3": 8, "BF16": 16, "F16": 16, "F32": 32, "I32": 32}
+
+
+def sparse_shard(path: str, specs: list[tuple[str, str, list[int]]],
+                 metadata: dict | None = None) -> int:
+    """A safetensors file whose header names ``specs`` (name, dtype, shape) and whose data is a
+    hole: real header, realistic size, no disk used. Returns the file size."""
+    header: dict = {"__metadata__": metadata or {"format": "pt"}}
+    off = 0
+    for name, dtype, shape in specs:
+        n = int(np.prod(shape, dtype=np.int64)) * BITS[dtype] // 8
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + off)
+    return 8 + len(raw) + off
+
+
+def nvfp4_layer(prefix: str, out_f: int, in_f: int) -> list[tuple[str, str, list[int]]]:
+    """One linear layer as ModelOpt exports NVFP4: packed U8 weight (two FP4 values per byte),
+    FP8 block scales (one per 16 values), a global scale and an input scale."""
+    return [(f"{prefix}.weight", "U8", [out_f, in_f // 2]),
+            (f"{prefix}.weight_scale", "F8_E4M3", [out_f, in_f // 16]),
+            (f"{prefix}.weight_scale_2", "F32", []),
+            (f"{prefix}.input_scale", "F32", [])]
+
+
+def write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def nvfp4_model(d: str, *, shards: int, rows: int, in_f: int = 4096,
+                drop: tuple[int, ...] = ()) -> int:
+    """A ModelOpt NVFP4 export of a Qwen3.5-MoE-shaped model: config.json, the real
+    hf_quant_config.json, an index and ``shards`` sparse shards. Returns the parameter count
+    the shards hold (unpacked), computed from what was written."""
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "config.json"), {
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+        "text_config": {"model_type": "qwen3_5_moe_text", "hidden_size": in_f,
+                        "num_hidden_layers": shards, "num_experts": 512},
+        "torch_dtype": "bfloat16"})
+    shutil.copy(os.path.join(HF, "nvfp4-modelopt", "hf_quant_config.json"), d)
+    weight_map, params = {}, 0
+    for i in range(1, shards + 1):
+        name = f"model-{i:05d}-of-{shards:05d}.safetensors"
+        specs = nvfp4_layer(f"model.layers.{i}.mlp.experts.down_proj", rows, in_f)
+        specs.append((f"model.layers.{i}.input_layernorm.weight", "BF16", [in_f]))
+        if i == 1:
+            specs.append(("model.embed_tokens.weight", "BF16", [1024, in_f]))
+        params += rows * in_f + in_f + (1024 * in_f if i == 1 else 0)
+        for n, _, _ in specs:
+            weight_map[n] = name
+        if i not in drop:
+            sparse_shard(os.path.join(d, name), specs)
+    write_json(os.path.join(d, "model.safetensors.index.json"),
+               {"metadata": {"total_size": 0}, "weight_map": weight_map})
+    return params
+
+
+def small_model(d: str, config_fixture: str | None = None, **cfg) -> int:
+    """A small model written by the real safetensors package; returns its parameter count."""
+    os.makedirs(d, exist_ok=True)
+    if config_fixture:
+        with open(os.path.join(HF, config_fixture)) as f:
+            conf = json.load(f)
+    else:
+        conf = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                "num_hidden_layers": 2, "hidden_size": 64}
+    conf.update(cfg)
+    write_json(os.path.join(d, "config.json"), conf)
+    tensors = {"model.embed_tokens.weight": np.zeros((128, 64), np.float16),
+               "model.layers.0.mlp.up_proj.weight": np.ones((64, 64), np.float16),
+               "lm_head.weight": np.zeros((128, 64), np.float32)}
+    save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    return sum(t.size for t in tensors.values())
+
+
+def git(cwd: str, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL="/dev/null",
+               GIT_CONFIG_NOSYSTEM="1")
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def specforge_checkout(d: str, *, pushed: bool = True) -> None:
+    """A git clone of SpecForge, as far as the recognisers look: .git with an origin remote,
+    scripts/prepare_hidden_states.py, and the remote-tracking ref."""
+    os.makedirs(os.path.join(d, "scripts"))
+    with open(os.path.join(d, "scripts", "prepare_hidden_states.py"), "w") as f:
+        f.write('"""This script will generate the hidden states for the dataset."""\n')
+    git(d, "init", "-q", "-b", "main")
+    git(d, "add", ".")
+    git(d, "commit", "-q", "-m", "init")
+    git(d, "remote", "add", "origin", "https://github.com/sgl-project/SpecForge.git")
+    head = git(d, "rev-parse", "HEAD")
+    if pushed:
+        git(d, "update-ref", "refs/remotes/origin/main", head)
+
+
+def scan_tree(root: str, budget_s: float = 10.0):
+    """The real walker over ``root`` and the recognisers over its top-level entries, as
+    core.scan does it. Returns ({relative path: item}, problems)."""
+    w = walk.walk(root)
+    items = tuple(Item("item:" + os.path.relpath(p, root), p, None, d, s) for p, d, s in w.top)
+    out, problems = annotate(items, w.dirs, budget_s=budget_s)
+    return {os.path.relpath(i.path, root): i for i in out}, problems
+
+
+def codes(problems, path_part: str = "") -> set[str]:
+    return {p.code for p in problems if path_part in (p.path or "")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats
+
+
+def test_safetensors_header_matches_the_real_writer(tmp_path):
+    p = tmp_path / "m.safetensors"
+    tensors = {"a": np.zeros((3, 5), np.float16), "b": np.ones((7,), np.int32),
+               "c": np.zeros((2, 2, 2), np.float32)}
+    save_file(tensors, str(p), metadata={"format": "pt", "note": "x"})
+    data = p.read_bytes()
+    h = st_fmt.parse(data[:8 + struct.unpack("<Q", data[:8])[0]], file_size=len(data))
+    got = {t.name: (t.dtype, t.shape) for t in h.tensors}
+    assert got == {"a": ("F16", (3, 5)), "b": ("I32", (7,)), "c": ("F32", (2, 2, 2))}
+    assert h.metadata == {"format": "pt", "note": "x"}
+    assert h.file_len == len(data)
+    assert sum(t.numel for t in h.tensors) == sum(t.size for t in tensors.values())
+
+
+def test_sparse_shard_is_a_real_safetensors_file(tmp_path):
+    """Our sparse builder writes headers the safetensors library itself accepts."""
+    p = str(tmp_path / "s.safetensors")
+    size = sparse_shard(p, nvfp4_layer("x", 4096, 8192))
+    assert os.path.getsize(p) == size > 16 * 1024 * 1024
+    assert os.stat(p).st_blocks * 512 < 1024 * 1024          # a hole, not data
+    with safe_open(p, "np") as f:
+        assert sorted(f.keys()) == ["x.input_scale", "x.weight", "x.weight_scale",
+                                    "x.weight_scale_2"]
+        assert f.get_slice("x.weight").get_shape() == [4096, 4096]
+
+
+@pytest.mark.parametrize("bad, msg", [
+    (struct.pack("<Q", 2 ** 63) + b"{}", "not plausible"),
+    (struct.pack("<Q", 0), "not plausible"),
+    (struct.pack("<Q", 9) + b"[1,2,3]  ", "not a JSON object"),
+    (struct.pack("<Q", 8) + b"{not js}", "not valid JSON"),
+    (struct.pack("<Q", 64) + b'{"t":{"dtype":"F16","shape":[4],"data_offsets":[0,2]}}'.ljust(64),
+     "needs 8 bytes"),
+    (struct.pack("<Q", 64) + b'{"t":{"dtype":"Q9","shape":[4],"data_offsets":[0,8]}}'.ljust(64),
+     "unknown dtype"),
+    (struct.pack("<Q", 64) + b'{"t":{"dtype":"F16","shape":[-4],"data_offsets":[0,8]}}'
+     .ljust(64), "bad shape"),
+])
+def test_safetensors_parser_refuses_bad_headers(bad, msg):
+    with pytest.raises(FormatError, match=msg):
+        st_fmt.parse(bad, file_size=len(bad) + 100)
+
+
+def test_safetensors_parser_says_when_it_needs_more():
+    with pytest.raises(Truncated) as e:
+        st_fmt.parse(struct.pack("<Q", 1000) + b"{", file_size=10_000)
+    assert e.value.need == 1008
+
+
+def test_gguf_header_matches_the_real_writer(tmp_path):
+    import gguf
+
+    p = str(tmp_path / "tiny.gguf")
+    w = gguf.GGUFWriter(p, "llama")
+    w.add_name("Tiny Llama")
+    w.add_block_count(2)
+    w.add_file_type(1)
+    w.add_token_list([f"tok{i}" for i in range(300)])
+    w.add_tensor("token_embd.weight", np.zeros((300, 16), np.float16))
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((16, 16), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with open(p, "rb") as f:
+        data = f.read()
+    h = gguf_fmt.parse(data)
+    assert h.architecture == "llama"
+    assert h.metadata["general.name"] == "Tiny Llama"
+    assert h.file_type == "F16"
+    assert h.parameters == 300 * 16 + 16 * 16
+    assert h.tensor_types == {"F16": 300 * 16, "F32": 256}
+    assert h.metadata["tokenizer.ggml.tokens"] == {"array_len": 300}
+    with pytest.raises(Truncated):
+        gguf_fmt.parse(data[:200])
+    with pytest.raises(FormatError):
+        gguf_fmt.parse(b"GGUF" + struct.pack("<IQQ", 3, 2 ** 40, 1))
+
+
+def test_pip_freeze_cuda_flavour_from_real_freeze():
+    with open(os.path.join(MISC, "kaminarly-sglang-cu130-image-pip-freeze.txt")) as f:
+        r = requirements(f.read())
+    assert r.torch == "2.13.0+cu130"
+    assert r.cuda == ("13.0",)
+    assert r.ratio > 0.95
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def test_nvfp4_model_label_params_and_completeness(tmp_path):
+    d = tmp_path / "Qwen3.5-397B-A17B-NVFP4"
+    params = nvfp4_model(str(d), shards=6, rows=100_000)
+    items, problems = scan_tree(str(tmp_path))
+    it = items["Qwen3.5-397B-A17B-NVFP4"]
+    c = it.classification
+    assert c.kind == "model"
+    assert c.details["parameters"] == params                # unpacked, scales left out
+    assert c.details["quantization_label"].startswith("NVFP4 (modelopt)")
+    assert c.details["quantization"]["producer_version"] == "0.23.0"
+    assert c.details["shards"] == 6 and c.details["complete"] is True
+    assert "qwen3_5_moe" in c.label and "6 safetensors shards" in c.label
+    assert "complete" in c.label and "NVFP4 (modelopt)" in c.label
+    assert "incomplete-model" not in codes(problems)
+    assert c.confidence >= 0.9
+
+
+def test_missing_shard_makes_it_incomplete(tmp_path):
+    nvfp4_model(str(tmp_path / "m"), shards=4, rows=1000, drop=(3,))
+    items, problems = scan_tree(str(tmp_path))
+    c = items["m"].classification
+    assert c.details["complete"] is False
+    assert c.details["missing_shards"] == ["model-00003-of-00004.safetensors"]
+    assert "INCOMPLETE: 1 of 4 shards missing" in c.label
+    assert "incomplete-model" in codes(problems)
+
+
+def test_real_lfs_pointer_clone_is_not_a_downloaded_model(tmp_path):
+    shutil.copytree(os.path.join(HF, "qwen3.5-18b-reap-lfs-pointers"), tmp_path / "reap")
+    items, problems = scan_tree(str(tmp_path))
+    c = items["reap"].classification
+    assert c.kind == "model"
+    assert c.details["lfs_pointers"] == ["model-00001-of-00007.safetensors"]
+    assert c.details["complete"] is False
+    assert "Git LFS pointers" in c.label
+    # The model card's base_model is where it came from, not a copy of this model.
+    assert c.details["base_model"] == "Qwen/Qwen3.5-35B-A3B"
+    assert c.recoverable is None and c.source is None
+    assert "incomplete-model" in codes(problems)
+
+
+def test_real_index_only_model(tmp_path):
+    shutil.copytree(os.path.join(HF, "sakura-14b-qwen2.5-index-only"), tmp_path / "sakura")
+    items, _ = scan_tree(str(tmp_path))
+    c = items["sakura"].classification
+    with open(os.path.join(HF, "sakura-14b-qwen2.5-index-only",
+                           "model.safetensors.index.json")) as f:
+        expected = sorted(set(json.load(f)["weight_map"].values()))
+    assert c.details["missing_shards"] == expected
+    assert c.details["model_type"] == "qwen2"
+    assert c.details["index_total_size"] == 29540067328
+    assert "index only" in c.label
+    # _name_or_path names the base it was fine-tuned from: not proof it can be re-downloaded.
+    assert c.details["base_model"] == "Qwen/Qwen2.5-14B-Instruct"
+    assert c.recoverable is None
+
+
+def test_name_or_path_naming_the_model_itself_is_a_marked_guess(tmp_path):
+    small_model(str(tmp_path / "Qwen2.5-0.5B"), _name_or_path="Qwen/Qwen2.5-0.5B")
+    items, _ = scan_tree(str(tmp_path))
+    c = items["Qwen2.5-0.5B"].classification
+    assert (c.recoverable, c.source, c.guess) == ("re-downloadable", "hf:Qwen/Qwen2.5-0.5B", True)
+
+
+@pytest.mark.parametrize("fixture, variant", [
+    ("draft/specforge-llama3-8B-eagle3.json", "EAGLE-3"),
+    ("draft/specforge-deepseek-v3-671b-eagle3.json", "EAGLE-3"),
+    ("draft/safeailab-eagle-traineagle3-config.json", "EAGLE-3"),
+    ("draft/safeailab-eagle1-llama3-8b.json", "EAGLE-style"),
+    ("draft/specforge-qwen3-8b-dflash.json", "DFlash"),
+    ("draft/specforge-kimi-k3-dspark.json", "DSpark"),
+])
+def test_real_draft_configs_are_draft_models(tmp_path, fixture, variant):
+    params = small_model(str(tmp_path / "draft"), fixture)
+    items, _ = scan_tree(str(tmp_path))
+    c = items["draft"].classification
+    assert c.kind == "draft-model"
+    assert c.details["draft"] == variant
+    assert c.details["parameters"] == params
+    assert f"{variant} draft model" in c.label
+
+
+def test_plain_model_is_not_a_draft(tmp_path):
+    small_model(str(tmp_path / "m"))
+    items, _ = scan_tree(str(tmp_path))
+    assert items["m"].classification.kind == "model"
+    assert items["m"].classification.details["dtype"] == "fp16"
+
+
+@pytest.mark.parametrize("qc, label", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"}, "AWQ 4-bit g128"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False},
+     "GPTQ 4-bit g128"),
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float"}}}},
+     "NVFP4 (compressed-tensors)"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+     "bitsandbytes NF4 4-bit"),
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+     "FP8 (block 128x128)"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "FP8 (modelopt)"),
+])
+def test_quantisation_from_config(tmp_path, qc, label):
+    small_model(str(tmp_path / "q"), quantization_config=qc)
+    items, _ = scan_tree(str(tmp_path))
+    c = items["q"].classification
+    assert c.details["quantization_label"] == label
+    assert label in c.label
+
+
+def test_gptq_packed_weights_count_as_parameters(tmp_path):
+    d = tmp_path / "gptq"
+    os.makedirs(d)
+    write_json(str(d / "config.json"), {"architectures": ["LlamaForCausalLM"],
+                                        "model_type": "llama", "quantization_config": {
+                                            "quant_method": "gptq", "bits": 4,
+                                            "group_size": 128}})
+    save_file({"l.qweight": np.zeros((32, 256), np.int32),        # 8 values per int32
+               "l.qzeros": np.zeros((2, 32), np.int32), "l.scales": np.zeros((2, 256), np.float16),
+               "l.g_idx": np.zeros(256, np.int32), "norm.weight": np.zeros(256, np.float16)},
+              str(d / "model.safetensors"))
+    items, _ = scan_tree(str(tmp_path))
+    assert items["gptq"].classification.details["parameters"] == 32 * 256 * 8 + 256
+
+
+def test_gguf_file_item(tmp_path):
+    import gguf
+
+    p = str(tmp_path / "tiny-q.gguf")
+    w = gguf.GGUFWriter(p, "qwen2")
+    w.add_name("Tiny Qwen")
+    w.add_file_type(1)
+    w.add_tensor("token_embd.weight", np.zeros((64, 32), np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    items, _ = scan_tree(str(tmp_path))
+    c = items["tiny-q.gguf"].classification
+    assert c.kind == "gguf"
+    assert (c.details["architecture"], c.details["quantization"],
+            c.details["parameters"]) == ("qwen2", "F16", 64 * 32)
+    assert "Tiny Qwen" in c.label
+
+
+# ---------------------------------------------------------------------------------------------
+# Hub cache, laid out as huggingface_hub lays it out
+
+
+def blob(repo: str, data: bytes, sha256: bool) -> str:
+    h = hashlib.sha256(data).hexdigest() if sha256 else hashlib.sha1(data).hexdigest()
+    os.makedirs(os.path.join(repo, "blobs"), exist_ok=True)
+    with open(os.path.join(repo, "blobs", h), "wb") as f:
+        f.write(data)
+    return h
+
+
+def hub_repo(hub: str, repo_id: str, revisions: dict[str, dict[str, bytes]],
+             main: str) -> str:
+    repo = os.path.join(hub, "models--" + repo_id.replace("/", "--"))
+    for rev, files in revisions.items():
+        snap = os.path.join(repo, "snapshots", rev)
+        os.makedirs(snap, exist_ok=True)
+        for name, data in files.items():
+            h = blob(repo, data, name.endswith(".safetensors"))
+            os.symlink(os.path.join("..", "..", "blobs", h), os.path.join(snap, name))
+    os.makedirs(os.path.join(repo, "refs"), exist_ok=True)
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(main)
+    return repo
+
+
+def test_hub_cache_repo_ids_revisions_and_shared_blobs(tmp_path):
+    src = tmp_path / "src"
+    params = small_model(str(src))
+    weights = (src / "model.safetensors").read_bytes()
+    conf = (src / "config.json").read_bytes()
+    hub = tmp_path / "vol" / "hub"
+    old, new = "a" * 40, "b" * 40
+    hub_repo(str(hub), "Qwen/Qwen3-0.6B", {
+        old: {"config.json": conf + b" ", "model.safetensors": weights},
+        new: {"config.json": conf, "model.safetensors": weights}}, main=new)
+    hub_repo(str(hub), "meta-llama/Llama-3.2-1B", {new: {"config.json": conf}}, main=new)
+    items, problems = scan_tree(str(tmp_path / "vol"))
+    root = items["hub"].classification
+    assert root.kind == "cache" and root.recoverable == "re-downloadable"
+    assert "2 models" in root.label
+    qwen = items["hub/models--Qwen--Qwen3-0.6B"]
+    c = qwen.classification
+    assert qwen.parent == str(hub) and qwen.id == "item:hub/models--Qwen--Qwen3-0.6B"
+    assert c.kind == "model"
+    assert c.source == f"hf:Qwen/Qwen3-0.6B@{new}"
+    assert c.recoverable == "re-downloadable" and not c.guess
+    assert c.details["parameters"] == params
+    assert sorted(c.details["revisions"]) == [old, new]
+    assert c.details["refs"] == {"main": new}
+    # The weights blob is shared by both revisions: stored (and counted) once.
+    assert c.details["blobs"] == 3
+    assert qwen.stats.apparent_bytes < 2 * len(weights)
+    assert "2 revisions" in c.label
+    llama = items["hub/models--meta-llama--Llama-3.2-1B"].classification
+    assert "no weights" in llama.label
+    assert not codes(problems, "models--Qwen")
+
+
+def test_hub_snapshot_link_out_of_the_repo_is_not_followed(tmp_path):
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"model_type": "leaked", "architectures": ["X"]}))
+    repo = hub_repo(str(tmp_path / "vol"), "o/n", {"c" * 40: {}}, main="c" * 40)
+    os.symlink(str(secret), os.path.join(repo, "snapshots", "c" * 40, "config.json"))
+    items, problems = scan_tree(str(tmp_path / "vol"))
+    c = items["models--o--n"].classification
+    assert "leaked" not in c.label
+    assert "link-outside" in codes(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything else the story has
+
+
+def test_story_files(tmp_path):
+    with open(tmp_path / "cuda_13.0.1_580.82.07_linux.run", "wb") as f:
+        f.write(b"#!/bin/sh\n# This script was generated using Makeself 2.4.5\n" + b"\0" * 1000)
+    shutil.copy(os.path.join(MISC, "kaminarly-sglang-cu130-image-pip-freeze.txt"),
+                tmp_path / "ml-env-backup-cuda128.txt")
+    os.mkdir(tmp_path / "lost+found")
+    items, _ = scan_tree(str(tmp_path))
+    cuda = items["cuda_13.0.1_580.82.07_linux.run"].classification
+    assert cuda.kind == "installer" and cuda.recoverable == "re-downloadable" and not cuda.guess
+    assert (cuda.details["version"], cuda.details["driver_version"]) == ("13.0.1", "580.82.07")
+    # The URL is the one NVIDIA publishes (as recorded in cupy's release tooling).
+    with open(os.path.join(MISC, "cuda-runfile-urls-cupy-history.txt")) as f:
+        urls = {"https://developer.download.nvidia.com/compute/" + ln.strip() for ln in f
+                if ln.startswith("cuda/")}
+    assert any(u.endswith("cuda_12.0.0_525.60.13_linux.run") for u in urls)
+    assert cuda.source == ("https://developer.download.nvidia.com/compute/cuda/13.0.1/"
+                           "local_installers/cuda_13.0.1_580.82.07_linux.run")
+    env = items["ml-env-backup-cuda128.txt"].classification
+    assert env.kind == "env-backup" and "CUDA 13.0" in env.label and "torch 2.13.0+cu130" in \
+        env.label
+    lf = items["lost+found"].classification
+    assert lf.kind == "filesystem-artifact"
+
+
+def test_cuda_runfile_name_only_is_a_guess(tmp_path):
+    (tmp_path / "cuda_12.8.0_570.86.10_linux.run").write_bytes(b"\0" * 100)
+    items, _ = scan_tree(str(tmp_path))
+    c = items["cuda_12.8.0_570.86.10_linux.run"].classification
+    assert c.kind == "installer" and c.guess and c.confidence < 0.9
+
+
+def test_envs_and_source_and_images(tmp_path):
+    v = tmp_path / "venv"
+    os.makedirs(v / "lib" / "python3.12" / "site-packages" / "torch-2.7.0+cu128.dist-info")
+    os.makedirs(v / "lib" / "python3.12" / "site-packages" / "numpy-2.1.0.dist-info")
+    shutil.copy(os.path.join(MISC, "venv", "scgpt-linux-pyvenv.cfg"), v / "pyvenv.cfg")
+    shutil.copy(os.path.join(MISC, "venv", "meta_learning-conda-env-export.yaml"),
+                tmp_path / "environment.yml")
+    ce = tmp_path / "miniforge3"
+    os.makedirs(ce / "conda-meta")
+    for n in ("python-3.11.9-hab00c5b_0_cpython.json", "zlib-1.3.1-h4ab18f5_1.json"):
+        (ce / "conda-meta" / n).write_text("{}")
+    os.makedirs(ce / "condabin")
+    specforge_checkout(str(tmp_path / "SpecForge"))
+    specforge_checkout(str(tmp_path / "mine"), pushed=False)
+    with open(tmp_path / "disk.qcow2", "wb") as f:
+        f.write(b"QFI\xfb\x00\x00\x00\x03" + b"\0" * 100)
+    (tmp_path / "wheel-0.45.1-py3-none-any.whl").write_bytes(b"PK\x03\x04" + b"\0" * 30)
+    os.makedirs(tmp_path / "pip" / "http-v2")
+    (tmp_path / "pip" / "http-v2" / "x").write_bytes(b"x" * 10)
+    items, _ = scan_tree(str(tmp_path))
+    k = {n: (i.classification.kind, i.classification.recoverable) for n, i in items.items()
+         if i.parent is None}
+    assert k["venv"] == ("venv", "regenerable")
+    assert "Python 3.12.3" in items["venv"].classification.label
+    assert items["venv"].classification.details["torch"] == "2.7.0+cu128"
+    assert k["environment.yml"] == ("env-backup", "unique")
+    assert k["miniforge3"] == ("conda-env", "regenerable")
+    assert "python 3.11.9" in items["miniforge3"].classification.label
+    assert k["SpecForge"] == ("source-code", "re-downloadable")
+    sf = items["SpecForge"].classification
+    assert sf.source == "https://github.com/sgl-project/SpecForge.git"
+    assert sf.details["project"] == "SpecForge" and sf.details["branch"] == "main"
+    assert k["mine"] == ("source-code", "unique")    # commits the remote lacks
+    assert k["disk.qcow2"] == ("vm-image", "unique")
+    assert k["wheel-0.45.1-py3-none-any.whl"] == ("installer", "re-downloadable")
+    assert items["wheel-0.45.1-py3-none-any.whl"].classification.source == "pypi:wheel==0.45.1"
+    assert k["pip"] == ("cache", "regenerable")
+
+
+def test_git_remote_credentials_are_redacted(tmp_path):
+    specforge_checkout(str(tmp_path / "r"))
+    git(str(tmp_path / "r"), "remote", "set-url", "origin",
+        "https://user:hunter2secret@example.com/r.git")
+    items, _ = scan_tree(str(tmp_path))
+    c = items["r"].classification
+    assert "hunter2secret" not in json.dumps(c.as_json())
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile input: a lower-confidence kind and a warning, never a crash or a long read
+
+
+def _timed(root):
+    t0 = time.monotonic()
+    items, problems = scan_tree(root)
+    return items, problems, time.monotonic() - t0
+
+
+def test_hostile_safetensors(tmp_path):
+    good = tmp_path / "src"
+    small_model(str(good))
+    data = (good / "model.safetensors").read_bytes()
+    cases = {
+        "truncated": data[: len(data) // 2],
+        "huge-len": struct.pack("<Q", 2 ** 63) + data[8:],
+        "lying": data[:8] + data[8:].replace(b'"data_offsets":[0,', b'"data_offsets":[9,', 1),
+        "garbage": os.urandom(4096),
+    }
+    for name, blob_ in cases.items():
+        d = tmp_path / "vol" / name
+        os.makedirs(d)
+        shutil.copy(good / "config.json", d)
+        (d / "model.safetensors").write_bytes(blob_)
+    # A header that claims tensors far past the end of the file (a lying big shard).
+    d = tmp_path / "vol" / "claims-more"
+    os.makedirs(d)
+    shutil.copy(good / "config.json", d)
+    sparse_shard(str(d / "model.safetensors"), [("w", "BF16", [1 << 20, 4096])])
+    os.truncate(d / "model.safetensors", 1 << 20)
+    items, problems, dt = _timed(str(tmp_path / "vol"))
+    assert dt < 1.0
+    for name in list(cases) + ["claims-more"]:
+        c = items[name].classification
+        assert c.kind == "model", name
+        assert c.confidence <= 0.5, name
+        assert c.details["unreadable_shards"] == ["model.safetensors"], name
+        assert "malformed-file" in codes(problems, f"/{name}/"), name
+
+
+def test_hostile_configs(tmp_path):
+    vol = tmp_path / "vol"
+    d = vol / "big-config"
+    os.makedirs(d)
+    with open(d / "config.json", "wb") as f:
+        f.truncate(2 * 1024 ** 3)                          # a 2 GB sparse "config.json"
+    save_file({"w": np.zeros(4, np.float16)}, str(d / "model.safetensors"))
+    d = vol / "invalid-json"
+    os.makedirs(d)
+    (d / "config.json").write_text('{"model_type": "llama", ')
+    save_file({"w": np.zeros(4, np.float16)}, str(d / "model.safetensors"))
+    d = vol / "deep-json"
+    os.makedirs(d)
+    (d / "config.json").write_text("[" * 200_000 + "]" * 200_000)
+    save_file({"w": np.zeros(4, np.float16)}, str(d / "model.safetensors"))
+    d = vol / "deep-dirs"
+    p = str(d)
+    for i in range(60):
+        p = os.path.join(p, f"d{i}")
+    os.makedirs(p)
+    shutil.copy(os.path.join(HF, "draft", "specforge-llama3-8B-eagle3.json"),
+                os.path.join(p, "config.json"))
+    (vol / "bogus.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 2 ** 60))
+    (vol / "fake.gguf").write_bytes(b"not a gguf at all")
+    items, problems, dt = _timed(str(vol))
+    assert dt < 1.0
+    for name in ("big-config", "invalid-json", "deep-json"):
+        c = items[name].classification
+        assert c.kind == "model" and c.confidence <= 0.5, name
+    assert "oversized-file" in codes(problems, "big-config")
+    assert "malformed-file" in codes(problems, "invalid-json")
+    assert "malformed-file" in codes(problems, "deep-json")
+    assert items["deep-dirs"].classification is not None
+    assert items["bogus.gguf"].classification.confidence <= 0.5
+    assert items["fake.gguf"].classification.kind == "file"
+    assert "malformed-file" in codes(problems, "gguf")
+
+
+def test_item_budget_is_kept(tmp_path):
+    """A huge tree is not read to the end: the recognisers stop at their time budget."""
+    d = tmp_path / "vol" / "many"
+    for i in range(300):
+        os.makedirs(d / f"x{i}" / "y")
+        (d / f"x{i}" / "y" / "f.txt").write_text("requests==1\nnumpy==2\nrich==3\n")
+    w = walk.walk(str(tmp_path / "vol"))
+    items = tuple(Item("item:" + os.path.relpath(p, tmp_path / "vol"), p, None, dd, s)
+                  for p, dd, s in w.top)
+    t0 = time.monotonic()
+    out, problems = annotate(items, w.dirs, budget_s=0.05)
+    assert time.monotonic() - t0 < 1.0
+    assert "recognise-timeout" in {p.code for p in problems}
+    assert out[0].classification is not None
