@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 
 from vacate.cli.env import Env
 from vacate.errors import EXIT_OK
@@ -10,19 +11,60 @@ from vacate.errors import EXIT_OK
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("scan", help="what is on a volume, item by item, byte-exact")
-    p.add_argument("path", help="the volume's mountpoint, or any directory on it")
+    p.add_argument("path", help="the volume's mountpoint, or any directory on it (its entries "
+                                "become the items: that is the drill-down)")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
-    p.add_argument("--top", type=int, default=20, metavar="N", help="largest files to show")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="largest files to show")
+    p.add_argument("--ncdu", metavar="FILE",
+                   help="also write the whole tree in ncdu's JSON format (browse: ncdu -f FILE)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress on stderr (default: when stderr is a terminal)")
     return p
+
+
+@contextmanager
+def progress_on_stderr(env: Env, enabled: bool | None, what: str):
+    """A progress callback ``(entries, bytes)`` drawing on stderr, or None when not wanted."""
+    if enabled is None:
+        enabled = env.stderr_isatty
+    if not enabled:
+        yield None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from vacate.output.units import human_bytes
+
+    console = env.console(stderr=True)
+    # no refresh thread: the walk forks worker processes, so draw from the callback instead
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True, auto_refresh=False) as bar:
+        task = bar.add_task(what)
+
+        def update(entries: int, nbytes: int) -> None:
+            bar.update(task, description=f"{what}: {entries:,} entries, "
+                                         f"{human_bytes(nbytes)} on disk")
+            bar.refresh()
+
+        yield update
+        if not console.is_terminal:
+            console.print(f"{what}: done")
 
 
 def run(args, env: Env) -> int:
     from vacate.core.scan import scan
     from vacate.output import jsonfmt, scan_view
 
-    result = scan(args.path, host=env.host, keep_largest=max(args.top, 50))
+    with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
+        result = scan(args.path, host=env.host, keep_largest=max(args.top, 50),
+                      progress=progress, record_tree=bool(args.ncdu))
+    if args.ncdu:
+        from vacate.output import ncdu
+
+        ncdu.write_file(result, args.ncdu)
     if args.json:
         env.stdout.write(jsonfmt.dumps(jsonfmt.scan_doc(result)))
     else:
         scan_view.render(result, env.console(), top=args.top)
+        if args.ncdu:
+            env.console().print(f"ncdu export: {args.ncdu}  (browse it: ncdu -f {args.ncdu})")
     return EXIT_OK

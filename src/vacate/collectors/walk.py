@@ -21,6 +21,7 @@ than PATH_MAX work. Standard library only.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import multiprocessing
 import multiprocessing.connection
@@ -38,6 +39,7 @@ _FMT = 0o170000
 _DIR = 0o040000
 _REG = 0o100000
 _OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOATIME = getattr(os, "O_NOATIME", 0)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -51,6 +53,18 @@ class WalkResult:
     warnings: tuple[Problem, ...]
     entries: int = 0
     workers: int = 0
+    listing: tuple[tuple, ...] | None = None    # the whole tree, when asked (see _Part)
+
+
+def _opendir(path: str, dir_fd: int | None = None) -> int:
+    """Open a directory for listing without touching its access time (``O_NOATIME``: the owner
+    or root may; for anyone else it fails with EPERM and the plain open is used)."""
+    try:
+        return os.open(path, _OPEN | _NOATIME, dir_fd=dir_fd)
+    except PermissionError as e:
+        if e.errno != errno.EPERM or not _NOATIME:
+            raise
+    return os.open(path, _OPEN, dir_fd=dir_fd)
 
 
 def _join(parent: str, name: str) -> str:
@@ -70,9 +84,13 @@ class _Part:
     ``links``: (dev, ino, apparent, blocks, mtime, atime, path) per name of a multiply-linked file.
     ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
     ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
+    ``listing`` (only when recording the whole tree, for an ncdu export): per directory
+    (path, size, blocks, mtime, ino, [(name, size, blocks, mtime, ino, nlink, mode)...],
+    mountpoint names left out, read_error).
     """
 
-    __slots__ = ("dirs", "entries", "largest", "links", "nbytes", "topfiles", "warnings")
+    __slots__ = ("dirs", "entries", "largest", "links", "listing", "nbytes", "topfiles",
+                 "warnings")
 
     def __init__(self) -> None:
         self.dirs: list[tuple] = []
@@ -82,6 +100,7 @@ class _Part:
         self.entries = 0
         self.nbytes = 0
         self.topfiles: list[tuple] | None = None
+        self.listing: list[tuple] = []
 
     def __getstate__(self):
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -95,7 +114,8 @@ class _Walker:
     """Walks directories into a :class:`_Part`. Used in the parent and in each worker."""
 
     def __init__(self, root_dev: int, subvolumes: bool, skip: dict[str, frozenset[str]],
-                 keep_largest: int, conn=None, idle=None):
+                 keep_largest: int, conn=None, idle=None, record: bool = False):
+        self.record = record
         self.root_dev = root_dev
         self.subvolumes = subvolumes
         self.skip = skip
@@ -126,11 +146,14 @@ class _Walker:
         thr_b = thr // 512
         topfiles = part.topfiles if not part.dirs and part.topfiles is not None else None
         skip = self.skip.get(path) if self.skip else None
+        rec = [] if self.record else None
+        read_error = False
         try:
             it = os.scandir(fd)
         except OSError as e:
             self.warn("unreadable-dir", path, e)
             it = None
+            read_error = True
         if it is not None:
             with it:
                 try:
@@ -148,6 +171,9 @@ class _Walker:
                         if skip is not None and e.name in skip:
                             continue        # a file bind-mounted over: not ours
                         files += 1
+                        if rec is not None:
+                            rec.append((e.name, st.st_size, st.st_blocks, st.st_mtime,
+                                        st.st_ino, st.st_nlink, mode))
                         size = st.st_size
                         b = st.st_blocks
                         if mode == _REG and (size > thr or b > thr_b):
@@ -168,11 +194,15 @@ class _Walker:
                             topfiles.append((e.name, size, b, st.st_mtime, st.st_atime))
                 except OSError as err:
                     self.warn("unreadable-dir", path, err)
+                    read_error = True
         part.dirs.append((path, app, blk, files, mt, at))
         part.entries += files + 1
         part.nbytes += blk * 512
         if skip is not None:
             pending[:] = [(n, s) for n, s in pending if n not in skip]
+        if rec is not None:
+            part.listing.append((path, dst.st_size, dst.st_blocks, dst.st_mtime, dst.st_ino,
+                                 rec, tuple(sorted(skip or ())), read_error))
 
     def note_large(self, path: str, st: os.stat_result) -> None:
         key = max(st.st_size, st.st_blocks * 512)
@@ -204,7 +234,7 @@ class _Walker:
         while stack:
             dpath, dev, ino = stack.pop()
             try:
-                fd = os.open(dpath, _OPEN)
+                fd = _opendir(dpath)
             except OSError as e:
                 self.unopenable(dpath, e)
                 continue
@@ -242,6 +272,9 @@ class _Walker:
             return
         self.part.dirs.append((path, st.st_size, st.st_blocks, 0, st.st_mtime, st.st_atime))
         self.part.entries += 1
+        if self.record:
+            self.part.listing.append((path, st.st_size, st.st_blocks, st.st_mtime, st.st_ino,
+                                      [], (), True))
 
     def deep(self, parent_fd: int, name: str, path: str, st: os.stat_result) -> None:
         """Walk a subtree whose paths are too long to open by name: through dir fds only,
@@ -280,7 +313,7 @@ class _Walker:
 
     def open_at(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> int | None:
         try:
-            fd = os.open(name, _OPEN, dir_fd=dir_fd)
+            fd = _opendir(name, dir_fd)
         except OSError as e:
             self.unopenable(path, e, st)
             return None
@@ -309,13 +342,13 @@ class _Walker:
             self.reported = (e, b)
 
 
-def _worker(conn, root_dev, subvolumes, skip, keep, idle) -> None:
+def _worker(conn, root_dev, subvolumes, skip, keep, idle, record) -> None:
     try:
         while True:
             tasks = conn.recv()
             if tasks is None:
                 return
-            w = _Walker(root_dev, subvolumes, skip, keep, conn, idle)
+            w = _Walker(root_dev, subvolumes, skip, keep, conn, idle, record)
             for path, dev, ino in tasks:
                 w.subtree(path, dev, ino)
             conn.send(("done", w.part, w.reported))
@@ -333,9 +366,11 @@ class _Merge:
         self.largest: list[tuple] = []
         self.warnings: list[tuple[str, str, str]] = []
         self.entries = 0
+        self.listing: list[tuple] = []
 
     def add(self, p: _Part) -> None:
         self.dirs.extend(p.dirs)
+        self.listing.extend(p.listing)
         self.links.extend(p.links)
         self.warnings.extend(p.warnings)
         self.entries += p.entries
@@ -357,7 +392,8 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
         for _ in range(nworkers):
             a, b = ctx.Pipe()
             p = ctx.Process(target=_worker, daemon=True,
-                            args=(b, w.root_dev, w.subvolumes, w.skip, w.keep, idle))
+                            args=(b, w.root_dev, w.subvolumes, w.skip, w.keep, idle,
+                                  w.record))
             p.start()
             b.close()
             procs.append(p)
@@ -430,12 +466,14 @@ def _file_only(path: str, st: os.stat_result, keep: int) -> WalkResult:
 
 def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 50,
          subvolumes: bool = False, progress: ProgressFn | None = None,
-         workers: int | None = None, inline_entries: int = INLINE_ENTRIES) -> WalkResult:
+         workers: int | None = None, inline_entries: int = INLINE_ENTRIES,
+         record: bool = False) -> WalkResult:
     """Walk ``path``. ``skip`` holds mountpoints below it (never entered). ``subvolumes``:
     walk directories with another ``st_dev`` (btrfs subvolumes); otherwise they are left out
     with a warning. ``progress(entries, bytes_on_disk)`` is called now and then.
     ``workers``: processes for large trees (default: the CPU count, 2 to 4); the first
-    ``inline_entries`` entries are walked in this process, breadth-first."""
+    ``inline_entries`` entries are walked in this process, breadth-first. ``record``: also
+    keep every entry (name, sizes, inode) for an export of the whole tree (memory per file)."""
     try:
         st = os.lstat(path)
     except OSError as e:
@@ -449,7 +487,7 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
         if m != path:
             by_parent.setdefault(_parent(m), set()).add(m.rpartition("/")[2])
     skipmap = {k: frozenset(v) for k, v in by_parent.items()}
-    w = _Walker(st.st_dev, subvolumes, skipmap, keep_largest)
+    w = _Walker(st.st_dev, subvolumes, skipmap, keep_largest, record=record)
     w.part.topfiles = []
     merge = _Merge(keep_largest)
     problems: list[Problem] = []
@@ -475,13 +513,13 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
             for dpath, dst in queue:
                 w.subtree(dpath, dst.st_dev, dst.st_ino)
     merge.add(w.part)
-    return _finish(path, st, merge, topfiles, problems, nworkers)
+    return _finish(path, st, merge, topfiles, problems, nworkers, record)
 
 
 def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
     """One directory of the breadth-first start: list it, queue its subdirectories."""
     try:
-        fd = os.open(dpath, _OPEN)
+        fd = _opendir(dpath)
     except OSError as e:
         w.unopenable(dpath, e, dst)
         return
@@ -501,7 +539,7 @@ def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
 
 
 def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
-            problems: list[Problem], nworkers: int) -> WalkResult:
+            problems: list[Problem], nworkers: int, record: bool) -> WalkResult:
     # own aggregates per directory; hardlinked files added once, at their smallest path
     own: dict[str, list] = {}
     for d in merge.dirs:
@@ -570,4 +608,4 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             break
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
     return WalkResult(stats(root_acc), tuple(top), dirs, tuple(largest), warnings,
-                      merge.entries, nworkers)
+                      merge.entries, nworkers, tuple(merge.listing) if record else None)

@@ -19,15 +19,17 @@ def item_id(target_path: str, path: str) -> str:
 
 def scan(path: str, *, host: Host | None = None,
          progress: Callable[[int, int], None] | None = None,
-         keep_largest: int = 50) -> ScanResult:
+         keep_largest: int = 50, record_tree: bool = False) -> ScanResult:
     """Resolve ``path`` to its mount and walk it. ``progress(entries, bytes)`` is called now and
-    then on long walks."""
+    then on long walks. ``record_tree`` keeps every entry (``ScanResult.listing``) for an export
+    of the whole tree (costs memory per file)."""
     host = host or Host.local()
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
     skip = frozenset(m.mountpoint for m in target.nested_mounts)
     w = walk.walk(target.path, skip=skip, keep_largest=keep_largest,
-                  subvolumes=target.mount.fstype == "btrfs", progress=progress)
+                  subvolumes=target.mount.fstype == "btrfs", progress=progress,
+                  record=record_tree)
     items = tuple(
         Item(id=item_id(target.path, p), path=p, parent=None, is_dir=is_dir, stats=st)
         for p, is_dir, st in w.top
@@ -41,4 +43,6 @@ def scan(path: str, *, host: Host | None = None,
         largest_files=w.largest,
         warnings=w.warnings + rwarn,
         elapsed_s=time.monotonic() - t0,
+        listing=w.listing,
+        entries=w.entries,
     )

@@ -125,3 +125,5 @@ class ScanResult:
     largest_files: tuple[FileEntry, ...]
     warnings: tuple[Problem, ...]
     elapsed_s: float = 0.0
+    listing: tuple[tuple, ...] | None = None   # whole tree, only when asked (ncdu export)
+    entries: int = 0                            # entries walked (files + directories)
