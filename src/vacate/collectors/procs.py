@@ -20,8 +20,9 @@ How a file is matched to the volume, by filesystem identity (valid in every moun
   learnt as they are seen). Their container-relative paths are translated to the host's path
   with the mount's root field.
 
-Errors: a process that vanishes while being read is skipped silently (its start time is
-re-read to tell a vanished process from a reused pid). ``EACCES`` on a process is a
+Errors: a process that vanishes while being read is skipped silently. Only holders pay for
+their identity (pid, start time from ``/proc/PID/stat``), read after their links; one link is
+then read again, so a pid reused in between is not blamed for the old process's files. ``EACCES`` on a process is a
 :class:`Problem` with ``blocks_verdict=True`` (we could not see what it holds), with one
 exception: the host's PID 1. On these hosts ``/proc/1/{fd,ns,...}`` may be unreadable even to
 root (the init belongs to an outer runtime); an init does not hold files on data volumes, and
@@ -98,22 +99,45 @@ def _split_deleted(text: str) -> tuple[str, bool]:
     return text, False
 
 
+class PathMatcher:
+    """Is a path, spelled in the namespace whose mountinfo is ``mounts``, on the target's
+    filesystem? The mount holding it (longest mountpoint) must have the volume's
+    ``major:minor``; a prefix test against the volume's own mountpoints rules out almost every
+    path first, without walking the mount list."""
+
+    __slots__ = ("exact", "mounts", "prefixes", "target")
+
+    def __init__(self, mounts: tuple[Mount, ...], target: Target):
+        self.mounts = mounts
+        self.target = target
+        vol = (target.mount.major, target.mount.minor)
+        mine = [m.mountpoint for m in mounts if (m.major, m.minor) == vol]
+        self.exact = frozenset(mine)
+        self.prefixes = tuple(mp.rstrip("/") + "/" for mp in mine)
+
+    def __call__(self, text: str) -> tuple[str, bool] | None:
+        """(host path, deleted), the path spelled through the target's mount where it can be."""
+        if not text.startswith("/"):
+            return None
+        path, deleted = _split_deleted(text)
+        if path not in self.exact and not path.startswith(self.prefixes):
+            return None
+        target = self.target
+        try:
+            m = mount_of(self.mounts, path)
+        except NotFound:
+            return None
+        if (m.major, m.minor) != (target.mount.major, target.mount.minor):
+            return None
+        if m.mount_id != target.mount.mount_id:
+            path = fs_to_target(target, _rebase(path, m)) or path
+        return path, deleted
+
+
 def on_volume(mounts: tuple[Mount, ...], target: Target, text: str) -> tuple[str, bool] | None:
     """(host path, deleted) when ``text``, a path in the namespace whose mountinfo is
-    ``mounts``, lies on the target's filesystem (the mount holding it has the volume's
-    ``major:minor``); the path is spelled through the target's mount where it can be."""
-    if not text.startswith("/"):
-        return None
-    path, deleted = _split_deleted(text)
-    try:
-        m = mount_of(mounts, path)
-    except NotFound:
-        return None
-    if (m.major, m.minor) != (target.mount.major, target.mount.minor):
-        return None
-    if m.mount_id != target.mount.mount_id:
-        path = fs_to_target(target, _rebase(path, m)) or path
-    return path, deleted
+    ``mounts``, lies on the target's filesystem."""
+    return PathMatcher(mounts, target)(text)
 
 
 def _mnt_id_from_fdinfo(text: bytes) -> int | None:
@@ -124,8 +148,17 @@ def _mnt_id_from_fdinfo(text: bytes) -> int | None:
 
 
 def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    """A whole (small, /proc) file: raw os calls, no buffered file object (it is per pid)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while True:
+            b = os.read(fd, 65536)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
 
 
 class _Gone(Exception):
@@ -148,6 +181,7 @@ class _Pass:
     consumers: list[Consumer] = field(default_factory=list)
     containers: list[ContainerRoot] = field(default_factory=list)
     passwd: dict[int, str] | None = None
+    matcher: PathMatcher | None = None
     count: int = 0
 
     # -- identity ------------------------------------------------------------------------
@@ -163,7 +197,9 @@ class _Pass:
     def same_ns_path(self, text: str) -> tuple[str, bool] | None:
         """(host path, deleted) when a link text of a process in our namespace is on the
         volume."""
-        return on_volume(self.host_mounts, self.target, text)
+        if self.matcher is None:
+            self.matcher = PathMatcher(self.host_mounts, self.target)
+        return self.matcher(text)
 
     def mnt_id(self, pid: int, link: str, fd: str | None) -> int | None:
         if fd is not None:
@@ -225,20 +261,7 @@ class _Pass:
 
     # -- one process ---------------------------------------------------------------------
     def read_pid(self, pid: int) -> None:
-        base = self.host.proc_path(pid)
-        try:
-            stat = _read(os.path.join(base, "stat"))
-        except (FileNotFoundError, ProcessLookupError):
-            return
-        r = stat.rfind(b")")
-        fields = stat[r + 2:].split()
-        if len(fields) < 20:
-            return
-        if int(fields[6]) & PF_KTHREAD:
-            return
-        self.count += 1
-        start = int(fields[19])
-        comm = stat[stat.find(b"(") + 1: r].decode("utf-8", "surrogateescape")
+        base = f"{self.host.proc}/{pid}"
         try:
             hits, gpus = self.read_links(pid, base)
         except _Gone:
@@ -246,19 +269,30 @@ class _Pass:
         except PermissionError as e:
             self.denied(pid, e)
             return
+        self.count += 1
         if not hits:
             return
-        if not self.alive(pid, start):
-            return
-        self.consumers.append(self.consumer(pid, start, comm, fields, hits, gpus))
-
-    def alive(self, pid: int, start: int) -> bool:
+        # Only holders pay for their identity: /proc/PID/stat, parsed from the last ")"
+        # (names hold spaces and parentheses), read after the links; one link is read again
+        # so a pid reused in between is not blamed for the old process's files.
         try:
-            stat = _read(self.host.proc_path(pid, "stat"))
+            stat = _read(base + "/stat")
         except OSError:
-            return False
-        fields = stat[stat.rfind(b")") + 2:].split()
-        return len(fields) > 19 and int(fields[19]) == start and fields[0] not in (b"Z", b"X")
+            return
+        r = stat.rfind(b")")
+        fields = stat[r + 2:].split()
+        if len(fields) < 20 or int(fields[6]) & PF_KTHREAD or fields[0] in (b"Z", b"X"):
+            return
+        first = next((h for h in hits if h.access != "mmap"), None)
+        if first is not None:
+            try:
+                if os.readlink(first.source) != first.detail:
+                    return
+            except OSError:
+                return
+        start = int(fields[19])
+        comm = stat[stat.find(b"(") + 1: r].decode("utf-8", "surrogateescape")
+        self.consumers.append(self.consumer(pid, start, comm, fields, hits, gpus))
 
     def denied(self, pid: int, e: OSError) -> None:
         if pid == 1:
@@ -279,7 +313,7 @@ class _Pass:
         ns = self.self_ns
         if self.host.live:
             try:
-                ns = os.readlink(os.path.join(base, "ns", "mnt"))
+                ns = os.readlink(base + "/ns/mnt")
             except FileNotFoundError:
                 raise _Gone from None
             if ns not in self.ns_first:
@@ -295,7 +329,7 @@ class _Pass:
             return self.other_ns_path(pid, ns or "", link, text, fd)
 
         for kind in ("root", "cwd", "exe"):
-            link = os.path.join(base, kind)
+            link = f"{base}/{kind}"
             try:
                 text = os.readlink(link)
             except FileNotFoundError:
@@ -303,13 +337,13 @@ class _Pass:
             got = check(link, text, None)
             if got:
                 hits.append(_Hit(kind, got[0], link, text, got[1]))
-        fddir = os.path.join(base, "fd")
+        fddir = base + "/fd"
         try:
             fds = os.listdir(fddir)
         except FileNotFoundError:
             raise _Gone from None
         for fd in fds:
-            link = os.path.join(fddir, fd)
+            link = f"{fddir}/{fd}"
             try:
                 text = os.readlink(link)
             except FileNotFoundError:
@@ -337,7 +371,7 @@ class _Pass:
     def read_maps(self, pid: int, base: str, ns: str | None, same: bool,
                   hits: list[_Hit]) -> None:
         try:
-            data = _read(os.path.join(base, "maps"))
+            data = _read(base + "/maps")
         except FileNotFoundError:
             raise _Gone from None
         if not any(d in data for d in self.map_devs):
