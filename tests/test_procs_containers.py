@@ -74,7 +74,7 @@ def test_containers_listed_for_the_configured_audit(boxes):
 
 
 def test_container_mounts_are_kernel_users(boxes):
-    m, target, found, _b, pid_bind, _o, _p = boxes
+    m, target, found, _b, _pid_bind, _o, _p = boxes
     cons, problems = kernel.collect(Host.local(), target, found.namespaces)
     data = [c for c in cons if c.type == "mount" and c.attrs.get("mountpoint") == "/data"]
     assert data and data[0].paths == (m,)

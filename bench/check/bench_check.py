@@ -25,9 +25,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
 
-from harness.holders import MMAP_ONLY, Holders  # noqa: E402
-from harness.volumes import make_volume  # noqa: E402
-
+from harness.holders import MMAP_ONLY, Holders
+from harness.volumes import make_volume
 
 # The console script next to this interpreter (a pyenv shim in front adds ~60 ms of bash).
 VACATE = os.path.join(os.path.dirname(sys.executable), "vacate")
@@ -62,7 +61,7 @@ def kernel_found(tool: str, r: subprocess.CompletedProcess) -> int:
         doc = json.loads(r.stdout)
         return sum(c["type"] in ("swap", "loop-device", "mount") for c in doc["consumers"])
     if tool == "fuser -vm":
-        return len(re.findall(r"^\s+\S+\s+(swap|mount)\s", r.stderr, re.M)) - 1  # minus MNT
+        return len(re.findall(r"^\s+\S+\s+(swap|mount)\s", r.stderr, re.MULTILINE)) - 1  # minus MNT
     return 0
 
 
@@ -105,9 +104,9 @@ def main() -> int:
         # the crowd: N sleepers in one process group, 50 of them with cwd on the volume
         n_on = min(50, args.procs)
         crowd = subprocess.Popen(
-            ["bash", "-c", f"cd '{m}/work' && for i in $(seq {n_on}); do sleep 1d & done; "
+            ["bash", "-c", (f"cd '{m}/work' && for i in $(seq {n_on}); do sleep 1d & done; "
                            f"cd / && for i in $(seq {args.procs - n_on}); do sleep 1d & done; "
-                           "wait"], start_new_session=True)
+                           "wait")], start_new_session=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             kids = subprocess.run(["pgrep", "-c", "-g", str(crowd.pid)], capture_output=True,
