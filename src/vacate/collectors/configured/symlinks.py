@@ -1,0 +1,147 @@
+"""Symlinks elsewhere that point into the volume: a bounded search (depth and entry limits,
+symlinks never followed, never descending into the volume) of ``/etc``, ``/opt``, ``/srv``,
+``/usr/local``, ``/root`` and home directories for links whose target resolves into the volume,
+relative targets and chains of links included. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+
+from vacate.collectors.configured.cfgfiles import read_text
+from vacate.collectors.configured.match import VolumeView
+from vacate.host import Host
+from vacate.model.common import Problem
+from vacate.model.mount import Target
+from vacate.model.usage import Consumer, Evidence
+
+ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
+MAX_DEPTH = 8          # directory levels below each root
+MAX_ENTRIES = 200_000  # directory entries looked at, all roots together
+MAX_HOPS = 40          # links followed while resolving one target (as the kernel's ELOOP)
+
+
+def home_dirs(host: Host) -> list[str]:
+    """Home directories of users: ``/home/*`` and those in ``/etc/passwd`` of real users."""
+    homes: list[str] = []
+    text, _ = read_text(host, host.etc_path("passwd"))
+    for line in (text or "").splitlines():
+        f = line.split(":")
+        if len(f) >= 6 and f[2].isdigit() and (int(f[2]) >= 1000 or f[5].startswith("/home/")) \
+                and f[5].startswith("/") and f[5] != "/" and int(f[2]) != 65534:
+            homes.append(posixpath.normpath(f[5]))
+    try:
+        homes += sorted("/home/" + n for n in os.listdir(host.path("/home")))
+    except OSError:
+        pass
+    return list(dict.fromkeys(homes))
+
+
+def resolve(host: Host, view: VolumeView, path: str) -> tuple[str, str | None]:
+    """Resolve ``path`` (host spelling) by following links inside ``host``; stops as soon as
+    it reaches the volume. Returns (resolved path, host path on the volume or None)."""
+    parts = [p for p in path.split("/") if p]
+    cur = "/"
+    hops = 0
+    while parts:
+        comp = parts.pop(0)
+        if comp == ".":
+            continue
+        if comp == "..":
+            cur = posixpath.dirname(cur)
+            continue
+        nxt = posixpath.join(cur, comp)
+        on = view.to_host(nxt)
+        if on is not None:
+            rest = posixpath.join(nxt, *parts) if parts else nxt
+            return rest, view.to_host(rest)
+        try:
+            st = os.lstat(host.path(nxt))
+        except OSError:
+            rest = posixpath.normpath(posixpath.join(nxt, *parts)) if parts else nxt
+            return rest, view.to_host(rest)   # dangling: judged by name
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > MAX_HOPS:
+                return nxt, None
+            try:
+                dest = os.readlink(host.path(nxt))
+            except OSError:
+                return nxt, None
+            parts = [p for p in dest.split("/") if p] + parts
+            if dest.startswith("/"):
+                cur = "/"
+            continue
+        cur = nxt
+    return cur, view.to_host(cur)
+
+
+def collect(host: Host, target: Target, view: VolumeView
+            ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
+    consumers: list[Consumer] = []
+    problems: list[Problem] = []
+    vol_devs = {target.st_dev, os.makedev(target.mount.major, target.mount.minor)}
+    budget = MAX_ENTRIES
+    truncated: list[str] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
+        if view.to_host(root) is not None:
+            continue        # the root itself is on the volume: never walk into it
+        stack = [(root, 0)]
+        while stack:
+            d, depth = stack.pop()
+            try:
+                it = os.scandir(host.path(d))
+            except OSError:
+                continue      # gone, or not a directory
+            with it:
+                entries = list(it)
+            budget -= len(entries)
+            if budget < 0:
+                truncated.append(d)
+                break
+            prefix = d.rstrip("/") + "/"
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        c = _link(host, view, prefix + entry.name, entry.path)
+                        if c is not None:
+                            consumers.append(c)
+                        continue
+                    if depth >= MAX_DEPTH or not entry.is_dir(follow_symlinks=False):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                spelled = prefix + entry.name
+                key = (st.st_dev, st.st_ino)
+                if st.st_dev in vol_devs or key in seen_dirs or \
+                        view.to_host(spelled) is not None:
+                    continue
+                seen_dirs.add(key)
+                stack.append((spelled, depth + 1))
+        if budget < 0:
+            break
+    if truncated:
+        problems.append(Problem(
+            "search-truncated", f"symlink search stopped after {MAX_ENTRIES} entries "
+            f"(at {truncated[0]}); links further on were not looked at", truncated[0]))
+    return tuple(consumers), tuple(problems)
+
+
+def _link(host: Host, view: VolumeView, spelled: str, local: str) -> Consumer | None:
+    try:
+        raw = os.readlink(local)
+    except OSError:
+        return None
+    start = raw if raw.startswith("/") else posixpath.join(posixpath.dirname(spelled), raw)
+    resolved, on = resolve(host, view, start)
+    if on is None:
+        return None
+    exists = os.path.lexists(on)
+    return Consumer(
+        f"symlink:{spelled}", "symlink", spelled, False, (on,),
+        (Evidence("symlink", on, spelled, f"{spelled} -> {raw}"),),
+        {"target": raw, "resolved": resolved, "dangling": not exists})
