@@ -9,6 +9,7 @@ State comes from the manager (``systemctl show``; inside a container through ``n
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import shutil
@@ -53,6 +54,7 @@ class Scope:
     id_prefix: str = ""           # "" for the system, "user:" / "user:NAME:" for user units
     user: str | None = None
     files: dict[str, str] = field(default_factory=dict)       # unit name -> path (as spelled)
+    real: dict[str, str] = field(default_factory=dict)        # unit name -> symlinks resolved
     masked: set[str] = field(default_factory=set)
     linked: dict[str, str] = field(default_factory=dict)      # unit name -> link path
     dropin_dirs: dict[str, list[str]] = field(default_factory=dict)
@@ -63,9 +65,27 @@ def _is_unit_name(name: str) -> bool:
     return bool(dot and stem and suffix in UNIT_SUFFIXES)
 
 
-def resolve(host: Host, spelled: str, depth: int = 40) -> str:
+def resolve(host: Host, spelled: str) -> str:
     """``spelled`` with every symlink resolved inside ``host``'s root, as the host itself
-    would resolve it (an absolute link in a container's tree stays in the container)."""
+    would resolve it (an absolute link in a container's tree stays in the container).
+    Directories are resolved once per collect (cached), then only the last component."""
+    d, base = posixpath.split(posixpath.normpath(spelled))
+    if not base or base == "..":
+        return _resolve_full(host, spelled)
+    cand = posixpath.join(_resolve_dir(host, d), base)
+    try:
+        os.readlink(host.path(cand))
+    except OSError:
+        return cand
+    return _resolve_full(host, cand)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolve_dir(host: Host, d: str) -> str:
+    return _resolve_full(host, d)
+
+
+def _resolve_full(host: Host, spelled: str, depth: int = 40) -> str:
     parts = [c for c in spelled.split("/") if c not in ("", ".")]
     resolved = "/"
     while parts:
@@ -134,6 +154,7 @@ def _index(host: Host, scope: Scope) -> None:
                 scope.linked.setdefault(tname, spelled)
                 continue
             scope.files[name] = spelled
+            scope.real[name] = target
 
 
 def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
@@ -166,9 +187,9 @@ def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
     return out
 
 
-def _read(host: Host, spelled: str) -> str | None:
+def _read(host: Host, spelled: str, *, resolved: bool = False) -> str | None:
     try:
-        with open(local(host, spelled), "rb") as fh:
+        with open(host.path(spelled) if resolved else local(host, spelled), "rb") as fh:
             return fh.read(4 << 20).decode("utf-8", "surrogateescape")
     except OSError:
         return None
@@ -206,6 +227,22 @@ def _instances(scope: Scope, template: str, running: set[str]) -> list[str]:
     names = {n for n in list(scope.linked) + list(running)
              if n.startswith(head) and n.endswith("." + suffix) and n != template}
     return sorted(names)
+
+
+# Text that can make a path appear without it being written out: specifiers, ~, environment
+# files, directories relative to a manager's base (StateDirectory=...).
+_INDIRECT = ("%", "~", "EnvironmentFile", *(f"{k}=" for k in su.DIRECTORY_KEYS))
+
+
+def may_name(view: VolumeView, name: str, texts: list[str]) -> bool:
+    """Quick pre-check before parsing: can this unit name the volume at all? False only when
+    no spelling of the volume, and nothing that could produce a path indirectly, occurs."""
+    if name.endswith((".mount", ".automount")):
+        return True                   # Where= may come from the unit name alone
+    for t in texts:
+        if any(pre in t for pre, _h in view.prefixes) or any(x in t for x in _INDIRECT):
+            return True
+    return False
 
 
 def _one_path(text: str) -> bool:
@@ -384,6 +421,7 @@ def _env_consumer(path: str, hits: list[Hit], unit_ids: list[str]) -> Consumer:
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     problems: list[Problem] = []
+    _resolve_dir.cache_clear()           # the trees may have changed since the last collect
     cmd = _manager(host, view)
     running = running_units(cmd) if cmd else set()
     found: list[tuple[Scope, str, su.Unit, list[Hit]]] = []
@@ -401,13 +439,17 @@ def collect(host: Host, target: Target, view: VolumeView
             if name in scope.masked:
                 continue
             fname = name if name in scope.files else su.template_of(name)
-            spelled = scope.files[fname]
-            text = _read(host, resolve(host, spelled))
+            spelled, real = scope.files[fname], scope.real[fname]
+            text = _read(host, real, resolved=True)
             if text is None:
                 problems.append(Problem("unreadable-unit", f"cannot read {spelled}",
                                         path=spelled))
                 continue
-            unit = su.load(name, (spelled, text), tuple(_dropins(host, scope, name)))
+            dropins = tuple(_dropins(host, scope, name))
+            if not may_name(view, name, [text, *(t for _p, t in dropins)]) and \
+                    view.to_host(real) is None:
+                continue
+            unit = su.load(name, (spelled, text), dropins)
             hits, env_hits = unit_hits(host, view, scope, unit)
             for p, eh in env_hits:
                 entry = env_users.setdefault(p, (eh, []))
