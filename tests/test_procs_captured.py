@@ -139,7 +139,7 @@ def test_captured_tree_holders(captured):
     assert ct.attrs["user"] is None                               # a shifted uid
     d = by[2003]
     assert d.attrs["access"] == ["cwd"] and d.paths == ("/data/work",)
-    assert d.attrs["container"]["type"] == "docker"
+    assert d.attrs["container"] == {"type": "docker", "name": DOCKER_ID, "docker_name": "web"}
 
 
 def test_nvml_absent_keeps_device_fds(captured):
@@ -157,13 +157,9 @@ def test_nvml_absent_keeps_device_fds(captured):
 
 
 def test_next_actions_follow_unit_and_container(captured):
-    from vacate.core.check import _resolve_docker_names
-
     host, target = captured
     found = procs.collect(host, target, nvml=FakeNVML())
-    cons = list(found.consumers)
-    _resolve_docker_names(host, cons)
-    by = {c.attrs["pid"]: c for c in cons}
+    by = {c.attrs["pid"]: c for c in found.consumers}
     assert process_action(by[2001], {}) == "systemctl stop sglang-qwen.service"
     assert process_action(by[2002], {}) == "pct exec 129 -- systemctl stop trainer.service"
     assert process_action(by[2003], {}) == "docker stop web"

@@ -32,6 +32,7 @@ swaps and its child processes, so that case is a warning that does not block the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -413,6 +414,16 @@ class _Pass:
             ctype = "pve"
         self.containers.append(ContainerRoot(ctype, info.container_name or "", pid))
 
+    def docker_name(self, cid: str) -> str | None:
+        """A docker container's name, from ``/var/lib/docker/containers/ID/config.v2.json``."""
+        try:
+            doc = json.loads(_read(self.host.path(f"/var/lib/docker/containers/{cid}/"
+                                                  "config.v2.json")))
+        except (OSError, ValueError):
+            return None
+        name = doc.get("Name") if isinstance(doc, dict) else None
+        return name.lstrip("/") or None if isinstance(name, str) else None
+
     def user_of(self, uid: int | None) -> str | None:
         if uid is None:
             return None
@@ -450,6 +461,9 @@ class _Pass:
             cg = cgroups.parse(_read(os.path.join(base, "cgroup")).decode("utf-8", "replace"))
         except OSError:
             cg = cgroups.parse("")
+        container = cg.container_json()
+        if container and container["type"] == "docker":
+            container["docker_name"] = self.docker_name(container["name"])
         access = sorted({h.access for h in hits}, key=_ACCESS_ORDER.index)
         paths = tuple(dict.fromkeys(h.path for h in hits))
         deleted = sorted({h.path for h in hits if h.deleted})
@@ -465,7 +479,7 @@ class _Pass:
             "writing": any(h.writing for h in hits),
             "deleted_paths": deleted,
             "unit": cg.unit,
-            "container": cg.container_json(),
+            "container": container,
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,
             "gpus": [{"device": g, "index": int(_NVIDIA_DEV.match(g).group(1))}

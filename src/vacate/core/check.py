@@ -251,23 +251,6 @@ def _referenced_warnings(consumers: tuple[Consumer, ...]) -> list[Problem]:
     return out
 
 
-def _resolve_docker_names(host: Host, consumers: list[Consumer]) -> None:
-    """Docker container names from ``/var/lib/docker/containers/ID/config.v2.json``."""
-    import json
-
-    for c in consumers:
-        ct = c.attrs.get("container") if c.type == "process" else None
-        if not ct or ct.get("type") != "docker" or "docker_name" in ct:
-            continue
-        cfg = host.path(f"/var/lib/docker/containers/{ct['name']}/config.v2.json")
-        try:
-            with open(cfg, encoding="utf-8") as f:
-                name = json.load(f).get("Name", "").lstrip("/") or None
-        except (OSError, ValueError):
-            name = None
-        ct["docker_name"] = name
-
-
 def check(path: str, *, host: Host | None = None, scan_tree: bool = True,
           configured: bool = True, nvml=None) -> CheckResult:
     host = host or Host.local()
@@ -286,9 +269,7 @@ def check(path: str, *, host: Host | None = None, scan_tree: bool = True,
         inv = scan(path, host=host)
     else:
         inv = list_top(target)
-    proc_consumers = list(live.consumers)
-    _resolve_docker_names(host, proc_consumers)
-    consumers = tuple(proc_consumers) + kcons + tuple(ccons)
+    consumers = live.consumers + kcons + tuple(ccons)
     # one consumer per id (a kernel mount may be found twice, a config twice)
     consumers = tuple({c.id: c for c in consumers}.values())
     problems = live.problems + kprob + tuple(cprob)
