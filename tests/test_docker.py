@@ -42,7 +42,7 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     cleanup.append(box)
     box.import_image()
     secret = "hf_" + "x1y2z3" * 5
-    box.run("vol-bind", "-v", f"{mnt}:/data", "-w", "/data/work",
+    box.run("vol-bind", "-v", f"{mnt}:/data", "-w", "/data/work", "--restart", "unless-stopped",
             "-e", f"HF_TOKEN={secret}", "-e", f"CACHE_DIR={mnt}/cache",
             IMAGE, "sleep", "infinity")
     box.run("vol-sub", "--mount", f"type=bind,source={mnt}/images,target=/srv/images,readonly",
@@ -69,6 +69,9 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     assert bind.attrs["image"] == IMAGE
     assert bind.attrs["container_id"] == box.inspect("vol-bind", "{{.Id}}")
     assert set(bind.attrs["relations"]) == {"bind", "env"}
+    assert bind.attrs["restart_policy"] == "unless-stopped" and bind.attrs["autostart"] is True
+    assert bind.attrs["action"] == "docker stop vol-bind, then docker rm vol-bind " \
+        "(or recreate it without the volume)"
     assert set(bind.paths) == {mnt, f"{mnt}/cache"}
     text = json.dumps([c.as_json() for c in consumers])
     assert secret not in text
@@ -76,7 +79,7 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     assert sub.paths == (f"{mnt}/images",) and "(ro)" in sub.evidence[0].detail
     stopped = by["docker-container:vol-stopped"]
     assert stopped.attrs["running"] is False and stopped.attrs["status"] == "created"
-    assert stopped.paths == (f"{mnt}/work",)
+    assert stopped.paths == (f"{mnt}/work",) and stopped.attrs["autostart"] is False
     named = by["docker-container:vol-named"]
     assert named.attrs["relations"] == ["volume-device"] and named.paths == (f"{mnt}/work",)
     # evidence points at the daemon's own file for the container

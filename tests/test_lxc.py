@@ -69,6 +69,7 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
     _write(tree / "srv/lxc/web/config",
            "lxc.rootfs.path = dir:/srv/lxc/web/rootfs\n"
            f"lxc.mount.entry = {vol} data none bind,create=dir 0 0\n"
+           "lxc.start.auto = 1\n"
            "lxc.include = /srv/lxc/web/extra.d\n"
            "lxc.mount.entry = /srv/elsewhere mnt/x none bind 0 0\n")
     _write(tree / "srv/lxc/web/extra.d/10-mp.conf",
@@ -103,6 +104,10 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
     sources = {e.source for e in web.evidence}
     assert sources == {"/srv/lxc/web/config:2", "/srv/lxc/web/more.conf:1",
                        "/srv/lxc/web/more.conf:2"}
+    assert web.attrs["autostart"] is True
+    assert web.attrs["action"] == ("lxc-stop -P /srv/lxc -n web, then remove or change the "
+                                   "entry at /srv/lxc/web/config:2; set lxc.start.auto = 0 "
+                                   "meanwhile")
     ovl = by["lxc-container:ovl"]
     assert ovl.attrs["running"] is False
     assert "rootfs" in ovl.attrs["relations"]
@@ -111,6 +116,8 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
     assert {e.source for e in ovl.evidence} == {"/srv/lxc/ovl/config:1", "/srv/lxc/ovl/fstab:2"}
     assert set(ovl.paths) == {f"{vol}/ovl/delta0", f"{vol}/logs"}
     assert by["lxc-container:old"].attrs["relations"] == ["rootfs"]
+    assert by["lxc-container:old"].attrs["autostart"] is False
+    assert "lxc-destroy -P /srv/lxc -n old" in by["lxc-container:old"].attrs["action"]
 
 
 @pytest.mark.root

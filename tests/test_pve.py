@@ -88,7 +88,7 @@ def pve_tree(ext4_volume, tmp_path):
         + "\nzfspool: scratch\n\tpool scratch\n\tcontent rootdir,images\n\tmountpoint /scratch\n"
         + f"\ndir: onvol\n\tpath {vol}/pve\n\tcontent images,rootdir,iso\n")
     (etc / "lxc" / "129.conf").write_text(
-        "arch: amd64\nhostname: ct129\nostype: debian\n"
+        "arch: amd64\nhostname: ct129\nonboot: 1\nostype: debian\n"
         "rootfs: local-zfs:subvol-129-disk-0,size=8G\n"
         "mp0: scratch:subvol-129-disk-0,mp=/data,size=0T\n"
         f"mp1: {vol}/eagle3,mp=/eagle3\n"
@@ -128,12 +128,16 @@ def test_collect_guests_using_the_volume(pve_tree):
     ct = by["pve-container:129"]
     assert ct.type == "pve-container" and ct.name == "129 (ct129)" and ct.live is False
     assert ct.attrs["relations"] == ["mount-point"]
-    assert {e.source for e in ct.evidence} == {"/etc/pve/lxc/129.conf:5", "/etc/pve/lxc/129.conf:6"}
+    assert {e.source for e in ct.evidence} == {"/etc/pve/lxc/129.conf:6", "/etc/pve/lxc/129.conf:7"}
+    assert ct.attrs["onboot"] is True and ct.attrs["keys"] == ["mp0", "mp1"]
+    assert "pct set 129 --delete mp0,mp1" in ct.attrs["action"]
     assert set(ct.paths) == {vol, f"{vol}/eagle3"}
     assert ct.attrs["in_current_config"] and ct.attrs["snapshots"] == []
     snap = by["pve-container:130"]
     assert not snap.attrs["in_current_config"] and snap.attrs["snapshots"] == ["before"]
     assert "snapshot [before]" in snap.evidence[0].detail
+    assert snap.attrs["action"].startswith("pct delsnapshot 130 before")
+    assert snap.attrs["onboot"] is False
     c131 = by["pve-container:131"]
     assert set(c131.attrs["relations"]) == {"bind-source", "unused-disk"}
     assert f"{vol}/pve/images/131/vm-131-disk-1.raw" in c131.paths
@@ -143,6 +147,8 @@ def test_collect_guests_using_the_volume(pve_tree):
     assert set(vm.paths) == {f"{vol}/pve/images/200/vm-200-disk-0.qcow2",
                              f"{vol}/pve/template/iso/debian-12.iso"}
     assert by["pve-storage:onvol"].type == "config-file"
+    assert "pvesm remove onvol" in by["pve-storage:onvol"].attrs["action"]
+    assert vm.attrs["action"].startswith("qm shutdown 200, then qm set 200 --delete scsi0,ide2")
     # storages missing from storage.cfg are reported (132's "ghost"; the real configs'
     # zfs-hdd and preserved), without blocking the verdict
     assert {p.path for p in problems} == {"/etc/pve/lxc/132.conf:2",

@@ -176,10 +176,17 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
     if not ev:
         return None
     running, pid, status = _state(host, cfg)
+    policy = ((hostcfg.get("RestartPolicy") or {}).get("Name") or "no")
     attrs = {"container_id": cfg.get("ID") or os.path.basename(cdir),
              "image": (cfg.get("Config") or {}).get("Image") or cfg.get("Image"),
              "running": running, "status": status, "data_root": root,
-             "relations": list(dict.fromkeys(relations))}
+             "restart_policy": policy,
+             # comes back by itself when the daemon (re)starts
+             "autostart": policy in ("always", "unless-stopped") or
+                          (policy == "on-failure" and running is True),
+             "relations": list(dict.fromkeys(relations)),
+             "action": (f"docker stop {name}, then " if running else "")
+                       + f"docker rm {name} (or recreate it without the volume)"}
     if pid:
         attrs["pid"] = pid
     return Consumer(f"docker-container:{name}", "docker-container", name, False,

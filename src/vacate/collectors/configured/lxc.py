@@ -42,6 +42,7 @@ class Finding:
     relations: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    autostart: bool = False      # lxc.start.auto = 1: started with the host
 
     def add(self, relation: str, path: str | None, ev: Evidence) -> None:
         self.relations.append(relation)
@@ -116,7 +117,9 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
                 found.add("rootfs", path, line_evidence("config-line", path, where, ln.line,
                                                         ln.raw, note))
     for ln in lines:
-        if ln.key == "lxc.include":
+        if ln.key == "lxc.start.auto":
+            found.autostart = ln.value.strip() == "1"
+        elif ln.key == "lxc.include":
             inc = host.path(ln.value)
             if os.path.isdir(inc):
                 files, p = list_dir(host, inc, ".conf")
@@ -214,6 +217,16 @@ def running_state(host: Host, name: str, lxcpath: str) -> tuple[bool | None, int
     return running, None, "cgroup" if running is not None else "unknown"
 
 
+def _action(name: str, lxcpath: str, running: bool | None, found: Finding) -> str:
+    p = "" if lxcpath == DEFAULT_LXCPATH else f" -P {lxcpath}"
+    stop = f"lxc-stop{p} -n {name}, then " if running is not False else ""
+    if "rootfs" in found.relations or "container-dir" in found.relations:
+        return f"{stop}move the container off the volume or destroy it (lxc-destroy{p} -n {name})"
+    where = found.evidence[0].source if found.evidence else name
+    auto = "; set lxc.start.auto = 0 meanwhile" if found.autostart else ""
+    return f"{stop}remove or change the entry at {where}{auto}"
+
+
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     scope = Scope(host, view, VolumeDevice.of(target), target.path)
@@ -239,7 +252,9 @@ def collect(host: Host, target: Target, view: VolumeView
                 continue
             running, pid, how = running_state(host, name, lxcpath)
             attrs = {"config": spelled(host, cfg), "lxcpath": lxcpath, "running": running,
-                     "state_from": how, "relations": list(dict.fromkeys(found.relations))}
+                     "state_from": how, "autostart": found.autostart,
+                     "relations": list(dict.fromkeys(found.relations)),
+                     "action": _action(name, lxcpath, running, found)}
             if pid:
                 attrs["pid"] = pid
             consumers.append(Consumer(f"lxc-container:{name}", "lxc-container", name, False,

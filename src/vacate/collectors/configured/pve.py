@@ -9,6 +9,7 @@ paths of directory-like storages; storages that themselves live on the volume ar
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
@@ -104,26 +105,34 @@ def _config_files(host: Host) -> tuple[list[tuple[str, str, str, str | None]], l
     return out, problems
 
 
-def _audit_guest(scope: Scope, storages: dict[str, Storage], kind: str, vmid: str, local: str,
-                 problems: list[Problem]) -> tuple[Finding, list[str], bool, str | None]:
-    """(finding, snapshots naming the volume, current config names it, hostname)."""
+@dataclass
+class GuestAudit:
+    found: Finding = field(default_factory=Finding)
+    keys: list[str] = field(default_factory=list)       # keys of the current config that use it
+    snapshots: list[str] = field(default_factory=list)  # snapshot sections that name it
+    hostname: str | None = None
+    onboot: bool = False
+
+
+def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: str,
+                 problems: list[Problem]) -> GuestAudit:
+    audit = GuestAudit()
+    found = audit.found
     text, p = read_text(scope.host, local)
-    found = Finding()
     if text is None:
         if p:
             problems.append(p)
-        return found, [], False, None
+        return audit
     where = spelled(scope.host, local)
     cfg, probs = pve_config.parse(text, where)
     problems.extend(probs)
-    snaps: list[str] = []
-    current = False
     rootfs = f"/var/lib/lxc/{vmid}/rootfs"
     for sec in cfg.sections:
         before = len(found.evidence)
         note_sec = "" if sec.name is None else f" (in {'snapshot ' if sec.is_snapshot else ''}" \
             f"[{sec.name}])"
         for ln in sec.lines:
+            n = len(found.evidence)
             if pve_config.is_disk_key(ln.key):
                 uses, p = volume_uses(scope, storages, ln.value)
                 if p:
@@ -152,13 +161,29 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], kind: str, vmid: st
                 for tok, h in scope.view.paths_in_text(ln.value):
                     found.add("config-path", h, line_evidence(
                         "config-line", h, where, ln.line, ln.raw, f"{ln.key} names {tok}"))
-        if len(found.evidence) > before:
-            if sec.name is None:
-                current = True
-            elif sec.is_snapshot:
-                snaps.append(sec.name)
-    host_name = cfg.current.get("hostname") or cfg.current.get("name")
-    return found, snaps, current, host_name
+            if sec.name is None and len(found.evidence) > n and ln.key not in audit.keys:
+                audit.keys.append(ln.key)
+        if len(found.evidence) > before and sec.is_snapshot:
+            audit.snapshots.append(sec.name)
+    audit.hostname = cfg.current.get("hostname") or cfg.current.get("name")
+    audit.onboot = cfg.current.get("onboot") == "1"
+    return audit
+
+
+def _action(kind: str, vmid: str, running: bool | None, audit: GuestAudit) -> str:
+    tool = "pct" if kind == "lxc" else "qm"
+    if not audit.keys:
+        return "; ".join(f"{tool} delsnapshot {vmid} {s}" for s in audit.snapshots) + \
+            " (only snapshots still name the volume)"
+    stop = f"{tool} shutdown {vmid}, then " if running is not False else ""
+    if "rootfs" in audit.keys:
+        return f"{stop}move the root disk off the volume ({tool} move-volume {vmid} rootfs " \
+            "OTHER-STORAGE) or destroy the guest"
+    movable = [k for k in audit.keys if pve_config.is_disk_key(k)]
+    if movable:
+        return f"{stop}{tool} set {vmid} --delete {','.join(movable)} " \
+            "(or move those volumes to other storage)"
+    return f"{stop}remove or change the line at {audit.found.evidence[0].source}"
 
 
 def collect(host: Host, target: Target, view: VolumeView
@@ -183,24 +208,28 @@ def collect(host: Host, target: Target, view: VolumeView
                     f"pve-storage:{st.id}", "config-file", f"storage {st.id}", False,
                     (path,) if path else (),
                     (Evidence("config-line", path, f"{st_where}:{st.line}", why),),
-                    {"storage": st.id, "storage_type": st.type}))
+                    {"storage": st.id, "storage_type": st.type,
+                     "action": f"move its volumes elsewhere, then pvesm remove {st.id} "
+                               f"(or pvesm set {st.id} --disable 1)"}))
     files, probs = _config_files(host)
     problems.extend(probs)
     for kind, vmid, local, node in files:
-        found, snaps, current, hostname = _audit_guest(scope, storages, kind, vmid, local,
-                                                       problems)
+        audit = _audit_guest(scope, storages, vmid, local, problems)
+        found = audit.found
         if not found:
             continue
         ctype = dict(_KINDS)[kind]
         running, pid, how = _guest_running(host, kind, vmid)
         attrs = {"vmid": int(vmid), "config": spelled(host, local), "running": running,
-                 "state_from": how, "relations": list(dict.fromkeys(found.relations)),
-                 "in_current_config": current, "snapshots": snaps}
+                 "state_from": how, "onboot": audit.onboot,
+                 "relations": list(dict.fromkeys(found.relations)),
+                 "in_current_config": bool(audit.keys), "keys": audit.keys,
+                 "snapshots": audit.snapshots, "action": _action(kind, vmid, running, audit)}
         if node:
             attrs["node"] = node
         if pid:
             attrs["pid"] = pid
-        name = f"{vmid} ({hostname})" if hostname else vmid
+        name = f"{vmid} ({audit.hostname})" if audit.hostname else vmid
         consumers.append(Consumer(f"{ctype}:{vmid}", ctype, name, False,
                                   tuple(dict.fromkeys(found.paths)), tuple(found.evidence),
                                   attrs))

@@ -144,4 +144,5 @@ def _link(host: Host, view: VolumeView, spelled: str, local: str) -> Consumer | 
     return Consumer(
         f"symlink:{spelled}", "symlink", spelled, False, (on,),
         (Evidence("symlink", on, spelled, f"{spelled} -> {raw}"),),
-        {"target": raw, "resolved": resolved, "dangling": not exists})
+        {"target": raw, "resolved": resolved, "dangling": not exists,
+         "action": f"remove the link (rm {spelled}) or point it elsewhere"})
