@@ -54,13 +54,15 @@ def units_for(vol: str) -> tuple[dict, dict, str]:
 @pytest.fixture
 def box(ext4_volume):
     vol = ext4_volume.mountpoint
-    for d in ("work", "db", "bin", "eagle3/draft", "models/qwen", "jobs", "scratch"):
+    for d in ("work", "db", "bin", "eagle3/draft", "models/qwen", "jobs", "adhoc", "scratch"):
         os.makedirs(os.path.join(vol, d), exist_ok=True)
     shutil.copy2("/bin/sleep", os.path.join(vol, "bin/sleeper"))
     units, files, mount_name = units_for(vol)
     b = start_box(units, files=files, enable=("vol-run.service", "vol-env.service",
                                               "vol-worker@jobs.service", mount_name))
     try:
+        # an instance started by hand, not enabled: only the manager knows it exists
+        b.systemctl("start", "vol-worker@adhoc.service", check=True)
         yield b, vol, mount_name
     finally:
         b.close()
@@ -82,7 +84,7 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
     by_id = {c.id: c for c in consumers}
     expected = {"vol-run.service": (True, True), "vol-draft.service": (False, False),
                 "vol-env.service": (True, True), "vol-worker@jobs.service": (True, True),
-                mount_name: (True, True)}
+                "vol-worker@adhoc.service": (False, True), mount_name: (True, True)}
     for name, (enabled, active) in expected.items():
         c = by_id[f"systemd-unit:nspawn:box:{name}"]
         assert (c.attrs["enabled"], c.attrs["active"]) == (enabled, active), name

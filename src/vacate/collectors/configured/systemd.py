@@ -423,15 +423,22 @@ def collect(host: Host, target: Target, view: VolumeView
     problems: list[Problem] = []
     _resolve_dir.cache_clear()           # the trees may have changed since the last collect
     cmd = _manager(host, view)
-    running = running_units(cmd) if cmd else set()
+    running: set[str] | None = None       # asked of the manager only when a template needs it
     found: list[tuple[Scope, str, su.Unit, list[Hit]]] = []
     env_users: dict[str, tuple[list[Hit], list[str]]] = {}
     for scope in scopes(host):
         _index(host, scope)
         names: list[str] = []
         for name in scope.files:
-            if su.split_name(name)[1] == "":      # a template: its instances, or itself
-                inst = _instances(scope, name, running if scope.kind == "system" else set())
+            prefix, instance, _suffix = su.split_name(name)
+            if instance == "":                    # a template: its instances, or itself
+                if running is None and cmd and scope.kind == "system" and (
+                        may_name(view, name, [_read(host, scope.real[name], resolved=True) or ""])
+                        or any(k.startswith(f"{prefix}@") and k != name
+                               for k in scope.dropin_dirs)):
+                    running = running_units(cmd)
+                inst = _instances(scope, name, running or set() if scope.kind == "system"
+                                  else set())
                 names.extend(inst or [name])
             else:
                 names.append(name)
