@@ -91,3 +91,37 @@ def test_finds_what_fuser_and_lsof_find(boxes):
         {int(x) for x in lsof.stdout.split()}
     assert theirs - {os.getpid()} <= ours
     assert {pid_bind, pid_onvol} <= ours
+
+
+@pytest.fixture(scope="module")
+def docker_held():
+    from harness.docker_box import IMAGE, docker_available, start_daemon
+    from harness.volumes import make_volume
+    if not docker_available():
+        pytest.skip("needs root and docker.io")
+    made = []
+    try:
+        vol = make_volume("ext4")
+        made.append(vol)
+        m = vol.mountpoint
+        os.makedirs(f"{m}/work")
+        box = start_daemon()
+        made.insert(0, box)
+        box.import_image()
+        cid = box.run("vol-holder", "-v", f"{m}:/data", "-w", "/data/work", IMAGE,
+                      "sleep", "infinity")
+        pid = int(box.inspect("vol-holder", "{{.State.Pid}}"))
+        target = mounts.resolve_target(m)
+        yield m, target, procs.collect(Host.local(), target), cid, pid
+    finally:
+        for x in made:
+            x.close()
+
+
+def test_docker_container_process_named_from_its_data_root(docker_held):
+    m, _t, found, cid, pid = docker_held
+    c = next(c for c in found.consumers if c.attrs["pid"] == pid)
+    assert c.attrs["container"] == {"type": "docker", "name": cid, "docker_name": "vol-holder"}
+    assert "cwd" in c.attrs["access"] and f"{m}/work" in c.paths
+    from vacate.core.check import process_action
+    assert process_action(c, {}) == "docker stop vol-holder"

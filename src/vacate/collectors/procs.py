@@ -183,6 +183,7 @@ class _Pass:
     containers: list[ContainerRoot] = field(default_factory=list)
     passwd: dict[int, str] | None = None
     matcher: PathMatcher | None = None
+    docker_dirs: list[str] | None = None
     count: int = 0
 
     # -- identity ------------------------------------------------------------------------
@@ -414,15 +415,49 @@ class _Pass:
             ctype = "pve"
         self.containers.append(ContainerRoot(ctype, info.container_name or "", pid))
 
-    def docker_name(self, cid: str) -> str | None:
-        """A docker container's name, from ``/var/lib/docker/containers/ID/config.v2.json``."""
+    def docker_roots(self) -> list[str]:
+        """Docker data roots: the default, daemon.json's ``data-root``, and the
+        ``--data-root`` of every running dockerd (read only when a docker holder is found)."""
+        if self.docker_dirs is not None:
+            return self.docker_dirs
+        roots = ["/var/lib/docker"]
         try:
-            doc = json.loads(_read(self.host.path(f"/var/lib/docker/containers/{cid}/"
-                                                  "config.v2.json")))
+            cfg = json.loads(_read(self.host.etc_path("docker", "daemon.json")))
+            if isinstance(cfg, dict) and isinstance(cfg.get("data-root"), str):
+                roots.append(cfg["data-root"])
         except (OSError, ValueError):
-            return None
-        name = doc.get("Name") if isinstance(doc, dict) else None
-        return name.lstrip("/") or None if isinstance(name, str) else None
+            pass
+        try:
+            names = [n for n in os.listdir(self.host.proc) if n.isdigit()]
+        except OSError:
+            names = []
+        for n in names:
+            try:
+                if _read(f"{self.host.proc}/{n}/comm").strip() != b"dockerd":
+                    continue
+                argv = _read(f"{self.host.proc}/{n}/cmdline").decode(
+                    "utf-8", "surrogateescape").split("\0")
+            except OSError:
+                continue
+            for i, a in enumerate(argv):
+                if a == "--data-root" and i + 1 < len(argv):
+                    roots.append(argv[i + 1])
+                elif a.startswith("--data-root="):
+                    roots.append(a.split("=", 1)[1])
+        self.docker_dirs = list(dict.fromkeys(roots))
+        return self.docker_dirs
+
+    def docker_name(self, cid: str) -> str | None:
+        """A docker container's name, from ``DATA_ROOT/containers/ID/config.v2.json``."""
+        for root in self.docker_roots():
+            try:
+                doc = json.loads(_read(self.host.path(f"{root}/containers/{cid}/config.v2.json")))
+            except (OSError, ValueError):
+                continue
+            name = doc.get("Name") if isinstance(doc, dict) else None
+            if isinstance(name, str) and name.strip("/"):
+                return name.strip("/")
+        return None
 
     def user_of(self, uid: int | None) -> str | None:
         if uid is None:
