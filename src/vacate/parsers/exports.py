@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.model.common import Problem
+from vacate.parsers.lines import logical_lines
 from vacate.parsers.mountinfo import unescape
 
 
@@ -19,21 +20,6 @@ class Export:
     path: str
     clients: tuple[tuple[str, str], ...]          # (host, options); host "" for -defaults
     raw: str
-
-
-def _logical_lines(text: str):
-    start, buf = 0, []
-    for n, t in enumerate(text.splitlines(), 1):
-        if not buf:
-            start = n
-        if t.rstrip().endswith("\\"):
-            buf.append(t.rstrip()[:-1])
-            continue
-        buf.append(t)
-        yield start, " ".join(buf)
-        buf = []
-    if buf:
-        yield start, " ".join(buf)
 
 
 def _strip_comment(s: str) -> str:
@@ -49,7 +35,7 @@ def _strip_comment(s: str) -> str:
 def parse(text: str, source: str = "exports") -> tuple[tuple[Export, ...], tuple[Problem, ...]]:
     out: list[Export] = []
     problems: list[Problem] = []
-    for n, logical in _logical_lines(text):
+    for n, logical in logical_lines(text):
         s = _strip_comment(logical).strip()
         if not s:
             continue

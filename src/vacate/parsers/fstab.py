@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.model.common import Problem
+from vacate.parsers.lines import parse_lines
 from vacate.parsers.mountinfo import unescape
 
 # spec prefixes that name a device by a tag (resolved via /dev/disk/by-* or blkid)
@@ -90,14 +91,4 @@ def parse_line(text: str, line: int = 0) -> FstabEntry | None:
 
 def parse(text: str, source: str = "fstab") -> tuple[tuple[FstabEntry, ...], tuple[Problem, ...]]:
     """Every entry of an fstab file; malformed lines become problems (``source:LINE``)."""
-    entries: list[FstabEntry] = []
-    problems: list[Problem] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        try:
-            e = parse_line(line, n)
-        except ValueError as err:
-            problems.append(Problem("malformed-config", str(err), f"{source}:{n}"))
-            continue
-        if e is not None:
-            entries.append(e)
-    return tuple(entries), tuple(problems)
+    return parse_lines(text, source, parse_line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.model.common import Problem
+from vacate.parsers.lines import parse_lines
 
 # keys that moved in LXC 2.1; the old spelling means the same
 LEGACY_KEYS = {"lxc.rootfs": "lxc.rootfs.path", "lxc.mount": "lxc.mount.fstab",
@@ -50,17 +51,7 @@ def parse_line(text: str, line: int = 0) -> LxcLine | None:
 
 
 def parse(text: str, source: str = "config") -> tuple[tuple[LxcLine, ...], tuple[Problem, ...]]:
-    lines: list[LxcLine] = []
-    problems: list[Problem] = []
-    for n, t in enumerate(text.splitlines(), 1):
-        try:
-            ln = parse_line(t, n)
-        except ValueError as e:
-            problems.append(Problem("malformed-config", str(e), f"{source}:{n}"))
-            continue
-        if ln is not None:
-            lines.append(ln)
-    return tuple(lines), tuple(problems)
+    return parse_lines(text, source, parse_line)
 
 
 def parse_rootfs(value: str) -> Rootfs:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.model.common import Problem
+from vacate.parsers.lines import logical_lines
 
 # parameter synonyms (smb.conf(5))
 SYNONYMS = {"directory": "path", "writeable": "writable", "writeok": "writable",
@@ -35,16 +36,7 @@ def parse(text: str, source: str = "smb.conf") -> tuple[tuple[SmbParam, ...], tu
     params: list[SmbParam] = []
     problems: list[Problem] = []
     section = "global"
-    buf: list[str] = []
-    start = 0
-    for n, t in enumerate(text.splitlines(), 1):
-        if not buf:
-            start = n
-        if t.rstrip().endswith("\\"):
-            buf.append(t.rstrip()[:-1])
-            continue
-        buf.append(t)
-        logical, buf = " ".join(buf), []
+    for start, logical in logical_lines(text):
         s = logical.strip()
         if not s or s[0] in "#;":
             continue

@@ -91,6 +91,18 @@ def fstab_line_uses(scope: Scope, found: Finding, entry: fstab_parser.FstabEntry
         found.add(rel, path, line_evidence("config-line", path, source, line, raw, note))
 
 
+def mount_entry_uses(scope: Scope, found: Finding, problems: list[Problem], where: str,
+                     line: int, value: str, raw: str, rootfs: str | None) -> None:
+    """One ``lxc.mount.entry`` value (fstab format)."""
+    try:
+        entry = fstab_parser.parse_line(value, line)
+    except ValueError as e:
+        problems.append(Problem("malformed-config", str(e), f"{where}:{line}"))
+        return
+    if entry is not None:
+        fstab_line_uses(scope, found, entry, where, line, raw, rootfs)
+
+
 def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem],
                 rootfs: str | None, depth: int = 0, seen: set[str] | None = None) -> str | None:
     """Read one config file (and what it includes) into ``found``; returns the rootfs path
@@ -134,13 +146,7 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
                 found.add("include", h, line_evidence("config-line", h, where, ln.line, ln.raw,
                                                       "includes a file on the volume"))
         elif ln.key == "lxc.mount.entry":
-            try:
-                entry = fstab_parser.parse_line(ln.value, ln.line)
-            except ValueError as e:
-                problems.append(Problem("malformed-config", str(e), f"{where}:{ln.line}"))
-                continue
-            if entry is not None:
-                fstab_line_uses(scope, found, entry, where, ln.line, ln.raw, rootfs)
+            mount_entry_uses(scope, found, problems, where, ln.line, ln.value, ln.raw, rootfs)
         elif ln.key == "lxc.mount.fstab":
             fpath = ln.value if ln.value.startswith("/") else \
                 posixpath.join(posixpath.dirname(where), ln.value)

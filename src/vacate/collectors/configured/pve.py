@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 
 from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
-from vacate.collectors.configured.lxc import Finding, Scope, fstab_line_uses, running_state
+from vacate.collectors.configured.lxc import Finding, Scope, mount_entry_uses, running_state
 from vacate.collectors.configured.match import VolumeView
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
-from vacate.parsers import fstab as fstab_parser
 from vacate.parsers import pve_config, pve_storage
 from vacate.parsers.pve_storage import Storage
 
@@ -144,13 +143,8 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
                     found.add(rel, h, line_evidence("config-line", h, where, ln.line, ln.raw,
                                                     why + note_sec))
             elif ln.key == "lxc.mount.entry":
-                try:
-                    entry = fstab_parser.parse_line(ln.value, ln.line)
-                except ValueError as e:
-                    problems.append(Problem("malformed-config", str(e), f"{where}:{ln.line}"))
-                    continue
-                if entry is not None:
-                    fstab_line_uses(scope, found, entry, where, ln.line, ln.raw, rootfs)
+                mount_entry_uses(scope, found, problems, where, ln.line, ln.value, ln.raw,
+                                 rootfs)
             elif ln.key == "hookscript" and ":" in ln.value:
                 loc = pve_storage.resolve(storages, ln.value)
                 h = scope.view.to_host(loc.path) if loc and loc.path else None
