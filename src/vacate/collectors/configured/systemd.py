@@ -351,7 +351,12 @@ def running_units(cmd: list[str]) -> set[str]:
                            check=False)
     except (OSError, subprocess.TimeoutExpired):
         return set()
-    return {line.split()[0] for line in p.stdout.splitlines() if line.split()}
+    names = set()
+    for line in p.stdout.splitlines():
+        words = [w for w in line.split() if w not in ("●", "*")]   # failed units get a bullet
+        if words and _is_unit_name(words[0]):
+            names.add(words[0])
+    return names
 
 
 def _fallback_state(scope: Scope, name: str, unit: su.Unit) -> tuple[bool, str]:
@@ -450,7 +455,7 @@ def collect(host: Host, target: Target, view: VolumeView
             text = _read(host, real, resolved=True)
             if text is None:
                 problems.append(Problem("unreadable-unit", f"cannot read {spelled}",
-                                        path=spelled))
+                                        path=spelled, blocks_verdict=True))
                 continue
             dropins = tuple(_dropins(host, scope, name))
             if not may_name(view, name, [text, *(t for _p, t in dropins)]) and \
