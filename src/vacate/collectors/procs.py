@@ -266,10 +266,17 @@ class _Pass:
         base = f"{self.host.proc}/{pid}"
         try:
             hits, gpus = self.read_links(pid, base)
-        except _Gone:
-            return
+        except (_Gone, FileNotFoundError, ProcessLookupError):
+            return          # it exited while we read it
         except PermissionError as e:
             self.denied(pid, e)
+            return
+        except OSError as e:
+            if not os.path.exists(base):
+                return
+            self.problems.append(Problem(
+                "unreadable-process", f"/proc/{pid}: {e.strerror or e}: what this process "
+                "holds could not be read", base, blocks_verdict=True))
             return
         self.count += 1
         if not hits:
