@@ -124,6 +124,7 @@ def test_container_configs_are_read_through_its_root(tree):
     assert [p for p in problems if p.blocks_verdict] == []
     job = by_id["systemd-unit:nspawn:ct:ctjob.service"]
     assert job.paths == ("/data/eagle3/run.sh",) and job.attrs["container"] == "nspawn:ct"
+    assert job.attrs["action"] == "systemctl -M ct disable ctjob.service"
     assert job.evidence[0].detail == "ExecStart=/mnt/mp0/run.sh"
     cron = by_id["cron:nspawn:ct:/etc/crontab:1"]
     assert cron.paths == ("/data/eagle3/nightly.sh",)

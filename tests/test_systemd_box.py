@@ -92,6 +92,7 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
         assert c.attrs["state_from"] == "systemctl" and c.attrs["container"] == "nspawn:box"
         assert c.live is active
     run = by_id["systemd-unit:nspawn:box:vol-run.service"]
+    assert run.attrs["action"] == "systemctl -M box disable --now vol-run.service"
     assert set(run.paths) == {vol, f"{vol}/work", f"{vol}/db", f"{vol}/bin/sleeper"}
     assert run.attrs["unit_file"] == "/etc/systemd/system/vol-run.service"
     draft = by_id["systemd-unit:nspawn:box:vol-draft.service"]
