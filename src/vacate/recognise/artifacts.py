@@ -44,7 +44,7 @@ def empty_dir(ctx: Ctx) -> Classification | None:
 def core_dump(ctx: Ctx) -> Classification | None:
     if not re.match(r"^(core(\.[\w.-]+)?|.*\.core)$", ctx.name):
         return None
-    head = ctx.reader.head(ctx.path, 64, quiet=True) or b""
+    head = ctx.head(64) or b""
     if head[:4] != b"\x7fELF" or len(head) < 18:
         return None
     e_type = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
@@ -82,6 +82,7 @@ def log_dir(ctx: Ctx) -> Classification | None:
         return cls("logs", f"TensorBoard run ({len(ev)} event files)", recoverable="unique",
                    confidence=0.85, evidence=("events.out.tfevents.*",), tool="tensorboard")
     if lst.files and not lst.dirs and all(LOG_NAME.search(n) for n in lst.files):
-        return cls("logs", f"logs ({len(lst.files)} files)", recoverable="unique",
+        n = len(lst.files)
+        return cls("logs", f"logs ({n} file{'s' if n > 1 else ''})", recoverable="unique",
                    confidence=0.7, evidence=("*.log names",))
     return None

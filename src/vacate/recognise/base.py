@@ -17,6 +17,7 @@ from vacate.model.inventory import Classification, Stats
 from vacate.recognise.read import Reader
 
 LIST_CAP = 5000          # entries looked at per directory
+HEAD = 4096              # bytes of a file's head read once and shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,18 @@ class FileInfo:
     size: int
     disk: int
     is_link: bool
+    mtime: float = 0.0
+    atime: float = 0.0
+
+    @property
+    def ext(self) -> str:
+        """The extension, with compression suffixes kept: ".jsonl", ".jsonl.gz", ".tar"."""
+        parts = self.name.lower().split(".")
+        if len(parts) < 2:
+            return ""
+        if parts[-1] in ("gz", "zst", "xz", "bz2") and len(parts) > 2:
+            return "." + ".".join(parts[-2:])
+        return "." + parts[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +76,17 @@ class Ctx:
     stats_of: Callable[[str], Stats | None]   # a directory's subtree aggregates (from the walk)
     children: list[Node] | None = None        # filled before composites run
     _listing: Listing | None = None
+    _head: bytes | None = None
+
+    def head(self, n: int = HEAD) -> bytes:
+        """The first ``n`` bytes of this file, read once for all the recognisers (quietly:
+        a file that cannot be read is simply not recognised by its content)."""
+        if self._head is None or (len(self._head) < n and len(self._head) >= self._asked):
+            self._asked = max(n, HEAD)
+            self._head = self.reader.head(self.path, self._asked, quiet=True) or b""
+        return self._head[:n]
+
+    _asked: int = 0
 
     @property
     def name(self) -> str:
@@ -82,11 +106,13 @@ def list_dir(path: str, reader: Reader) -> Listing:
     files: dict[str, FileInfo] = {}
     truncated = False
     try:
+        cap = min(LIST_CAP, max(reader.entries_left, 64))
         with os.scandir(path) as it:
             for n, e in enumerate(it):
-                if n >= LIST_CAP:
+                if n >= cap:
                     truncated = True
                     break
+                reader.entries_left -= 1
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
@@ -95,7 +121,7 @@ def list_dir(path: str, reader: Reader) -> Listing:
                     dirs.append(e.name)
                 else:
                     files[e.name] = FileInfo(e.name, st.st_size, st.st_blocks * 512,
-                                             S.S_ISLNK(st.st_mode))
+                                             S.S_ISLNK(st.st_mode), st.st_mtime, st.st_atime)
     except OSError as e:
         reader.warn("unreadable-dir", path, e.strerror or str(e))
         return Listing((), {}, False, True)

@@ -9,6 +9,7 @@ from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import hf_model
 from vacate.recognise.base import Ctx, cls, dirs
+from vacate.recognise.safetensors_header import human_params
 
 CKPT_NAME = re.compile(
     r"^(checkpoint[-_]?(?P<a>\d+)|global_step(?P<b>\d+)|(epoch[_-]?\d+[_-])?step[_-]?(?P<c>\d+)"
@@ -56,11 +57,14 @@ def checkpoint_dir(ctx: Ctx) -> Classification | None:
         extras.append("optimizer state")
     if any(n.endswith(".distcp") for n in state):
         extras.append("torch.distributed shards")
+    params = model.details.get("parameters") if model is not None else None
     label = f"{what}" + (f", step {step}" if step is not None else "") + (
+        f", {human_params(params)} params" if params else "") + (
         f" ({', '.join(extras)})" if extras else "") + f", {human_bytes(ctx.stats.apparent_bytes)}"
     details = dict(model.details) if model is not None else {}
     details.update(step=step, state_files=state[:20])
-    conf = 0.9 if (step is not None and (state or model)) else 0.75
+    # Above a model's 0.9: a model directory named and kept as a training step is a checkpoint.
+    conf = 0.93 if (step is not None and (state or model)) else 0.75
     ev = ("directory name",) if step is not None else ()
     return cls("checkpoint", label, recoverable="unique", confidence=conf,
                evidence=ev + tuple(state[:3]) + (model.evidence if model else ()), **details)

@@ -80,10 +80,10 @@ def dataset_dir(ctx: Ctx) -> Classification | None:
     total = sum(f.size for f in lst.files.values()) or 1
     groups: dict[str, list] = {}
     for n, f in lst.files.items():
-        ext = next((e for e in DATA_EXT if n.endswith(e)), None)
-        if ext is None and WEBDATASET.match(n):
-            ext = ".tar"
-        if ext and ext != ".json":
+        ext = f.ext
+        if ext == ".tar" and not WEBDATASET.match(n):
+            continue
+        if ext in DATA_EXT and ext != ".json" or ext == ".tar":
             groups.setdefault(ext, []).append(f)
     if not groups:
         return None

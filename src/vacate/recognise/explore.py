@@ -5,6 +5,7 @@ composites and the mixed-content summary over what the children turned out to be
 from __future__ import annotations
 
 import os
+import re
 
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
@@ -13,7 +14,12 @@ from vacate.recognise.base import Ctx, Node
 from vacate.recognise.read import Reader
 
 MAX_DEPTH = 6
-FILES_PER_DIR = 64      # files recognised per directory, largest first
+SUBDIRS_PER_DIR = 32    # subdirectories looked into per directory, largest first
+RECOGNISED_PER_DIR = 16  # files the file recognisers look at per directory (notable ones)
+NOTABLE_SIZE = 1 << 20
+NOTABLE = re.compile(
+    r"(\.(run|whl|deb|rpm|gguf|safetensors|onnx|engine|plan|qcow2|vmdk|vdi|vhdx|img|raw|sif|"
+    r"jsonl|parquet|arrow|ya?ml|sh)|requirements.*\.txt|freeze.*|^core(\.\d+)?|\.log)$")
 MAX_NODES = 3000        # directories and files looked at per top-level item
 MAX_ITEMS = 500         # sub-items reported per top-level item
 SURE = 0.75             # a leaf recogniser this sure ends the descent
@@ -42,15 +48,15 @@ class Explorer:
         self.emit(node, it.path, it.path, subs)
         if reader.expired:
             reader.warn("recognise-timeout", it.path,
-                        f"stopped looking after {self.budget_s:.0f} s; the label may be partial")
+                        "stopped looking (time or entry budget spent); the label may be partial")
         return node.classification, subs, reader.problems
 
     def node(self, path: str, is_dir: bool, stats: Stats, depth: int, top: str,
-             reader: Reader) -> Node:
+             reader: Reader, look: bool = True) -> Node:
         self.nodes += 1
         ctx = Ctx(path, is_dir, stats, reader, depth, top, self.dir_stats.get)
         if not is_dir:
-            c = base.best(ctx, base.FILES) or generic(ctx)
+            c = (base.best(ctx, base.FILES) if look else None) or generic(ctx)
             return Node(path, False, stats, c)
         c = base.best(ctx, base.DIRS)
         if (c is not None and c.confidence >= SURE) or depth >= MAX_DEPTH or reader.expired:
@@ -68,26 +74,35 @@ class Explorer:
     def children(self, ctx: Ctx, depth: int, top: str, reader: Reader) -> list[Node]:
         lst = ctx.listing()
         out: list[Node] = []
-        for d in lst.dirs:
+        subdirs = [(p, st) for p in (ctx.join(d) for d in lst.dirs)
+                   if (st := self.dir_stats.get(p)) is not None]   # None: not walked
+        subdirs.sort(key=lambda ps: ps[1].apparent_bytes, reverse=True)
+        rest = Stats()
+        for p, st in subdirs[SUBDIRS_PER_DIR:]:
+            rest = Stats(rest.apparent_bytes + st.apparent_bytes, rest.disk_bytes + st.disk_bytes,
+                         rest.files + st.files, rest.dirs + st.dirs)
+        for p, st in subdirs[:SUBDIRS_PER_DIR]:
             if self.nodes >= MAX_NODES or reader.expired:
                 break
-            p = ctx.join(d)
-            st = self.dir_stats.get(p)
-            if st is None:          # not walked: another filesystem, or unreadable
-                continue
             out.append(self.node(p, True, st, depth + 1, top, reader))
         files = sorted(lst.files.values(), key=lambda f: f.size, reverse=True)
-        for f in files[:FILES_PER_DIR]:
-            if self.nodes >= MAX_NODES or reader.expired:
-                break
+        looked = 0
+        stop = self.nodes >= MAX_NODES or reader.expired
+        other: list[base.FileInfo] = []
+        for f in files:
+            if (stop or looked >= RECOGNISED_PER_DIR or f.is_link
+                    or (f.size < NOTABLE_SIZE and not NOTABLE.search(f.name))):
+                other.append(f)
+                continue
+            looked += 1
+            stop = self.nodes >= MAX_NODES or reader.expired
             p = ctx.join(f.name)
-            st = file_stats(p, f)
-            out.append(self.node(p, False, st, depth + 1, top, reader))
-        rest = files[FILES_PER_DIR:]
-        if rest or lst.truncated:
+            out.append(self.node(p, False, file_stats(f), depth + 1, top, reader))
+        if other or lst.truncated or rest.dirs:
             out.append(Node(ctx.path + os.sep + "*", False,
-                            Stats(sum(f.size for f in rest), sum(f.disk for f in rest),
-                                  len(rest), 0),
+                            Stats(rest.apparent_bytes + sum(f.size for f in other),
+                                  rest.disk_bytes + sum(f.disk for f in other),
+                                  rest.files + len(other), rest.dirs),
                             Classification("file", "other files", confidence=0.0)))
         return out
 
@@ -104,12 +119,8 @@ class Explorer:
             self.emit(ch, top, parent, out)
 
 
-def file_stats(path: str, f: base.FileInfo) -> Stats:
-    try:
-        st = os.lstat(path)
-        return Stats(st.st_size, st.st_blocks * 512, 1, 0, st.st_mtime, st.st_atime)
-    except OSError:
-        return Stats(f.size, f.disk, 1, 0)
+def file_stats(f: base.FileInfo) -> Stats:
+    return Stats(f.size, f.disk, 1, 0, f.mtime, f.atime)
 
 
 def generic(ctx: Ctx) -> Classification:
@@ -121,7 +132,7 @@ def generic(ctx: Ctx) -> Classification:
 def summarise(children: list[Node], limit: int = 4) -> tuple[str, list[tuple[str, int]]]:
     """"4.5 TB cache, 2.0 GB checkpoints, ..." from the largest kinds among the children."""
     by: dict[str, list[int]] = {}
-    for ch in children:
+    for ch in _parts(children):
         k = ch.classification.kind
         if k in GENERIC or ch.classification.label == "empty directory":
             k = "other"
@@ -137,6 +148,17 @@ def summarise(children: list[Node], limit: int = 4) -> tuple[str, list[tuple[str
     if len(order) > limit:
         parts.append(f"{len(order) - limit} more kinds")
     return ", ".join(parts), [(k, v[0]) for k, v in order]
+
+
+def _parts(children: list[Node]) -> list[Node]:
+    """The children, with plain directories replaced by what was recognised inside them."""
+    out = []
+    for ch in children:
+        if ch.classification.kind == "directory" and ch.children:
+            out.extend(_parts(ch.children))
+        else:
+            out.append(ch)
+    return out
 
 
 def mixed(ctx: Ctx) -> Classification | None:

@@ -14,7 +14,7 @@ CAP = 64 * 1024 * 1024    # tokenizer vocabularies make headers of a few MB at m
 
 @files
 def gguf_file(ctx: Ctx) -> Classification | None:
-    head = ctx.reader.head(ctx.path, 4, quiet=True) or b""
+    head = ctx.head(4) or b""
     if head != b"GGUF":
         if ctx.name.endswith(".gguf"):
             ctx.reader.warn("malformed-file", ctx.path, "named .gguf but has no GGUF magic")

@@ -14,7 +14,7 @@ RAW_EXT = (".img", ".raw", ".disk")
 
 @files
 def disk_or_container_image(ctx: Ctx) -> Classification | None:
-    head = ctx.reader.head(ctx.path, 1024, quiet=True) or b""
+    head = ctx.head(1024) or b""
     size = human_bytes(ctx.stats.apparent_bytes)
     for off, magic, fmt in VM_MAGIC:
         if head[off:off + len(magic)] == magic:

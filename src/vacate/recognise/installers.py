@@ -25,7 +25,7 @@ RPM = re.compile(r"^(?P<name>.+)-(?P<ver>[^-]+)-(?P<rel>[^-]+)\.(?P<arch>\w+)\.r
 
 
 def _makeself(ctx: Ctx) -> bool:
-    head = ctx.reader.head(ctx.path, 16 * 1024, quiet=True) or b""
+    head = ctx.head(16 * 1024) or b""
     return head.startswith(b"#!") and (b"Makeself" in head or b"makeself" in head)
 
 
@@ -77,7 +77,7 @@ def installer(ctx: Ctx) -> Classification | None:
             guess=True, evidence=("file name",), product=dist, version=m["ver"])
     m = WHEEL.match(n)
     if m:
-        head = ctx.reader.head(ctx.path, 4, quiet=True) or b""
+        head = ctx.head(4) or b""
         ok = head == b"PK\x03\x04"
         local = "+" in m["ver"]
         name = m["name"].replace("_", "-")
@@ -91,7 +91,7 @@ def installer(ctx: Ctx) -> Classification | None:
                             (RPM, "RPM package", b"\xed\xab\xee\xdb")):
         m = rx.match(n)
         if m:
-            head = ctx.reader.head(ctx.path, 8, quiet=True) or b""
+            head = ctx.head(8) or b""
             ok = head.startswith(magic)
             return cls("installer", f"{kind} {m['name']} {m['ver']} ({m['arch']})",
                        recoverable="re-downloadable", guess=True,

@@ -10,7 +10,7 @@ from vacate.recognise.base import Ctx, cls, files
 def onnx_or_engine(ctx: Ctx) -> Classification | None:
     n = ctx.name
     if n.endswith(".onnx"):
-        head = ctx.reader.head(ctx.path, 2, quiet=True) or b""
+        head = ctx.head(2) or b""
         ok = head[:1] == b"\x08"          # field 1 (ir_version), varint
         return cls("model", "ONNX model" + ("" if ok else " (by name)"), confidence=0.85 if ok
                    else 0.5, guess=not ok, evidence=("ONNX protobuf" if ok else "name",),

@@ -22,14 +22,15 @@ class Reader:
     """Reads on behalf of one top-level item; collects the problems met and keeps the time
     spent under ``budget_s`` (after that, ``expired`` is True and callers stop looking)."""
 
-    def __init__(self, budget_s: float = 10.0):
+    def __init__(self, budget_s: float = 10.0, entries: int = 20_000):
         self.problems: list[Problem] = []
         self.deadline = time.monotonic() + budget_s
         self.bytes_read = 0
+        self.entries_left = entries     # directory entries the listings may still stat
 
     @property
     def expired(self) -> bool:
-        return time.monotonic() > self.deadline
+        return self.entries_left <= 0 or time.monotonic() > self.deadline
 
     def warn(self, code: str, path: str, message: str) -> None:
         self.problems.append(Problem(code, f"{path}: {message}", path))

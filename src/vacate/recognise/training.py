@@ -116,8 +116,9 @@ def training_run(ctx: Ctx) -> Classification | None:
     if data:
         b = sum(n.stats.apparent_bytes for n in data)
         fmts = {n.classification.details.get("format_name") for n in data} - {None}
+        shards = sum(n.classification.details.get("shards") or 1 for n in data)
         parts.append(f"{human_bytes(b)} of " + (f"{fmts.pop()} " if len(fmts) == 1 else "")
-                     + "training data")
+                     + ("shards" if shards > 1 else "training data"))
     for c in code:
         parts.append(f"a {c.classification.details.get('project') or 'source'} checkout")
     if logs:
