@@ -28,6 +28,12 @@ TREE = {
     "/etc/systemd/system/draft.service.d/10-token.conf":
         f'[Service]\nEnvironment="HF_TOKEN={SECRET}" "CACHE=/data/hf cache"\n',
     "/lib/systemd/system/masked.service": "[Service]\nExecStart=/data/never\n",
+    # same drop-in name in /lib and /etc: the /etc one replaces it
+    "/lib/systemd/system/serve.service.d/50-x.conf": "[Service]\nEnvironment=X=/data/lib-x\n",
+    "/etc/systemd/system/serve.service.d/50-x.conf": "[Service]\nEnvironment=X=/srv/other\n",
+    # a prefix drop-in (vol-.service.d) applies to vol-a.service
+    "/lib/systemd/system/vol-a.service": "[Service]\nExecStart=/usr/bin/true\n",
+    "/etc/systemd/system/vol-.service.d/10-wd.conf": "[Service]\nWorkingDirectory=/data/vol-prefix\n",
     "/etc/systemd/system/worker@.service": "[Service]\nWorkingDirectory=/data/%I\nExecStart=/bin/true\n",
     "/data/app/app.service": "[Service]\nExecStart=/usr/bin/true\n",
     "/etc/systemd/system/envuser.service":
@@ -83,10 +89,12 @@ def test_systemd_units_in_every_form(tree):
         "systemd-unit:serve.service", "systemd-unit:draft.service",
         "systemd-unit:worker@jobs-a.service", "systemd-unit:app.service",
         "systemd-unit:envuser.service", "systemd-unit:data.mount",
-        "systemd-unit:user:ml:nb.service"}
+        "systemd-unit:user:ml:nb.service", "systemd-unit:vol-a.service"}
     serve = by_id["systemd-unit:serve.service"]
     assert (serve.attrs["enabled"], serve.attrs["active"]) == (True, None)
     assert serve.paths == ("/data/models/bin/serve",)       # spelled through the bind mount
+    assert serve.attrs["dropins"] == ["/etc/systemd/system/serve.service.d/50-x.conf"]
+    assert by_id["systemd-unit:vol-a.service"].paths == ("/data/vol-prefix",)
     assert serve.evidence[0].source == "/etc/systemd/system/serve.service:2"
     draft = by_id["systemd-unit:draft.service"]
     assert draft.attrs["enabled"] is False and draft.live is False
