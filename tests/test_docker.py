@@ -129,3 +129,36 @@ def test_data_roots_from_daemon_json_and_dockerd_command_lines(tmp_path):
     (tmp_path / "etc/docker/alt.json").write_text('{"data-root": "/alt"}')
     roots = docker_src.data_roots(Host.under(str(tmp_path)))
     assert roots == ["/srv/docker", "/data/docker", "/old/docker", "/alt"]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_check_end_to_end_with_stopped_containers(cleanup):
+    """`vacate check`: a stopped container that restarts with the daemon blocks; one that
+    does not is a reference that breaks when started."""
+    import subprocess
+
+    from harness.docker_box import IMAGE, start_daemon
+    from harness.volumes import make_volume
+
+    vol = make_volume("ext4")
+    cleanup.append(vol)
+    mnt = vol.mountpoint
+    os.makedirs(f"{mnt}/work")
+    os.makedirs(f"{mnt}/models")
+    box = start_daemon()
+    cleanup.append(box)
+    box.import_image()
+    box.run("comes-back", "--restart", "always", "-v", f"{mnt}/models:/models", IMAGE, "true",
+            start=False)
+    box.run("idle", "-v", f"{mnt}/work:/work", IMAGE, "true", start=False)
+    r = subprocess.run(["vacate", "check", "--json", "--no-scan", mnt], capture_output=True,
+                       text=True, timeout=120, check=False)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["verdict"]["safe_to_unmount"] is False
+    blockers = {b["consumer"]: b for b in doc["verdict"]["blockers"]}
+    assert set(blockers) == {"docker-container:comes-back"}
+    assert blockers["docker-container:comes-back"]["action"].startswith("docker rm comes-back")
+    items = {it["path"]: it for it in doc["items"]}
+    assert items[f"{mnt}/work"]["status"] == "referenced"
+    assert items[f"{mnt}/work"]["users"] == ["docker-container:idle"]
