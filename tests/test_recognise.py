@@ -555,11 +555,63 @@ def test_eagle3_training_run(tmp_path):
         "SpecForge/scripts/prepare_hidden_states.py")
     ck = items["eagle3/outputs/kimi-k2.5-eagle3/epoch_9_step_10000"].classification
     assert (ck.kind, ck.recoverable, ck.details["step"]) == ("checkpoint", "unique", 10000)
+    assert "step 10000" in ck.label
     assert ck.details["draft"] == "EAGLE-3"
     assert ck.details["parameters"] == 7168 * 14336 + 40960 * 7168 + 7168 * 21504 + 32000 * 7168
     assert items["eagle3/outputs/kimi-k2.5-eagle3"].classification.details["checkpoints"] == 10
     assert items["eagle3/data"].classification.details["format_name"] == "ShareGPT"
     assert items["eagle3/SpecForge"].classification.kind == "source-code"
+
+
+def test_demo_volume_labels(tmp_path):
+    """``vacate demo`` builds the story's volume; every item gets the label the story asks."""
+    import math
+
+    from vacate import demo
+
+    demo.build_tree(str(tmp_path))
+    items, _ = scan_tree(str(tmp_path))
+    m = items[demo.MODEL_PATH].classification
+    bf16 = sum(math.prod(s) for _, dt, s in demo.model_tensors() if dt == "BF16")
+    experts = demo.LAYERS * demo.EXPERTS * 3 * demo.MOE_I * demo.HIDDEN   # gate_up + down
+    assert m.details["parameters"] == bf16 + experts
+    assert m.label.startswith(f"{demo.MODEL}, qwen3_5_moe, NVFP4 (modelopt), 395B params, ")
+    assert ", complete, " in m.label
+    assert (m.recoverable, m.source, m.guess) == ("regenerable", "hf:Qwen/Qwen3.5-397B-A17B",
+                                                  True)
+    e = items["eagle3"].classification
+    assert e.label.startswith(f"EAGLE-3 draft-model training run for {demo.MODEL}: 4.8 TB cached"
+                              " hidden states (regenerable), 6 draft checkpoints")
+    assert "ShareGPT shards, a SpecForge checkout" in e.label
+    ck = items["eagle3/outputs/qwen3.5-397b-a17b-eagle3/epoch_5"].classification
+    assert (ck.kind, ck.details["epoch"], ck.details["draft"]) == ("checkpoint", 5, "EAGLE-3")
+    cuda = items[demo.RUNFILE].classification
+    assert cuda.kind == "installer" and not cuda.guess
+    assert "CUDA 12.8 (torch 2.7.1+cu128)" in items[demo.FREEZE].classification.label
+    assert items["lost+found"].classification.kind == "filesystem-artifact"
+
+
+def test_quantised_copy_of_a_published_model_is_regenerable(tmp_path):
+    d = tmp_path / "Llama-3.1-8B-AWQ"
+    small_model(str(d), quantization_config={"quant_method": "awq", "bits": 4})
+    (d / "README.md").write_text("---\nbase_model: meta-llama/Llama-3.1-8B\n"
+                                 "base_model_relation: quantized\n---\n# x\n")
+    items, _ = scan_tree(str(tmp_path))
+    c = items["Llama-3.1-8B-AWQ"].classification
+    assert (c.recoverable, c.source, c.guess) == ("regenerable", "hf:meta-llama/Llama-3.1-8B",
+                                                  False)
+    assert "quantised from meta-llama/Llama-3.1-8B" in c.label
+
+
+def test_directory_of_caches_with_other_files_is_not_disposable(tmp_path):
+    for n in ("a", "b"):
+        os.makedirs(tmp_path / "d" / n / "__pycache__")
+        (tmp_path / "d" / n / "__pycache__" / "m.pyc").write_bytes(b"x" * 100)
+    items, _ = scan_tree(str(tmp_path))
+    assert items["d"].classification.recoverable == "regenerable"
+    (tmp_path / "d" / "notes.md").write_text("only copy of my notes")
+    items, _ = scan_tree(str(tmp_path))
+    assert items["d"].classification.recoverable is None
 
 
 def test_hidden_states_without_their_script_are_not_called_regenerable(tmp_path):

@@ -20,19 +20,23 @@ STATE_FILES = re.compile(
     r"mp_rank_\d+_model_states\.pt|latest|\.metadata)$")
 
 
-def step_of(name: str) -> int | None:
+def step_of(name: str) -> tuple[str, int] | None:
+    """("step", 1000) for checkpoint-1000, global_step1000, epoch_0_step_1000; ("epoch", 3)
+    for epoch_3."""
     m = CKPT_NAME.match(name)
     if not m:
         return None
     for g in "abcdef":
         if m.group(g):
-            return int(m.group(g))
+            return ("epoch" if g == "d" else "step"), int(m.group(g))
     return None
 
 
 @dirs
 def checkpoint_dir(ctx: Ctx) -> Classification | None:
-    step = step_of(ctx.name)
+    at = step_of(ctx.name)
+    step = at[1] if at else None
+    unit = at[0] if at else "step"
     lst = ctx.listing()
     state = sorted(n for n in lst.files if STATE_FILES.match(n))
     state += [d for d in lst.dirs if d.startswith("global_step") or d.startswith("pytorch_model")
@@ -46,7 +50,7 @@ def checkpoint_dir(ctx: Ctx) -> Classification | None:
     ts = ctx.reader.json(ctx.join("trainer_state.json"), what="trainer_state.json") \
         if "trainer_state.json" in lst.files else None
     if isinstance(ts, dict) and isinstance(ts.get("global_step"), int):
-        step = ts["global_step"]
+        step, unit = ts["global_step"], "step"
     what = "checkpoint"
     if model is not None and model.kind == "draft-model":
         what = f"{model.details.get('draft', 'draft')} draft-model checkpoint"
@@ -58,11 +62,11 @@ def checkpoint_dir(ctx: Ctx) -> Classification | None:
     if any(n.endswith(".distcp") for n in state):
         extras.append("torch.distributed shards")
     params = model.details.get("parameters") if model is not None else None
-    label = f"{what}" + (f", step {step}" if step is not None else "") + (
+    label = f"{what}" + (f", {unit} {step}" if step is not None else "") + (
         f", {human_params(params)} params" if params else "") + (
         f" ({', '.join(extras)})" if extras else "") + f", {human_bytes(ctx.stats.apparent_bytes)}"
     details = dict(model.details) if model is not None else {}
-    details.update(step=step, state_files=state[:20])
+    details.update(state_files=state[:20], **{unit: step})
     # Above a model's 0.9: a model directory named and kept as a training step is a checkpoint.
     conf = 0.93 if (step is not None and (state or model)) else 0.75
     ev = ("directory name",) if step is not None else ()

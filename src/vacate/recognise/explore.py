@@ -163,15 +163,16 @@ def _parts(children: list[Node]) -> list[Node]:
 
 def mixed(ctx: Ctx) -> Classification | None:
     kids = ctx.children or []
-    known = [c for c in kids if c.classification.kind not in GENERIC]
+    known = [c for c in _parts(kids) if c.classification.kind not in GENERIC]
     if not known:
         return None
     text, order = summarise(kids)
     kinds = [k for k, _ in order if k != "other"]
     if len(kinds) == 1 and order[0][0] != "other":
-        recs = {c.classification.recoverable for c in known}
+        # Recoverable only when everything inside is: unrecognised files may be unique.
+        recs = {c.classification.recoverable for c in known} if len(order) == 1 else {None}
         return base.cls("directory", f"{PLURAL.get(kinds[0], kinds[0])}: " + ", ".join(
-                            os.path.basename(c.path) for c in known[:4])
+                            os.path.relpath(c.path, ctx.path) for c in known[:4])
                         + (f" and {len(known) - 4} more" if len(known) > 4 else "")
                         + f"; {text}",
                         recoverable=recs.pop() if len(recs) == 1 else None, confidence=0.5,

@@ -176,6 +176,14 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         recoverable, source, guess = "re-downloadable", f"hf:{nop}", True
         evidence.append("config.json _name_or_path names this model")
     derived = base or (nop if nop and REPO_ID.match(nop) and source != f"hf:{nop}" else None)
+    if not source and q and derived and isinstance(derived, str) and REPO_ID.match(derived):
+        # A quantisation of a published model can be made again from it (GPU hours, not
+        # data loss). The card's base_model_relation says so; a matching name suggests it.
+        said = card.get("base_model_relation") == "quantized"
+        if said or name.lower().startswith(derived.split("/")[1].lower()):
+            recoverable, source, guess = "regenerable", f"hf:{derived}", not said
+            evidence.append("quantised from the model card's base_model"
+                            if said else "name and quantisation match base_model")
 
     parts = [name]
     if model_type:
@@ -189,8 +197,9 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         parts.append(f"{n_shards} {fmt} " + ("shards" if n_shards > 1 else "file"))
     parts.append(state)
     parts.append(human_bytes(size_bytes))
-    if derived and not source:
-        parts.append(f"derived from {derived}")
+    if derived:
+        parts.append(f"quantised from {derived}" if recoverable == "regenerable"
+                     else f"derived from {derived}")
     label = ", ".join(p for p in parts if p)
     if draft:
         conf = min(conf, max(draft.confidence, 0.6))

@@ -119,8 +119,10 @@ def count_params(tensors, quant: Quant | None) -> tuple[int, bool]:
         if name.endswith(_AUX_SUFFIXES) or ".quant_state." in name:
             adjusted = True
             continue
-        if quant.bits == 4 and dtype in ("U8", "I8") and name.endswith(
-                (".weight", "weight_packed", "_blocks")):
+        if quant.bits == 4 and dtype == "U8":
+            # 4-bit weights travel as bytes holding two values (NVFP4, MXFP4, bnb 4-bit):
+            # whatever the tensor is called (".weight", "_packed", "_blocks", or a fused
+            # MoE "experts.gate_up_proj").
             total += 2 * n
             adjusted = True
         elif dtype == "I32" and name.endswith("qweight") and quant.bits:
