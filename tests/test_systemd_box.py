@@ -51,16 +51,33 @@ def units_for(vol: str) -> tuple[dict, dict, str]:
     return units, files, mount_name
 
 
+def user_units_for(vol: str) -> dict:
+    """root's user units (in a home private to the box): one enabled and running from the
+    volume, one installed but neither enabled nor started."""
+    d = ".config/systemd/user"
+    return {
+        f"{d}/vacate-user.target": "[Unit]\nDescription=the box user manager's target\n",
+        f"{d}/nb.service": f"[Service]\nExecStart={vol}/bin/sleeper infinity\n"
+                           "[Install]\nWantedBy=vacate-user.target\n",
+        f"{d}/vacate-user.target.wants/nb.service": "->../nb.service",
+        f"{d}/later.service": f"[Service]\nWorkingDirectory={vol}/notebooks\n"
+                              "ExecStart=/bin/sleep infinity\n[Install]\nWantedBy=vacate-user.target\n",
+    }
+
+
 @pytest.fixture
 def box(ext4_volume):
     vol = ext4_volume.mountpoint
-    for d in ("work", "db", "bin", "eagle3/draft", "models/qwen", "jobs", "adhoc", "scratch"):
+    for d in ("work", "db", "bin", "eagle3/draft", "models/qwen", "jobs", "adhoc", "scratch",
+              "notebooks"):
         os.makedirs(os.path.join(vol, d), exist_ok=True)
     shutil.copy2("/bin/sleep", os.path.join(vol, "bin/sleeper"))
     units, files, mount_name = units_for(vol)
     b = start_box(units, files=files, enable=("vol-run.service", "vol-env.service",
-                                              "vol-worker@jobs.service", mount_name))
+                                              "vol-worker@jobs.service", mount_name),
+                  home=user_units_for(vol))
     try:
+        b.start_user_manager()
         # an instance started by hand, not enabled: only the manager knows it exists
         b.systemctl("start", "vol-worker@adhoc.service", check=True)
         yield b, vol, mount_name
@@ -122,3 +139,21 @@ def test_without_a_manager_state_comes_from_unit_file_links(box):
         assert by_name[name].attrs["state_from"] == "unit-files"
     assert by_name["vol-draft.service"].attrs["enabled"] is False
     assert by_name["vol-draft.service"].attrs["unit_file_state"] == "disabled"
+
+
+def test_user_units_with_state_from_the_user_manager(box):
+    b, vol, _mount_name = box
+    target = resolve_target(vol)
+    ct = ContainerRoot("nspawn", "box", b.pid1)
+    consumers, _problems = configured.collect(Host.local(), target, containers=(ct,))
+    by_id = {c.id: c for c in consumers}
+    for name, (enabled, active) in {"nb.service": (True, True),
+                                    "later.service": (False, False)}.items():
+        c = by_id[f"systemd-unit:nspawn:box:user:root:{name}"]
+        assert (c.attrs["enabled"], c.attrs["active"]) == (enabled, active), name
+        assert c.attrs["state_from"] == "systemctl" and c.attrs["scope"] == "user"
+        en = b.user_systemctl("is-enabled", name).stdout.strip() == "enabled"
+        ac = b.user_systemctl("is-active", name).stdout.strip() == "active"
+        assert (en, ac) == (enabled, active)                   # what systemctl --user says
+    assert by_id["systemd-unit:nspawn:box:user:root:nb.service"].paths == (f"{vol}/bin/sleeper",)
+    assert by_id["systemd-unit:nspawn:box:user:root:later.service"].paths == (f"{vol}/notebooks",)

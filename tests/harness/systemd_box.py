@@ -55,6 +55,7 @@ class SystemdBox:
     pid1: int
     cgroups: list[str] = field(default_factory=list)
     log: str = ""
+    helpers: list[subprocess.Popen] = field(default_factory=list)   # nsenter'd user managers
 
     def nsenter(self, *cmd: str, check: bool = False, timeout: float = 30
                 ) -> subprocess.CompletedProcess:
@@ -74,6 +75,29 @@ class SystemdBox:
             time.sleep(0.1)
         raise RuntimeError(f"box systemd not up (state {state!r}); log:\n{self._log_tail()}")
 
+    def user_systemctl(self, *args: str) -> subprocess.CompletedProcess:
+        return self.nsenter("env", "XDG_RUNTIME_DIR=/run/user/0", "systemctl", "--user",
+                            "--no-pager", *args)
+
+    def start_user_manager(self, unit: str = "vacate-user.target", timeout: float = 20.0
+                           ) -> None:
+        """``systemd --user`` for root inside the box (runtime dir /run/user/0 on the box's
+        private /run), starting only ``unit`` (a target in root's box-private home)."""
+        self.helpers.append(subprocess.Popen(
+            ["nsenter", "-t", str(self.pid1), "-a", "sh", "-c",
+             ("mkdir -p -m 700 /run/user/0 && XDG_RUNTIME_DIR=/run/user/0 "
+             f"exec {SYSTEMD} --user --unit={unit} --log-target=console --log-level=notice")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.user_systemctl("is-system-running").stdout.strip()
+            if state in ("running", "degraded"):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"user manager not up (state {state!r})")
+
     def _log_tail(self) -> str:
         try:
             with open(self.log, errors="replace") as f:
@@ -82,6 +106,17 @@ class SystemdBox:
             return ""
 
     def close(self) -> None:
+        for h in self.helpers:
+            # the user manager first: its nsenter parent (outside the box) must reap it, or
+            # the box's PID 1 waits for that zombie forever
+            if h.poll() is None:
+                self.user_systemctl("exit")
+                try:
+                    h.wait(5)
+                except subprocess.TimeoutExpired:
+                    h.kill()
+                    h.wait(5)
+        self.helpers.clear()
         try:
             os.kill(self.pid1, signal.SIGRTMIN + 4)      # orderly poweroff of the box
         except ProcessLookupError:
@@ -138,12 +173,24 @@ def _children(pid: int) -> list[int]:
 
 
 def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
-              files: dict[str, str] | None = None) -> SystemdBox:
+              files: dict[str, str] | None = None,
+              home: dict[str, str] | None = None) -> SystemdBox:
     """Boot a box whose ``/etc/systemd/system`` holds ``units`` (name -> text; a name with a
     ``/`` is a drop-in like ``x.service.d/override.conf``) and ``files`` (other files placed in
-    the same directory), with ``enable`` linked into the box's default target. The caller must
-    ``close()`` it."""
+    the same directory), with ``enable`` linked into the box's default target. ``home`` (path
+    relative to root's home -> text; a text starting with ``->`` makes a symlink) fills a
+    private directory mounted over ``/root`` inside the box. The caller must ``close()`` it."""
     workdir = tempfile.mkdtemp(prefix="vacate-systemd-box-")
+    home_dir = os.path.join(workdir, "root-home")
+    os.makedirs(home_dir, mode=0o700)
+    for rel, text in (home or {}).items():
+        path = os.path.join(home_dir, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if text.startswith("->"):
+            os.symlink(text[2:], path)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
     units_dir = os.path.join(workdir, "etc-systemd-system")
     os.makedirs(os.path.join(units_dir, f"{TARGET}.wants"))
     for u in MASK:
@@ -166,7 +213,7 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
     log = os.path.join(workdir, "systemd.log")
     inner = (
         "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
-        f"mount --bind {units_dir} /etc/systemd/system && "
+        f"mount --bind {units_dir} /etc/systemd/system && mount --bind {home_dir} /root && "
         "exec env -i container=vacate-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "
         f"{SYSTEMD} --system --unit={TARGET} --log-target=console --log-level=notice"
     )

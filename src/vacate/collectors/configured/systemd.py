@@ -311,6 +311,21 @@ def _manager(host: Host, view: VolumeView) -> list[str] | None:
     return ["systemctl"]
 
 
+def _user_manager(host: Host, view: VolumeView, uid: int) -> list[str] | None:
+    """The systemctl command line that reaches user ``uid``'s manager when it runs (its private
+    socket exists), or None."""
+    rt = f"/run/user/{uid}"
+    if shutil.which("systemctl") is None or \
+            not os.path.exists(local(host, f"{rt}/systemd/private")):
+        return None
+    base = ["env", f"XDG_RUNTIME_DIR={rt}", "systemctl", "--user"]
+    if view.pid is not None:
+        return ["nsenter", "-t", str(view.pid), "-a", *base] if shutil.which("nsenter") else None
+    if host.root != "/" or not host.live:
+        return None
+    return base
+
+
 def container_systemctl(view: VolumeView) -> str:
     """How a person reaches the systemd inside the container ``view.where`` names."""
     kind, _, name = view.where.partition(":")
@@ -483,15 +498,22 @@ def collect(host: Host, target: Target, view: VolumeView
             if hits or env_hits:
                 all_hits = hits + [h for _p, eh in env_hits for h in eh]
                 found.append((scope, name, unit, all_hits))
-    states: dict[str, dict[str, str]] = {}
-    if cmd:
-        sys_names = [n for s, n, _u, _h in found if s.kind == "system"]
-        states, prob = manager_state(cmd, sys_names)
-        if prob:
-            problems.append(prob)
+    states: dict[str, dict[str, dict[str, str]]] = {}      # scope id prefix -> unit -> props
+    for scope in {s.id_prefix: s for s, _n, _u, _h in found}.values():
+        if scope.kind == "system":
+            scmd = cmd
+        elif scope.user is not None:
+            scmd = _user_manager(host, view, scope.ctx.uid)
+        else:
+            scmd = None                   # global user units: one state per user, not asked
+        if scmd:
+            names = [n for s, n, _u, _h in found if s is scope]
+            states[scope.id_prefix], prob = manager_state(scmd, names)
+            if prob:
+                problems.append(prob)
     consumers = []
     for scope, name, unit, hits in found:
-        st = states.get(name) if scope.kind == "system" else None
+        st = states.get(scope.id_prefix, {}).get(name)
         c = _consumer(scope, name, unit, hits, st, _fallback_state(scope, name, unit),
                       target.path)
         if view.in_container and scope.kind == "system":
