@@ -29,6 +29,7 @@ def tree_and_volume(ext4_volume, tmp_path):
     (t / "etc").mkdir()
     (t / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n"
                                   "alice:x:1000:1000::/home/alice:/bin/bash\n"
+                                  "bob:x:1001:1001::/home/bob:/bin/bash\n"
                                   "svc:x:999:999::/var/lib/svc:/usr/sbin/nologin\n"
                                   "nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n")
     _link(t, "etc/models", f"{vol}/models")                          # absolute
@@ -44,6 +45,9 @@ def tree_and_volume(ext4_volume, tmp_path):
     _link(t, "etc/prefix", f"{vol}x/models")                          # /mntx is not /mnt
     _link(t, "etc/a/b/c/d/e/f/g/h/i/deep", vol)                       # below the depth limit
     _link(t, "var/lib/svc/x", vol)                                    # not a searched place
+    os.makedirs(f"{vol}/bob")                                         # a home that is a link
+    os.symlink(f"{vol}/models", f"{vol}/bob/models")                  # (on the volume: not walked)
+    _link(t, "home/bob", f"{vol}/bob")
     bind = t / "srv/vol"
     bind.mkdir()
     subprocess.run(["mount", "--bind", vol, str(bind)], check=True)
@@ -62,7 +66,9 @@ def test_links_into_the_volume_are_found(tree_and_volume):
     by = {c.id: c for c in consumers}
     assert set(by) == {"symlink:/etc/models", "symlink:/opt/app/data", "symlink:/srv/rel",
                        "symlink:/usr/local/bin/tool", "symlink:/srv/chain",
-                       "symlink:/home/alice/.cache/huggingface", "symlink:/etc/gone"}
+                       "symlink:/home/alice/.cache/huggingface", "symlink:/etc/gone",
+                       "symlink:/home/bob"}
+    assert by["symlink:/home/bob"].paths == (f"{vol}/bob",)
     assert by["symlink:/etc/models"].paths == (f"{vol}/models",)
     assert by["symlink:/opt/app/data"].paths == (vol,)
     assert by["symlink:/srv/rel"].paths == (f"{vol}/hf",)

@@ -89,6 +89,17 @@ def collect(host: Host, target: Target, view: VolumeView
     for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
         if view.to_host(root) is not None:
             continue        # the root itself is on the volume: never walk into it
+        try:
+            st = os.lstat(host.path(root))
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):    # /opt -> /data/opt: the root itself is the link
+            c = _link(host, view, root, host.path(root))
+            if c is not None:
+                consumers.append(c)
+            continue
+        if st.st_dev in vol_devs:
+            continue
         stack = [(root, 0)]
         while stack:
             d, depth = stack.pop()
