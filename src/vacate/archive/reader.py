@@ -72,8 +72,8 @@ def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event) -> No
         q.put(_EOF)
     except zstandard.ZstdError as e:
         q.put(PartError("corrupt", f"zstd: {e}"))
-    except OSError as e:
-        q.put(PartError("unreadable", str(e)))
+    except Exception as e:   # the reader must always learn how the stream ended
+        q.put(PartError("unreadable", f"{type(e).__name__}: {e}"))
 
 
 class _Stream:
