@@ -104,7 +104,7 @@ def start(timeout: float = 60.0) -> S3Server:
                 client.create_bucket(Bucket="vacate-probe")
                 client.delete_bucket(Bucket="vacate-probe")
                 return srv
-            except Exception:
+            except Exception:  # noqa: BLE001 (not up yet)
                 if time.monotonic() > deadline:
                     raise RuntimeError("weed did not answer S3 in time: " + _tail(workdir))
                 time.sleep(0.5)

@@ -72,7 +72,7 @@ def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event) -> No
         q.put(_EOF)
     except zstandard.ZstdError as e:
         q.put(PartError("corrupt", f"zstd: {e}"))
-    except Exception as e:   # the reader must always learn how the stream ended
+    except Exception as e:  # noqa: BLE001 (the reader must always learn how it ended)
         q.put(PartError("unreadable", f"{type(e).__name__}: {e}"))
 
 

@@ -9,6 +9,7 @@ are listed and aborted on resume: resuming restarts at the first part that was n
 
 from __future__ import annotations
 
+import contextlib
 import io
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
@@ -79,11 +80,10 @@ class _S3Sink:
 
     def abort(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        try:
+        # best effort: a failed abort leaves an upload that the next run aborts
+        with contextlib.suppress(Exception):
             self.t.client.abort_multipart_upload(Bucket=self.t.bucket, Key=self.key,
                                                  UploadId=self.upload_id)
-        except Exception:
-            pass
 
 
 class _Body(io.RawIOBase):
@@ -126,7 +126,7 @@ class S3Target:
         """Fail early, with a clear message, when the bucket cannot be reached."""
         try:
             self.client.head_bucket(Bucket=self.bucket)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (any failure here means "cannot reach it")
             code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
             why = {"404": "no such bucket", "NoSuchBucket": "no such bucket",
                    "403": "access denied"}.get(code, type(e).__name__)
