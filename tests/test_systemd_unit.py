@@ -197,6 +197,14 @@ def test_path_settings_with_prefixes_and_directories():
         ("ExecStart", "/data/o"), ("ExecStart", "/data/p"), ("X-Custom", "/data/custom")}
 
 
+def test_tilde_is_the_home_of_user_for_the_system_manager():
+    unit = load("x.service", "[Service]\nUser=ml\nWorkingDirectory=~\n")
+    refs = su.references(unit, su.Context(), {}, {"ml": "/data/home/ml"})
+    assert [(r.key, r.text) for r in refs if r.is_path] == [("WorkingDirectory", "/data/home/ml")]
+    refs = su.references(unit, su.Context(), {}, {})
+    assert [(r.key, r.text) for r in refs if r.is_path] == [("WorkingDirectory", "/root")]
+
+
 def test_home_tilde_in_working_directory():
     ctx = su.Context(user_manager=True, user="ml", uid=1000, home="/data/home/ml")
     unit = load("x.service", "[Service]\nWorkingDirectory=~\n")

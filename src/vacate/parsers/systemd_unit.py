@@ -485,11 +485,18 @@ def _strip_path_prefix(p: str) -> str:
     return p.lstrip("-+~") if p[:1] in "-+" else p
 
 
-def references(unit: Unit, ctx: Context, env: dict[str, str] | None = None) -> list[Reference]:
-    """Every value of the unit that may name a path, with the setting it came from."""
+def references(unit: Unit, ctx: Context, env: dict[str, str] | None = None,
+               homes: dict[str, str] | None = None) -> list[Reference]:
+    """Every value of the unit that may name a path, with the setting it came from.
+    ``homes`` (user -> home) resolves ``WorkingDirectory=~`` for a ``User=`` of the system
+    manager; otherwise ``~`` is the manager's own home."""
     env = env or {}
     refs: list[Reference] = []
     name = unit.name
+    tilde = ctx.home
+    users = unit.values("Service", "User")
+    if users and not ctx.user_manager:
+        tilde = (homes or {}).get(expand_specifiers(users[-1].value, name, ctx), tilde)
 
     def spec(a: Assignment) -> str:
         return expand_specifiers(a.value, name, ctx, unit.fragment)
@@ -505,7 +512,7 @@ def references(unit: Unit, ctx: Context, env: dict[str, str] | None = None) -> l
                          "Where", "SourcePath"):
                 p = v.lstrip("-")
                 if p.startswith("~"):
-                    p = ctx.home + p[1:]
+                    p = tilde + p[1:]
                 if p.startswith("/"):
                     refs.append(Reference(key, p, True, a))
             elif key == "EnvironmentFile":

@@ -58,6 +58,7 @@ class Scope:
     masked: set[str] = field(default_factory=set)
     linked: dict[str, str] = field(default_factory=dict)      # unit name -> link path
     dropin_dirs: dict[str, list[str]] = field(default_factory=dict)
+    homes: dict[str, str] = field(default_factory=dict)       # user -> home (for User= + ~)
 
 
 def _is_unit_name(name: str) -> bool:
@@ -207,10 +208,11 @@ def _passwd(host: Host) -> list[tuple[str, int, str]]:
 
 def scopes(host: Host) -> list[Scope]:
     """The system manager's search path, the global user one, and each home's."""
-    out = [Scope("system", SYSTEM_DIRS, su.Context())]
+    users = _passwd(host)
+    out = [Scope("system", SYSTEM_DIRS, su.Context(), homes={u: h for u, _i, h in users})]
     out.append(Scope("user", USER_GLOBAL_DIRS, su.Context(user_manager=True, user="%u", uid=0,
                                                           home="%h"), id_prefix="user:"))
-    for user, uid, home in _passwd(host):
+    for user, uid, home in users:
         if home in ("/", "/nonexistent"):
             continue
         d = posixpath.join(home, ".config/systemd/user")
@@ -281,7 +283,7 @@ def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
             env_hits.append((path, hits))
     env = su.environment(unit, ctx, env_texts)
     hits: list[Hit] = []
-    for r in su.references(unit, ctx, env):
+    for r in su.references(unit, ctx, env, scope.homes):
         a = r.assignment
         if r.is_path or _one_path(r.text):
             hp = view.to_host(r.text)
