@@ -27,7 +27,7 @@ def cache_dir(ctx: Ctx) -> Classification | None:
         return _c(ctx, "Hugging Face cache root", "hub/ datasets/ inside", 0.85)
     if n == "xet" and lst.dirs:
         return _c(ctx, "Hugging Face xet cache", "name xet", 0.7)
-    if n in ("torch", "hub") and "checkpoints" in lst.dirs:
+    if (n == "hub" and "checkpoints" in lst.dirs) or (n == "torch" and "hub" in lst.dirs):
         return _c(ctx, "torch hub cache", "hub/checkpoints")
     if n in (".triton", "triton") and "cache" in lst.dirs or (n == "cache" and ctx.path.endswith(
             ".triton/cache")):

@@ -45,8 +45,9 @@ def checkpoint_dir(ctx: Ctx) -> Classification | None:
         return None
     model = hf_model.describe(ctx.reader, ctx.path, lst, ctx.stats.apparent_bytes) \
         if lst.has("config.json") or lst.with_suffix(".safetensors", ".bin") else None
-    if step is None and model is None and len(state) < 2:
-        return None
+    if step is None and (model is None and len(state) < 2
+                         or any(d.startswith("global_step") for d in lst.dirs)):
+        return None     # a run holding checkpoints (DeepSpeed's latest + global_stepN/)
     ts = ctx.reader.json(ctx.join("trainer_state.json"), what="trainer_state.json") \
         if "trainer_state.json" in lst.files else None
     if isinstance(ts, dict) and isinstance(ts.get("global_step"), int):

@@ -47,6 +47,13 @@ def _ref(ctx: Ctx, gitdir: str, ref: str) -> str | None:
 @dirs
 def git_checkout(ctx: Ctx) -> Classification | None:
     lst = ctx.listing()
+    if ".git" in lst.files and not lst.files[".git"].is_link:
+        # A linked worktree or a submodule: .git is a file naming the real git directory.
+        text = ctx.reader.text(ctx.join(".git"), 4096) or ""
+        where = text.partition("gitdir:")[2].strip()
+        return cls("source-code", f"git worktree/submodule checkout (git dir {where or '?'}), "
+                   f"{human_bytes(ctx.stats.apparent_bytes)}", confidence=0.8,
+                   evidence=(".git file",), gitdir=where or None)
     if ".git" not in lst.dirs:
         return None
     gitdir = ctx.join(".git")

@@ -71,13 +71,15 @@ def flatten(nodes: list[Node]) -> list[Node]:
 def checkpoint_set(ctx: Ctx) -> Classification | None:
     kids = [k for k in ctx.children or () if not k.path.endswith(os.sep + "*")]
     ck = [k for k in kids if k.classification.kind == "checkpoint"]
-    if len(ck) < 2 or len(ck) < 0.6 * len([k for k in kids if k.is_dir]):
+    need = 1 if ctx.listing().has("latest") else 2      # DeepSpeed names its newest one
+    if len(ck) < need or len(ck) < 0.6 * len([k for k in kids if k.is_dir]):
         return None
     drafts = [k for k in ck if "draft" in k.classification.label]
     names = sorted((os.path.basename(k.path) for k in ck), key=_natural)
-    what = f"{len(ck)} " + ("draft-model checkpoints" if len(drafts) == len(ck)
-                            else "checkpoints")
-    return cls("training-output", f"{what} ({names[0]} … {names[-1]}), "
+    what = f"{len(ck)} " + ("draft-model checkpoint" if len(drafts) == len(ck)
+                            else "checkpoint") + ("s" if len(ck) > 1 else "")
+    span = f"{names[0]} … {names[-1]}" if len(names) > 1 else names[0]
+    return cls("training-output", f"{what} ({span}), "
                f"{human_bytes(ctx.stats.apparent_bytes)}", recoverable="unique", confidence=0.85,
                evidence=("checkpoint directories",), checkpoints=len(ck),
                first=names[0], last=names[-1])

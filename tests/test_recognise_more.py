@@ -1,0 +1,230 @@
+"""Recognisers on artifacts made by the real tools: qemu-img disk images, dpkg-deb and
+rpmbuild packages, a gcore core dump, HF Trainer / DeepSpeed / torch.distributed
+checkpoints, webdataset tars, git worktrees, and the name-only cases marked as guesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from test_recognise import git, scan_tree, small_model, specforge_checkout
+
+
+def need(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (scripts/test-deps.sh installs them)")
+
+
+def run(*cmd: str, cwd: str | None = None) -> None:
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def kinds(items) -> dict[str, tuple[str, str | None]]:
+    return {n: (i.classification.kind, i.classification.recoverable) for n, i in items.items()}
+
+
+def test_disk_images_made_by_qemu_img(tmp_path):
+    need("qemu-img", "sfdisk")
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    for fmt in ("qcow2", "vmdk", "vdi", "vhdx"):
+        run("qemu-img", "create", "-q", "-f", fmt, str(vol / f"disk.{fmt}"), "1G")
+    run("qemu-img", "create", "-q", "-f", "raw", str(vol / "gpt.img"), "8M")
+    subprocess.run(["sfdisk", "-q", str(vol / "gpt.img")], input=b"label: gpt\n,\n",
+                   check=True, capture_output=True)
+    (vol / "blank.img").write_bytes(b"\0" * 4096)
+    items, _ = scan_tree(str(vol))
+    for fmt in ("qcow2", "vmdk", "vdi", "vhdx"):
+        c = items[f"disk.{fmt}"].classification
+        assert (c.kind, c.details["format"], c.recoverable) == ("vm-image", fmt, "unique"), fmt
+        assert c.confidence >= 0.9
+    assert items["disk.qcow2"].classification.details["qcow2_version"] == 3
+    gpt = items["gpt.img"].classification
+    assert (gpt.kind, gpt.details["partition_table"]) == ("vm-image", "GPT")
+    assert items["blank.img"].classification.kind == "file"      # no signature: not claimed
+
+
+def test_packages_made_by_dpkg_deb_and_rpmbuild(tmp_path):
+    need("dpkg-deb", "rpmbuild")
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    pkg = tmp_path / "pkg"
+    os.makedirs(pkg / "DEBIAN")
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: vacate-probe\nVersion: 1.2-3\nArchitecture: amd64\nMaintainer: t <t@t>\n"
+        "Description: probe\n")
+    run("dpkg-deb", "--build", "--root-owner-group", str(pkg),
+        str(vol / "vacate-probe_1.2-3_amd64.deb"))
+    top = tmp_path / "rpm"
+    os.makedirs(top / "SPECS")
+    (top / "SPECS" / "p.spec").write_text(
+        "Name: vacate-probe\nVersion: 1.2\nRelease: 3\nSummary: probe\nLicense: MIT\n"
+        "BuildArch: noarch\n%description\nprobe\n%files\n")
+    run("rpmbuild", "-bb", "--quiet", "--define", f"_topdir {top}", str(top / "SPECS" / "p.spec"))
+    shutil.copy(top / "RPMS" / "noarch" / "vacate-probe-1.2-3.noarch.rpm", vol)
+    (vol / "fake_1.0_amd64.deb").write_bytes(b"not an ar archive")
+    items, _ = scan_tree(str(vol))
+    deb = items["vacate-probe_1.2-3_amd64.deb"].classification
+    assert (deb.kind, deb.details["version"], deb.confidence) == ("installer", "1.2-3", 0.85)
+    rpm = items["vacate-probe-1.2-3.noarch.rpm"].classification
+    assert (rpm.kind, rpm.details["product"], rpm.confidence) == ("installer", "vacate-probe",
+                                                                  0.85)
+    assert items["fake_1.0_amd64.deb"].classification.confidence <= 0.5
+
+
+def test_core_dump_made_by_gcore(tmp_path):
+    need("gcore")
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        run("gcore", "-o", str(vol / "core"), str(p.pid))
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    (vol / "core.txt").write_text("not a core")
+    items, _ = scan_tree(str(vol))
+    c = items[f"core.{p.pid}"].classification
+    assert (c.kind, c.recoverable) == ("core-dump", "unique")
+    assert items["core.txt"].classification.kind != "core-dump"
+
+
+def test_trainer_deepspeed_and_distcp_checkpoints(tmp_path):
+    run_dir = tmp_path / "vol" / "llama-sft"
+    for step in (500, 1000, 1500):
+        d = run_dir / f"checkpoint-{step}"
+        small_model(str(d))
+        (d / "trainer_state.json").write_text(json.dumps({"global_step": step, "epoch": 1.0}))
+        for n in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+            (d / n).write_bytes(b"PK\x03\x04")
+    os.makedirs(run_dir / "runs" / "Dec01_00-00-00")
+    (run_dir / "runs" / "Dec01_00-00-00" / "events.out.tfevents.1733011200.host.1.0") \
+        .write_bytes(b"\0" * 64)
+    ds = tmp_path / "vol" / "ds-run" / "global_step200"
+    os.makedirs(ds)
+    for n in ("zero_pp_rank_0_mp_rank_00_optim_states.pt", "mp_rank_00_model_states.pt"):
+        (ds / n).write_bytes(b"\0" * 128)
+    (ds.parent / "latest").write_text("global_step200")
+    dcp = tmp_path / "vol" / "step_300"
+    os.makedirs(dcp)
+    for n in ("__0_0.distcp", "__1_0.distcp", ".metadata"):
+        (dcp / n).write_bytes(b"\0" * 64)
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    run_c = items["llama-sft"].classification
+    assert (run_c.kind, run_c.recoverable) == ("training-output", "unique")
+    assert run_c.details["checkpoints"] == 3
+    ck = items["llama-sft/checkpoint-1500"].classification
+    assert (ck.kind, ck.details["step"]) == ("checkpoint", 1500)
+    assert "optimizer state" in ck.label and ck.details["parameters"] > 0
+    tb = items["llama-sft/runs/Dec01_00-00-00"].classification
+    assert tb.kind == "logs" and tb.details["tool"] == "tensorboard"
+    assert items["ds-run"].classification.kind == "training-output"
+    assert items["ds-run/global_step200"].classification.kind == "checkpoint"
+    d = items["step_300"].classification
+    assert d.kind == "checkpoint" and "torch.distributed shards" in d.label
+
+
+def test_datasets(tmp_path):
+    vol = tmp_path / "vol"
+    wds = vol / "laion-wds"
+    os.makedirs(wds)
+    for i in range(3):
+        with tarfile.open(wds / f"shard-{i:06d}.tar", "w") as t:
+            src = tmp_path / f"{i}.txt"
+            src.write_text("caption")
+            t.add(src, arcname=f"{i:09d}.txt")
+    chat = vol / "chat"
+    os.makedirs(chat)
+    for i in range(2):
+        (chat / f"train-{i}.jsonl").write_text(json.dumps(
+            {"messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "hello"}]}) + "\n")
+    hfds = vol / "hf-datasets" / "squad" / "plain_text" / "0.0.0" / "abc123"
+    os.makedirs(hfds)
+    (hfds / "dataset_info.json").write_text(json.dumps({"dataset_name": "squad"}))
+    (hfds / "squad-train.arrow").write_bytes(b"ARROW1\0\0" + b"\0" * 100)
+    items, _ = scan_tree(str(vol))
+    w = items["laion-wds"].classification
+    assert (w.kind, w.details["format"], w.details["shards"]) == ("dataset", "tar", 3)
+    assert "webdataset" in w.label
+    c = items["chat"].classification
+    assert (c.kind, c.details["format_name"]) == ("dataset", "chat messages")
+    h = items["hf-datasets/squad/plain_text/0.0.0/abc123"].classification
+    assert (h.kind, h.recoverable, h.guess) == ("dataset", "re-downloadable", True)
+
+
+def test_name_only_installers_and_local_wheels(tmp_path):
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    for n in ("NVIDIA-Linux-x86_64-580.82.07.run",
+              "cudnn-linux-x86_64-9.10.2.21_cuda12-archive.tar.xz",
+              "nccl_2.27.3-1+cuda12.9_x86_64.txz", "Miniforge3-25.3.0-3-Linux-x86_64.sh"):
+        (vol / n).write_bytes(b"\0" * 64)
+    (vol / "torch-2.7.1+cu128-cp312-cp312-linux_x86_64.whl").write_bytes(b"PK\x03\x04" + b"\0" * 9)
+    items, _ = scan_tree(str(vol))
+    drv = items["NVIDIA-Linux-x86_64-580.82.07.run"].classification
+    assert drv.kind == "installer" and drv.guess and drv.details["version"] == "580.82.07"
+    assert drv.source.endswith("/580.82.07/NVIDIA-Linux-x86_64-580.82.07.run")
+    cudnn = items["cudnn-linux-x86_64-9.10.2.21_cuda12-archive.tar.xz"].classification
+    assert (cudnn.details["product"], cudnn.details["cuda"]) == ("cuDNN", "12")
+    assert items["nccl_2.27.3-1+cuda12.9_x86_64.txz"].classification.details["product"] == "NCCL"
+    mf = items["Miniforge3-25.3.0-3-Linux-x86_64.sh"].classification
+    assert mf.kind == "installer" and "github.com/conda-forge/miniforge" in mf.source
+    whl = items["torch-2.7.1+cu128-cp312-cp312-linux_x86_64.whl"].classification
+    assert whl.kind == "installer" and whl.recoverable is None      # not on PyPI as such
+
+
+def test_containers_caches_and_worktrees(tmp_path):
+    vol = tmp_path / "vol"
+    oci = vol / "oci"
+    os.makedirs(oci / "blobs" / "sha256")
+    (oci / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (oci / "index.json").write_text('{"schemaVersion": 2, "manifests": []}')
+    dk = vol / "docker"
+    for d in ("image", "overlay2", "containers", "volumes"):
+        os.makedirs(dk / d)
+        (dk / d / "x").write_bytes(b"x")
+    with open(vol / "app.sif", "wb") as f:
+        f.write(b"#!/usr/bin/env run-singularity\n\0SIF_MAGIC\0" + b"\0" * 100)
+    for path in ("ccache/ccache.conf", ".triton/cache/ab/k.so", "torch/hub/checkpoints/r.pth"):
+        os.makedirs(vol / os.path.dirname(path), exist_ok=True)
+        (vol / path).write_bytes(b"x" * 10)
+    main = tmp_path / "main"
+    specforge_checkout(str(main))
+    git(str(main), "worktree", "add", "-q", str(vol / "wt"))
+    items, _ = scan_tree(str(vol))
+    k = kinds(items)
+    assert k["oci"][0] == k["docker"][0] == k["app.sif"][0] == "container-image"
+    assert k["ccache"] == k[".triton"] == k["torch"] == ("cache", "regenerable")
+    assert k["wt"][0] == "source-code"
+    assert str(main / ".git" / "worktrees") in items["wt"].classification.details["gitdir"]
+
+
+def test_gguf_directory_and_safetensors_file(tmp_path):
+    import gguf
+
+    vol = tmp_path / "vol"
+    os.makedirs(vol / "ggufs")
+    for q in ("a", "b"):
+        w = gguf.GGUFWriter(str(vol / "ggufs" / f"m-{q}.gguf"), "llama")
+        w.add_file_type(0)
+        w.add_tensor("t", np.zeros(8, np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    save_file({"w": np.zeros((4, 4), np.float32)}, str(vol / "adapter.safetensors"))
+    items, _ = scan_tree(str(vol))
+    g = items["ggufs"].classification
+    assert g.kind == "directory" and "2 GGUF files" in g.label
+    assert items["ggufs/m-a.gguf"].classification.details["quantization"] == "F32"
+    s = items["adapter.safetensors"].classification
+    assert (s.kind, s.details["parameters"], s.details["dtype"]) == ("model", 16, "fp32")
