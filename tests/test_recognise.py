@@ -749,6 +749,32 @@ def test_hostile_configs(tmp_path):
     assert "malformed-file" in codes(problems, "gguf")
 
 
+def test_looking_does_not_touch_access_times(tmp_path):
+    """atimes are evidence of use: reading headers and configs must not refresh them."""
+    def aged(p):
+        st = os.stat(p)
+        os.utime(p, (st.st_mtime - 86400 * 30, st.st_mtime))   # read a month before its mtime
+        return os.stat(p).st_atime
+
+    control = tmp_path / "control.json"
+    control.write_text("{}")
+    before = aged(control)
+    control.read_bytes()
+    if os.stat(control).st_atime == before:
+        pytest.skip("this filesystem does not update atimes (noatime)")
+    nvfp4_model(str(tmp_path / "vol" / "m"), shards=2, rows=100)
+    watched = [str(tmp_path / "vol" / "m" / n) for n in (
+        "config.json", "hf_quant_config.json", "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors")] + [str(tmp_path / "vol" / "m")]
+    times = {p: aged(p) for p in watched}
+    w = walk.walk(str(tmp_path / "vol"))
+    times[str(tmp_path / "vol" / "m")] = aged(str(tmp_path / "vol" / "m"))  # the walk's own
+    items = tuple(Item("item:m", p, None, d, s) for p, d, s in w.top)
+    out, _ = annotate(items, w.dirs)
+    assert out[0].classification.details["parameters"] > 0          # it did read them
+    assert {p: os.stat(p).st_atime for p in watched} == times
+
+
 def test_item_budget_is_kept(tmp_path):
     """A huge tree is not read to the end: the recognisers stop at their time budget."""
     d = tmp_path / "vol" / "many"

@@ -8,13 +8,14 @@ says how sure it is in ``confidence``; the registry keeps the most confident ans
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as S
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vacate.model.inventory import Classification, Stats
-from vacate.recognise.read import Reader
+from vacate.recognise.read import Reader, open_noatime
 
 LIST_CAP = 5000          # entries looked at per directory
 HEAD = 4096              # bytes of a file's head read once and shared
@@ -107,7 +108,13 @@ def list_dir(path: str, reader: Reader) -> Listing:
     truncated = False
     try:
         cap = min(LIST_CAP, max(reader.entries_left, 64))
-        with os.scandir(path) as it:
+        fd = open_noatime(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):   # absent: just absent
+            reader.warn("unreadable-dir", path, e.strerror or str(e))
+        return Listing((), {}, False, True)
+    try:
+        with os.scandir(fd) as it:
             for n, e in enumerate(it):
                 if n >= cap:
                     truncated = True
@@ -125,6 +132,8 @@ def list_dir(path: str, reader: Reader) -> Listing:
     except OSError as e:
         reader.warn("unreadable-dir", path, e.strerror or str(e))
         return Listing((), {}, False, True)
+    finally:
+        os.close(fd)
     dirs.sort()
     return Listing(tuple(dirs), files, truncated)
 

@@ -18,6 +18,21 @@ INDEX_CAP = 64 * 1024 * 1024    # model.safetensors.index.json of the biggest mo
 TEXT_CAP = 1024 * 1024
 
 
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_noatime(path: str, flags: int) -> int:
+    """Open without touching the access time: the scan reports atimes as evidence of use, so
+    looking must not make a file look used. O_NOATIME needs ownership or CAP_FOWNER; without
+    it, open normally."""
+    if _NOATIME:
+        try:
+            return os.open(path, flags | _NOATIME)
+        except PermissionError:
+            pass
+    return os.open(path, flags)
+
+
 class Reader:
     """Reads on behalf of one top-level item; collects the problems met and keeps the time
     spent under ``budget_s`` (after that, ``expired`` is True and callers stop looking)."""
@@ -59,7 +74,7 @@ class Reader:
         else:
             flags |= os.O_NOFOLLOW
         try:
-            fd = os.open(real, flags)
+            fd = open_noatime(real, flags)
         except OSError as e:
             if not quiet:
                 self.warn("unreadable", path, e.strerror or str(e))
