@@ -344,7 +344,9 @@ class _Writer:
     def add_dirs(self, dirs: list[SourceEntry]) -> None:
         """All directories, in the final part (after every file they hold)."""
         part = self._open_part()
-        for se in dirs:
+        # depth-first pre-order, as tar itself writes: GNU tar applies a directory's mtime
+        # once it leaves that directory, so nothing may be created in it afterwards
+        for se in sorted(dirs, key=lambda d: d.arcpath.split(b"/")):
             st = se.st
             e = mf.Entry(se.arcpath, "dir", part.name, mode=S.S_IMODE(st.st_mode),
                          uid=st.st_uid, gid=st.st_gid, user=self.names.user(st.st_uid),
