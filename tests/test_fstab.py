@@ -53,6 +53,7 @@ def test_collect_finds_every_way_fstab_uses_the_volume(ext4_volume, tmp_path):
         "/dev/sda1 / ext4 defaults 0 1",                                   # 11: unrelated
         "garbage",                                                         # 12: malformed
         f"{ext4_volume.device} /srv/bydev ext4 noauto 0 0",                # 13: device node
+        f"UUID=00000000-1111-2222-3333-555555555555 {vol} ext4 noauto 0 0",  # 14: same place
     ]
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "fstab").write_text("\n".join(lines) + "\n")
@@ -60,7 +61,8 @@ def test_collect_finds_every_way_fstab_uses_the_volume(ext4_volume, tmp_path):
     target = resolve_target(vol)
     consumers, problems = fstab_src.collect(host, target, host_view(target))
     by_line = {c.attrs["line"]: c for c in consumers}
-    assert sorted(by_line) == [2, 3, 5, 6, 7, 8, 9, 13]
+    assert sorted(by_line) == [2, 3, 5, 6, 7, 8, 9, 13, 14]
+    assert by_line[14].attrs["relations"] == ["same-mountpoint"]
     assert all(c.type == "fstab" and not c.live for c in consumers)
     assert by_line[2].id == "fstab:/etc/fstab:2"
     assert by_line[2].attrs["relations"] == ["mounts-volume"]

@@ -85,9 +85,9 @@ class DockerBox:
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            for c in self.containers:
+            if self.containers:
                 with contextlib.suppress(Exception):
-                    self.docker("rm", "-f", c, check=False, timeout=60)
+                    self.docker("rm", "-f", *self.containers, check=False, timeout=60)
             kids = _children(self.proc.pid)   # its containerd
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -103,6 +103,9 @@ class DockerBox:
             ours = [ln.split()[4] for ln in f if ln.split()[4].startswith(self.workdir)]
         for m in sorted(ours, key=len, reverse=True):
             subprocess.run(["umount", "-l", m], capture_output=True, check=False)
+        # the image's layers are tens of thousands of files: rm(1) is ~3x faster than rmtree
+        subprocess.run(["rm", "-rf", "--one-file-system", self.workdir], capture_output=True,
+                       check=False)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

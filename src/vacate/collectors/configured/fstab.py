@@ -41,7 +41,13 @@ def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevic
         mp = target_rel.rstrip("/") + "/" + mp
     mp_host = view.to_host(mp) if mp.startswith("/") else None
     if mp_host is not None and not how:
-        uses.append(("mountpoint-on-volume", mp_host, "mount point lies on the volume"))
+        if mp_host == volume_path and entry.target.startswith("/"):
+            # the volume's own mount point, with a source not recognised as the volume: its
+            # own entry with a stale tag, or something else that would be mounted over it
+            note = "mounts something at the volume's mount point (source not recognised)"
+            uses.append(("same-mountpoint", mp_host, note))
+        else:
+            uses.append(("mountpoint-on-volume", mp_host, "mount point lies on the volume"))
     for tok, host_path in view.paths_in_text(",".join(entry.options)):
         uses.append(("option-path", host_path, f"mount option names {tok}"))
     return uses
