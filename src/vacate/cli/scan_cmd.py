@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
@@ -17,6 +18,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, metavar="N", help="largest files to show")
     p.add_argument("--ncdu", metavar="FILE",
                    help="also write the whole tree in ncdu's JSON format (browse: ncdu -f FILE)")
+    p.add_argument("--no-recognise", dest="recognise", action="store_false",
+                   help="sizes only: do not read files to tell what each item is")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress on stderr (default: when stderr is a terminal)")
     return p
@@ -56,13 +59,17 @@ def run(args, env: Env) -> int:
 
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
         result = scan(args.path, host=env.host, keep_largest=max(args.top, 50),
-                      progress=progress, record_tree=bool(args.ncdu))
+                      progress=progress, record_tree=bool(args.ncdu),
+                      recognise_items=args.recognise)
     if args.ncdu:
         from vacate.output import ncdu
 
         ncdu.write_file(result, args.ncdu)
     if args.json:
-        env.stdout.write(jsonfmt.dumps(jsonfmt.scan_doc(result)))
+        # one line: a scan of millions of files has a drill-down record per directory, and
+        # indenting it would take longer than the walk (pipe it through jq to read it)
+        json.dump(jsonfmt.scan_doc(result), env.stdout, ensure_ascii=True)
+        env.stdout.write("\n")
     else:
         scan_view.render(result, env.console(), top=args.top)
         if args.ncdu:

@@ -29,9 +29,9 @@ def mount_of(mounts: tuple[Mount, ...], path: str) -> Mount:
     top when several share a mountpoint (mountinfo lists them in mount order)."""
     best: Mount | None = None
     for m in mounts:
-        if is_under(path, m.mountpoint):
-            if best is None or len(m.mountpoint) >= len(best.mountpoint):
-                best = m
+        if is_under(path, m.mountpoint) and (best is None
+                                             or len(m.mountpoint) >= len(best.mountpoint)):
+            best = m
     if best is None:
         raise NotFound(f"no mount holds {path!r}")
     return best

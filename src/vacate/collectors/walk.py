@@ -15,8 +15,9 @@ per directory, not per file. Files with more than one link are reported as (dev,
 and counted once, at the smallest path, after all workers are done.
 
 Paths are ``str`` decoded with ``surrogateescape`` (PEP 383), so any byte name survives.
-Subtrees deeper than ``DEEP`` characters are walked through directory fds only, so paths longer
-than PATH_MAX work. Standard library only.
+Below the directories handed to a worker (opened by path), every directory is opened relative to
+its parent's fd, so paths longer than PATH_MAX work (one fd is held per level).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from dataclasses import dataclass
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
 
-DEEP = 3000            # longer paths are opened relative to their parent's fd, never by name
-INLINE_ENTRIES = 4000   # walk this many entries in-process before starting workers
+DEEP = 3000            # paths this long are never opened by name (nor handed to another worker)
+INLINE_ENTRIES = 3000   # walk this many entries in-process before starting workers
 _FMT = 0o170000
 _DIR = 0o040000
 _REG = 0o100000
@@ -135,25 +136,29 @@ class _Walker:
     # -- one directory -------------------------------------------------------------------
     def listdir(self, fd: int, path: str, dst: os.stat_result, pending: list) -> None:
         """Stat every entry of the open directory ``fd``; record the directory's own aggregate
-        and append its subdirectories to ``pending`` as (name, stat)."""
+        and append its subdirectories to ``pending`` as (name, stat).
+
+        This is the hot loop (once per entry): it does the least work per entry. Directories
+        that need more (the walk's root, mountpoints below, recording the whole tree) go
+        through :meth:`listdir_full`, which does the same plus those."""
+        part = self.part
+        if self.record or (not part.dirs and part.topfiles is not None) or (
+                self.skip and path in self.skip):
+            self.listdir_full(fd, path, dst, pending)
+            return
         app = dst.st_size
         blk = dst.st_blocks
         mt = dst.st_mtime
         at = dst.st_atime
         files = 0
-        part = self.part
         thr = self.thr
         thr_b = thr // 512
-        topfiles = part.topfiles if not part.dirs and part.topfiles is not None else None
-        skip = self.skip.get(path) if self.skip else None
-        rec = [] if self.record else None
-        read_error = False
+        links = part.links
         try:
             it = os.scandir(fd)
         except OSError as e:
             self.warn("unreadable-dir", path, e)
             it = None
-            read_error = True
         if it is not None:
             with it:
                 try:
@@ -161,45 +166,94 @@ class _Walker:
                         try:
                             st = e.stat(follow_symlinks=False)
                         except OSError as err:
-                            code = "vanished" if isinstance(err, FileNotFoundError) else "unreadable"
-                            self.warn(code, _join(path, e.name), err)
+                            self.bad_entry(path, e.name, err)
                             continue
                         mode = st.st_mode & _FMT
                         if mode == _DIR:
                             pending.append((e.name, st))
                             continue
-                        if skip is not None and e.name in skip:
-                            continue        # a file bind-mounted over: not ours
                         files += 1
-                        if rec is not None:
-                            rec.append((e.name, st.st_size, st.st_blocks, st.st_mtime,
-                                        st.st_ino, st.st_nlink, mode))
                         size = st.st_size
                         b = st.st_blocks
-                        if mode == _REG and (size > thr or b > thr_b):
+                        if (size > thr or b > thr_b) and mode == _REG:
                             self.note_large(_join(path, e.name), st)
                             thr = self.thr
                             thr_b = thr // 512
                         if st.st_nlink > 1:
-                            part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime,
-                                               st.st_atime, _join(path, e.name)))
-                            if topfiles is not None:
-                                topfiles.append((e.name, 0, 0, None, None))
+                            links.append((st.st_dev, st.st_ino, size, b, st.st_mtime,
+                                          st.st_atime, _join(path, e.name)))
                             continue
                         app += size
                         blk += b
-                        mt = max(mt, st.st_mtime)
-                        at = max(at, st.st_atime)
-                        if topfiles is not None:
-                            topfiles.append((e.name, size, b, st.st_mtime, st.st_atime))
+                        m = st.st_mtime
+                        if m > mt:  # noqa: PLR1730 (a compare is cheaper than max() here)
+                            mt = m
+                        m = st.st_atime
+                        if m > at:  # noqa: PLR1730
+                            at = m
                 except OSError as err:
                     self.warn("unreadable-dir", path, err)
-                    read_error = True
         part.dirs.append((path, app, blk, files, mt, at))
         part.entries += files + 1
         part.nbytes += blk * 512
-        if skip is not None:
-            pending[:] = [(n, s) for n, s in pending if n not in skip]
+
+    def bad_entry(self, path: str, name: str, err: OSError) -> None:
+        code = "vanished" if isinstance(err, FileNotFoundError) else "unreadable"
+        self.warn(code, _join(path, name), err)
+
+    def listdir_full(self, fd: int, path: str, dst: os.stat_result, pending: list) -> None:
+        """:meth:`listdir` for the directories that need more: the walk's root (its files are
+        items of their own), a directory holding mountpoints (left out), and every directory
+        when the whole tree is recorded (``record``)."""
+        app = dst.st_size
+        blk = dst.st_blocks
+        mt = dst.st_mtime
+        at = dst.st_atime
+        files = 0
+        part = self.part
+        topfiles = part.topfiles if not part.dirs and part.topfiles is not None else None
+        skip = self.skip.get(path) if self.skip else None
+        rec = [] if self.record else None
+        read_error = False
+        entries: list = []
+        try:
+            with os.scandir(fd) as it:
+                for e in it:
+                    try:
+                        entries.append((e.name, e.stat(follow_symlinks=False)))
+                    except OSError as err:
+                        self.bad_entry(path, e.name, err)
+        except OSError as e:
+            self.warn("unreadable-dir", path, e)
+            read_error = True
+        for name, st in entries:
+            if skip is not None and name in skip:
+                continue        # a mountpoint: not ours
+            mode = st.st_mode & _FMT
+            if mode == _DIR:
+                pending.append((name, st))
+                continue
+            files += 1
+            size, b = st.st_size, st.st_blocks
+            if rec is not None:
+                rec.append((name, size, b, st.st_mtime, st.st_ino, st.st_nlink, mode))
+            if mode == _REG and (size > self.thr or b * 512 > self.thr):
+                self.note_large(_join(path, name), st)
+            if st.st_nlink > 1:
+                part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime, st.st_atime,
+                                   _join(path, name)))
+                size = b = 0
+            else:
+                app += size
+                blk += b
+                mt = max(mt, st.st_mtime)
+                at = max(at, st.st_atime)
+            if topfiles is not None:
+                topfiles.append((name, size, b, st.st_mtime if b or size else None,
+                                 st.st_atime if b or size else None))
+        part.dirs.append((path, app, blk, files, mt, at))
+        part.entries += files + 1
+        part.nbytes += blk * 512
         if rec is not None:
             part.listing.append((path, dst.st_size, dst.st_blocks, dst.st_mtime, dst.st_ino,
                                  rec, tuple(sorted(skip or ())), read_error))
@@ -228,36 +282,53 @@ class _Walker:
     # -- subtrees ------------------------------------------------------------------------
     def subtree(self, path: str, dev: int, ino: int) -> None:
         """Walk the directory ``path`` (expected to be ``dev``/``ino``) and all below it."""
-        stack: list[tuple[str, int, int]] = [(path, dev, ino)]
-        pending: list[tuple[str, os.stat_result]] = []
+        try:
+            fd = _opendir(path)
+        except OSError as e:
+            self.unopenable(path, e)
+            return
+        dst = os.fstat(fd)
+        if (dst.st_dev, dst.st_ino) != (dev, ino):
+            os.close(fd)
+            self.warn("changed", path, "replaced while it was being walked; skipped")
+            return
+        self.descend(fd, path, dst)
+
+    def descend(self, fd: int, path: str, st: os.stat_result) -> None:
+        """Walk the open directory ``fd`` (closed when done) depth-first, opening each
+        subdirectory relative to its parent's fd: one fd per level, no path lookups, and no
+        limit on the length of a path."""
+        pending: list = []
+        try:
+            self.listdir(fd, path, st, pending)
+        except BaseException:
+            os.close(fd)
+            raise
+        levels: list[tuple[int, str, list]] = [(fd, path, pending)]
         n = 0
-        while stack:
-            dpath, dev, ino = stack.pop()
-            try:
-                fd = _opendir(dpath)
-            except OSError as e:
-                self.unopenable(dpath, e)
-                continue
-            try:
-                dst = os.fstat(fd)
-                if (dst.st_dev, dst.st_ino) != (dev, ino):
-                    self.warn("changed", dpath, "replaced while it was being walked; skipped")
+        try:
+            while levels:
+                fd, dpath, todo = levels[-1]
+                if not todo:
+                    os.close(fd)
+                    levels.pop()
                     continue
-                pending.clear()
-                self.listdir(fd, dpath, dst, pending)
-                for name, sst in pending:
-                    sub = _join(dpath, name)
-                    if sst.st_dev != dev and self.crosses(sub, sst):
-                        continue
-                    if len(sub) > DEEP:
-                        self.deep(fd, name, sub, sst)
-                    else:
-                        stack.append((sub, sst.st_dev, sst.st_ino))
-            finally:
+                cname, cst = todo.pop()
+                cpath = _join(dpath, cname)
+                if cst.st_dev != self.root_dev and self.crosses(cpath, cst):
+                    continue
+                cfd = self.open_at(fd, cname, cpath, cst)
+                if cfd is None:
+                    continue
+                sub: list = []
+                levels.append((cfd, cpath, sub))
+                self.listdir(cfd, cpath, cst, sub)
+                n += 1
+                if n & 63 == 0 and self.conn is not None:
+                    self.tick(levels)
+        finally:
+            for fd, _, _ in levels:
                 os.close(fd)
-            n += 1
-            if n & 63 == 0:
-                self.tick(stack)
 
     def unopenable(self, path: str, err: OSError, st: os.stat_result | None = None) -> None:
         """A directory that could not be opened: gone (nothing to count), or unreadable (its
@@ -276,41 +347,6 @@ class _Walker:
             self.part.listing.append((path, st.st_size, st.st_blocks, st.st_mtime, st.st_ino,
                                       [], (), True))
 
-    def deep(self, parent_fd: int, name: str, path: str, st: os.stat_result) -> None:
-        """Walk a subtree whose paths are too long to open by name: through dir fds only,
-        holding one fd per level."""
-        levels: list[tuple[int, str, list]] = []
-        fd = self.open_at(parent_fd, name, path, st)
-        if fd is None:
-            return
-        pending: list = []
-        self.listdir(fd, path, st, pending)
-        levels.append((fd, path, pending))
-        try:
-            while levels:
-                fd, dpath, todo = levels[-1]
-                if not todo:
-                    os.close(fd)
-                    levels.pop()
-                    continue
-                cname, cst = todo.pop()
-                cpath = _join(dpath, cname)
-                if cst.st_dev != self.root_dev and self.crosses(cpath, cst):
-                    continue
-                cfd = self.open_at(fd, cname, cpath, cst)
-                if cfd is None:
-                    continue
-                sub: list = []
-                try:
-                    self.listdir(cfd, cpath, cst, sub)
-                except BaseException:
-                    os.close(cfd)
-                    raise
-                levels.append((cfd, cpath, sub))
-        finally:
-            for fd, _, _ in levels:
-                os.close(fd)
-
     def open_at(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> int | None:
         try:
             fd = _opendir(name, dir_fd)
@@ -325,15 +361,19 @@ class _Walker:
         return fd
 
     # -- talking to the parent -----------------------------------------------------------
-    def tick(self, stack: list) -> None:
-        """Now and then: report progress, and give work away when a worker is idle."""
-        if self.conn is None:
-            return
-        if self.idle.value > 0 and len(stack) > 1:
-            half = len(stack) // 2
-            give = stack[:half]
-            del stack[:half]
-            self.conn.send(("split", give))
+    def tick(self, levels: list) -> None:
+        """Now and then: report progress, and give work away when a worker is idle (half of
+        the shallowest pending directories, by path: they are the biggest pieces)."""
+        if self.idle.value > 0:
+            for _, dpath, todo in levels:
+                if len(todo) > 1 or (todo and len(levels) > 1):
+                    half = max(1, len(todo) // 2)
+                    give = [(p, st.st_dev, st.st_ino) for p, st in
+                            ((_join(dpath, nm), st) for nm, st in todo[:half]) if len(p) < DEEP]
+                    if len(give) == half:     # (paths too long to open by name stay here)
+                        del todo[:half]
+                        self.conn.send(("split", give))
+                    break
         now = time.monotonic()
         if now - self.last_report > 0.2:
             self.last_report = now
@@ -496,7 +536,7 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     # breadth-first in this process until the tree proves large
     queue: list[tuple[str, os.stat_result]] = [(path, st)]
     qi = 0
-    while qi < len(queue) and (qi == 0 or w.part.entries < inline_entries):
+    while qi < len(queue) and (qi == 0 or w.part.entries + len(queue) < inline_entries):
         dpath, dst = queue[qi]
         qi += 1
         _walk_one(w, dpath, dst, queue)
@@ -531,7 +571,9 @@ def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
             if sst.st_dev != dst.st_dev and w.crosses(sub, sst):
                 continue
             if len(sub) > DEEP:
-                w.deep(fd, name, sub, sst)
+                cfd = w.open_at(fd, name, sub, sst)
+                if cfd is not None:
+                    w.descend(cfd, sub, sst)
             else:
                 queue.append((sub, sst))
     finally:
@@ -541,9 +583,7 @@ def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
 def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             problems: list[Problem], nworkers: int, record: bool) -> WalkResult:
     # own aggregates per directory; hardlinked files added once, at their smallest path
-    own: dict[str, list] = {}
-    for d in merge.dirs:
-        own[d[0]] = [d[1], d[2], d[3], 1, d[4], d[5]]
+    own: dict[str, list] = {d[0]: [d[1], d[2], d[3], 1, d[4], d[5]] for d in merge.dirs}
     first: dict[tuple[int, int], tuple] = {}
     for link in merge.links:
         key = (link[0], link[1])
@@ -563,23 +603,19 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             acc[5] = link[5]
         if dpath == path:
             counted_top[link[6].rpartition("/")[2]] = link
-    # bottom-up: add each directory to its parent, deepest first
-    order = sorted(own, key=lambda p: p.count("/"), reverse=True)
-    for p in order:
-        if p == path:
+    # bottom-up: add each directory to its parent; a child's path is longer than its parent's
+    get = own.get
+    for p in sorted(own, key=len, reverse=True):
+        par = get(p[:p.rindex("/")] or "/")
+        if par is None or p == path:
             continue
         acc = own[p]
-        par = own.get(_parent(p))
-        if par is None:
-            continue
         par[0] += acc[0]
         par[1] += acc[1]
         par[2] += acc[2]
         par[3] += acc[3]
-        if acc[4] is not None and (par[4] is None or acc[4] > par[4]):
-            par[4] = acc[4]
-        if acc[5] is not None and (par[5] is None or acc[5] > par[5]):
-            par[5] = acc[5]
+        par[4] = max(par[4], acc[4])
+        par[5] = max(par[5], acc[5])
 
     def stats(acc: list) -> Stats:
         return Stats(acc[0], acc[1] * 512, acc[2], acc[3], acc[4], acc[5])

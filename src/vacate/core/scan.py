@@ -19,10 +19,12 @@ def item_id(target_path: str, path: str) -> str:
 
 def scan(path: str, *, host: Host | None = None,
          progress: Callable[[int, int], None] | None = None,
-         keep_largest: int = 50, record_tree: bool = False) -> ScanResult:
+         keep_largest: int = 50, record_tree: bool = False,
+         recognise_items: bool = True) -> ScanResult:
     """Resolve ``path`` to its mount and walk it. ``progress(entries, bytes)`` is called now and
     then on long walks. ``record_tree`` keeps every entry (``ScanResult.listing``) for an export
-    of the whole tree (costs memory per file)."""
+    of the whole tree (costs memory per file). ``recognise_items=False``: sizes only, nothing
+    is read to tell what the items are."""
     host = host or Host.local()
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
@@ -34,7 +36,9 @@ def scan(path: str, *, host: Host | None = None,
         Item(id=item_id(target.path, p), path=p, parent=None, is_dir=is_dir, stats=st)
         for p, is_dir, st in w.top
     )
-    items, rwarn = recognise.annotate(items, w.dirs)
+    rwarn: tuple = ()
+    if recognise_items:
+        items, rwarn = recognise.annotate(items, w.dirs)
     return ScanResult(
         target=target,
         totals=w.root,

@@ -1,0 +1,135 @@
+"""`vacate scan --json` against `du -s`, `gdu -npc` and `ncdu -o` on the cached 1,000,000-file
+ext4 tree (bench_scan_tree.py), warm and cold page cache, runs interleaved, medians and ratios.
+
+    sudo python3 bench/scan/bench_scan.py [--warm N] [--cold N] [--only warm|cold]
+
+Cold: ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every run (root). Peak memory: the
+``ru_maxrss`` that wait4() reports for each command (for vacate, its main process; the walker
+processes are measured separately by running the scan in-process, see ``memory()``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_scan_tree as tree
+
+
+def commands(mnt: str) -> dict[str, list[str]]:
+    py = sys.executable
+    return {
+        "vacate": [py, "-m", "vacate", "scan", "--json", mnt],
+        "vacate-sizes": [py, "-m", "vacate", "scan", "--json", "--no-recognise", mnt],
+        "du": ["du", "-s", mnt],
+        "gdu": ["gdu", "-npc", mnt],
+        "ncdu": ["ncdu", "-x", "-o", "/dev/null", mnt],
+    }
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run_once(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (kB) of one run; output discarded."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}")
+    return wall, ru.ru_maxrss
+
+
+def series(cmds: dict[str, list[str]], rounds: int, cold: bool) -> dict[str, list]:
+    """``rounds`` interleaved rounds, the order shuffled each round (seeded)."""
+    rnd = random.Random(7)
+    res: dict[str, list] = {k: [] for k in cmds}
+    if not cold:
+        for cmd in cmds.values():       # warm everything up once, not measured
+            run_once(cmd)
+    for _ in range(rounds):
+        order = list(cmds)
+        rnd.shuffle(order)
+        for name in order:
+            if cold:
+                drop_caches()
+            res[name].append(run_once(cmds[name]))
+    return res
+
+
+def memory(mnt: str) -> dict[str, float]:
+    """Peak RSS in MB of vacate's main process and of its largest walker process, scanning
+    in-process (warm)."""
+    code = (
+        "import io, json, resource, sys\n"
+        "from vacate.cli.main import main\n"
+        "from vacate.cli.env import Env\n"
+        f"rc = main(['scan', '--json', {mnt!r}], Env(stdout=io.StringIO(), stderr=sys.stderr))\n"
+        "s = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(json.dumps({'main_mb': s / 1024, 'worker_mb': c / 1024}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)
+
+
+def report(title: str, res: dict[str, list]) -> list[str]:
+    med = {k: statistics.median(w for w, _ in v) for k, v in res.items() if v}
+    lines = [f"### {title}", "",
+             "| tool | median s | runs (s) | × du | × gdu | peak RSS MB |",
+             "|---|---|---|---|---|---|"]
+    for k, v in res.items():
+        if not v:
+            continue
+        runs = " ".join(f"{w:.2f}" for w, _ in v)
+        rss = max(r for _, r in v) / 1024
+        lines.append(f"| {k} | {med[k]:.2f} | {runs} | {med[k] / med['du']:.2f} | "
+                     f"{med[k] / med['gdu']:.2f} | {rss:.0f} |")
+    return lines + [""]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--warm", type=int, default=5, help="warm rounds")
+    ap.add_argument("--cold", type=int, default=3, help="cold rounds")
+    ap.add_argument("--only", choices=("warm", "cold"))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (loop mount, drop_caches)", file=sys.stderr)
+        return 2
+    tree.build(1_000_000)
+    mnt = tree.mount()
+    cmds = commands(mnt)
+    n = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
+                                  text=True).stdout)["totals"]
+    out = [(f"tree: {n['files']:,} files, {n['dirs']:,} directories, "
+            f"{n['apparent_bytes'] / 1e12:.1f} TB apparent, {n['disk_bytes'] / 1e9:.1f} GB on "
+            f"disk; load average before: {os.getloadavg()[0]:.1f}"), ""]
+    if a.only != "cold":
+        out += report(f"warm page cache, {a.warm} interleaved rounds",
+                      series(cmds, a.warm, False))
+    if a.only != "warm":
+        out += report(f"cold page cache (drop_caches before each run), {a.cold} interleaved "
+                      "rounds", series(cmds, a.cold, True))
+    m = memory(mnt)
+    out.append(f"vacate peak RSS (in-process run): main {m['main_mb']:.0f} MB, largest walker "
+               f"{m['worker_mb']:.0f} MB; load average after: {os.getloadavg()[0]:.1f}")
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
