@@ -58,6 +58,15 @@ def tarball() -> str:
     return TARBALL
 
 
+def unavailable() -> str | None:
+    """Why no rootfs can be had here (debootstrap missing or failing), or None."""
+    try:
+        tarball()
+    except (RootfsUnavailable, OSError, subprocess.CalledProcessError) as e:
+        return str(e)
+    return None
+
+
 def extract(dest: str) -> str:
     """Extract the cached rootfs into ``dest`` (created); returns ``dest``."""
     src = tarball()
