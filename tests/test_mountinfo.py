@@ -72,3 +72,21 @@ def test_mount_of_picks_the_longest_and_topmost_mount():
     assert mount_of(mounts, "/proc/sys/kernel/random/boot_id").mount_id == 106
     assert mount_of(mounts, "/dev/pts/3").mountpoint == "/dev/pts"
     assert mount_of(mounts, "/home/x").mountpoint == "/"
+
+
+def test_zfs_dataset_and_atime_policy():
+    from vacate.collectors.mounts import atime_policy, zfs_dataset
+
+    # the story's volume as zfs-fuse shows it, and as kernel ZFS does (same line shape)
+    fuse = mountinfo.parse_line(
+        "412 300 0:77 / /data rw,noatime shared:220 - fuse.zfs scratch/subvol-129-disk-0 "
+        "rw,user_id=0,group_id=0,default_permissions,allow_other")
+    kern = mountinfo.parse_line(
+        "89 30 0:45 / /data rw,relatime shared:40 - zfs scratch/subvol-129-disk-0 "
+        "rw,xattr,posixacl,casesensitive")
+    assert zfs_dataset(fuse) == zfs_dataset(kern) == "scratch/subvol-129-disk-0"
+    assert atime_policy(fuse)[0] is False and "noatime" in atime_policy(fuse)[1]
+    assert atime_policy(kern)[0] is True and "relatime" in atime_policy(kern)[1]
+    ext4 = next(m for m in mountinfo.parse(load("util-linux-libmount-mountinfo"))[0]
+                if m.fstype not in ("zfs", "fuse.zfs"))
+    assert zfs_dataset(ext4) is None
