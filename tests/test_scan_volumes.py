@@ -319,3 +319,23 @@ def test_ncdu_export_opens_in_ncdu(filled, tmp_path):
     # the nested mount is listed as excluded, not walked (ncdu 1.18 writes it back as "othfs")
     excluded = {kind for path, kind in names if path == broot + b"/data/nested"}
     assert excluded in ({"otherfs"}, {"othfs"})
+
+
+def test_bind_mounts_inside_and_elsewhere(ext4_volume):
+    """A bind of part of the volume inside it is a nested mount (it blocks an unmount) and is
+    not walked twice; a bind elsewhere is listed as another place the filesystem is seen."""
+    vol = ext4_volume
+    root = vol.mountpoint
+    os.makedirs(os.path.join(root, "models", "m1"))
+    with open(os.path.join(root, "models", "m1", "w.bin"), "wb") as f:
+        f.write(b"w" * 200_000)
+    inside = vol.bind(os.path.join(root, "models"), os.path.join(root, "again", "models"))
+    elsewhere = vol.bind(os.path.join(root, "models"), os.path.join(vol.workdir, "elsewhere"))
+    doc = scan_json(root)
+    tgt = doc["target"]
+    assert [m["mountpoint"] for m in tgt["nested_mounts"]] == [inside]
+    assert [m["mountpoint"] for m in tgt["other_mounts"]] == [elsewhere]
+    assert tgt["other_mounts"][0]["root"] == "/models"
+    assert doc["totals"]["apparent_bytes"] == du("-sxb", "--exclude=again", root) + du(
+        "-sxb", os.path.join(root, "again"), "--exclude=models")
+    assert not [d for d in doc["dirs"] if d["path"].startswith(inside)]

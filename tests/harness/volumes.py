@@ -45,6 +45,13 @@ class Volume:
         self.extra_mounts.append(path)
         return path
 
+    def bind(self, src: str, dst: str) -> str:
+        """Bind-mount ``src`` on ``dst`` (made if missing); undone by ``close``."""
+        os.makedirs(dst, exist_ok=True)
+        run("mount", "--bind", src, dst)
+        self.extra_mounts.append(dst)
+        return dst
+
     def close(self) -> None:
         for path in reversed(self.extra_mounts):
             run("umount", "-l", path, check=False)
