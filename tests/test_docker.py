@@ -14,12 +14,9 @@ from vacate.host import Host
 
 @pytest.fixture
 def cleanup():
-    from harness import rootfs
-    from harness.docker_box import docker_available
-    if not docker_available():
-        pytest.skip("needs root and docker.io")
-    if why := rootfs.unavailable():
-        pytest.skip(f"no container rootfs: {why}")
+    from harness.docker_box import why_not
+    if why := why_not():
+        pytest.skip(why)
     made = []
     yield made
     for thing in reversed(made):

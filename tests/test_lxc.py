@@ -134,12 +134,9 @@ def test_missing_include_and_malformed_lines_do_not_hide_the_rest(ext4_volume, t
 
 @pytest.fixture
 def lxc_boxes():
-    from harness import rootfs
-    from harness.lxc_box import lxc_available
-    if not lxc_available():
-        pytest.skip("needs root and LXC (apt package lxc)")
-    if why := rootfs.unavailable():
-        pytest.skip(f"no container rootfs: {why}")
+    from harness.lxc_box import why_not
+    if why := why_not():
+        pytest.skip(why)
     made = []
     yield made
     for b in made:

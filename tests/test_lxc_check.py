@@ -10,12 +10,9 @@ import pytest
 
 @pytest.fixture
 def made():
-    from harness import rootfs
-    from harness.lxc_box import lxc_available
-    if not lxc_available():
-        pytest.skip("needs root and LXC (apt package lxc)")
-    if why := rootfs.unavailable():
-        pytest.skip(f"no container rootfs: {why}")
+    from harness.lxc_box import why_not
+    if why := why_not():
+        pytest.skip(why)
     things = []
     yield things
     for t in things:

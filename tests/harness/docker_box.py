@@ -28,6 +28,14 @@ def docker_available() -> bool:
         _client() is not None
 
 
+def why_not() -> str | None:
+    """Why a real docker daemon with the test image cannot be had here, or None."""
+    if not docker_available():
+        return "needs root and docker.io"
+    why = rootfs.unavailable()
+    return f"no container rootfs: {why}" if why else None
+
+
 def _client() -> str | None:
     # the client that ships with the daemon (a newer one elsewhere on PATH may refuse its API)
     for c in ("/usr/bin/docker", shutil.which("docker")):

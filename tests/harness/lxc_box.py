@@ -25,6 +25,14 @@ def lxc_available() -> bool:
     return os.geteuid() == 0 and shutil.which("lxc-start") is not None
 
 
+def why_not() -> str | None:
+    """Why real LXC containers cannot be made here, or None."""
+    if not lxc_available():
+        return "needs root and LXC (apt package lxc)"
+    why = rootfs.unavailable()
+    return f"no container rootfs: {why}" if why else None
+
+
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
 
