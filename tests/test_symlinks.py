@@ -48,6 +48,14 @@ def tree_and_volume(ext4_volume, tmp_path):
     os.makedirs(f"{vol}/bob")                                         # a home that is a link
     os.symlink(f"{vol}/models", f"{vol}/bob/models")                  # (on the volume: not walked)
     _link(t, "home/bob", f"{vol}/bob")
+    # an NFS mount and an automount point, as the host's mountinfo lists them: never walked
+    _link(t, "srv/nfs/x", vol)
+    _link(t, "opt/auto/x", vol)
+    (t / "proc/self").mkdir(parents=True)
+    (t / "proc/self/mountinfo").write_text(
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        "90 22 0:50 / /srv/nfs rw,relatime shared:40 - nfs4 srv:/export rw,vers=4.2\n"
+        "91 22 0:51 / /opt/auto rw,relatime shared:41 - autofs systemd-1 rw,fd=40\n")
     bind = t / "srv/vol"
     bind.mkdir()
     subprocess.run(["mount", "--bind", vol, str(bind)], check=True)

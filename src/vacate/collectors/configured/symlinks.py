@@ -1,7 +1,8 @@
 """Symlinks elsewhere that point into the volume: a bounded search (depth and entry limits,
-symlinks never followed, never descending into the volume) of ``/etc``, ``/opt``, ``/srv``,
-``/usr/local``, ``/root`` and home directories for links whose target resolves into the volume,
-relative targets and chains of links included. Standard library only.
+symlinks never followed, never descending into the volume, network filesystems or automount
+points) of ``/etc``, ``/opt``, ``/srv``, ``/usr/local``, ``/root`` and home directories for
+links whose target resolves into the volume, relative targets and chains of links included.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import stat
 
 from vacate.collectors.configured.cfgfiles import read_text
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.mounts import read_mounts
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -21,6 +23,19 @@ ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
 MAX_ENTRIES = 200_000  # directory entries looked at, all roots together
 MAX_HOPS = 40          # links followed while resolving one target (as the kernel's ELOOP)
+# never walked: network filesystems (slow, may hang) and automount points (a walk mounts them)
+SKIP_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "9p",
+                          "afs", "autofs", "fuse.sshfs", "fuse.rclone", "fuse.s3fs",
+                          "fuse.glusterfs", "fuse.cephfs", "proc", "sysfs"})
+
+
+def skipped_mountpoints(host: Host) -> frozenset[str]:
+    """Mount points (host spelling) of filesystems the search never enters."""
+    try:
+        mounts, _bad = read_mounts(host)
+    except OSError:
+        return frozenset()
+    return frozenset(m.mountpoint for m in mounts if m.fstype in SKIP_FSTYPES)
 
 
 def home_dirs(host: Host) -> list[str]:
@@ -86,6 +101,7 @@ def collect(host: Host, target: Target, view: VolumeView
     budget = MAX_ENTRIES
     truncated: list[str] = []
     seen_dirs: set[tuple[int, int]] = set()
+    skip = skipped_mountpoints(host)
     for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
         if view.to_host(root) is not None:
             continue        # the root itself is on the volume: never walk into it
@@ -98,7 +114,7 @@ def collect(host: Host, target: Target, view: VolumeView
             if c is not None:
                 consumers.append(c)
             continue
-        if st.st_dev in vol_devs:
+        if st.st_dev in vol_devs or root in skip:
             continue
         stack = [(root, 0)]
         while stack:
@@ -128,7 +144,7 @@ def collect(host: Host, target: Target, view: VolumeView
                     continue
                 spelled = prefix + entry.name
                 key = (st.st_dev, st.st_ino)
-                if st.st_dev in vol_devs or key in seen_dirs or \
+                if st.st_dev in vol_devs or key in seen_dirs or spelled in skip or \
                         view.to_host(spelled) is not None:
                     continue
                 seen_dirs.add(key)
