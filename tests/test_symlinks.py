@@ -45,6 +45,8 @@ def tree_and_volume(ext4_volume, tmp_path):
     _link(t, "etc/prefix", f"{vol}x/models")                          # /mntx is not /mnt
     _link(t, "etc/a/b/c/d/e/f/g/h/i/deep", vol)                       # below the depth limit
     _link(t, "var/lib/svc/x", vol)                                    # not a searched place
+    _link(t, "opt/repo/.git/x", vol)                                  # tool-written dirs:
+    _link(t, "opt/repo/__pycache__/x", vol)                           # not walked
     os.makedirs(f"{vol}/bob")                                         # a home that is a link
     os.symlink(f"{vol}/models", f"{vol}/bob/models")                  # (on the volume: not walked)
     _link(t, "home/bob", f"{vol}/bob")

@@ -28,6 +28,9 @@ SKIP_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glust
                           "afs", "autofs", "fuse.sshfs", "fuse.rclone", "fuse.s3fs",
                           "fuse.glusterfs", "fuse.cephfs", "proc", "sysfs"})
 
+# directories that only tools write, never links a person made: not walked
+SKIP_NAMES = frozenset({"__pycache__", ".git"})
+
 
 def skipped_mountpoints(host: Host) -> frozenset[str]:
     """Mount points (host spelling) of filesystems the search never enters."""
@@ -137,7 +140,8 @@ def collect(host: Host, target: Target, view: VolumeView
                         if c is not None:
                             consumers.append(c)
                         continue
-                    if depth >= MAX_DEPTH or not entry.is_dir(follow_symlinks=False):
+                    if depth >= MAX_DEPTH or entry.name in SKIP_NAMES or \
+                            not entry.is_dir(follow_symlinks=False):
                         continue
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
