@@ -405,6 +405,33 @@ def _load_state(target: Target, sources: list[str], part_size: int):
     return parts, entries, inodes
 
 
+def _drop_state(target: Target) -> None:
+    for k in target.list(mf.STATE_DIR):
+        target.delete(k)
+    if hasattr(target, "remove_dir"):
+        target.remove_dir(mf.STATE_DIR)
+
+
+def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveResult | None:
+    """A run killed after writing the manifest but before dropping its state: the archive is
+    complete; finish the cleanup and report it (None when there is nothing to finish)."""
+    try:
+        state = json.loads(target.get(f"{mf.STATE_DIR}/state.json"))
+    except (FileNotFoundError, KeyError):
+        return None
+    if state["sources"] != sources:
+        return None
+    m = mf.loads(target.get(mf.MANIFEST))
+    _drop_state(target)
+    return ArchiveResult(
+        location=target.location, name=m.name, parts=m.parts, entries=len(m.entries),
+        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=0,
+        bytes_written=sum(p.bytes for p in m.parts), resumed_parts=len(m.parts),
+        changed=tuple(e.path.decode("utf-8", "surrogateescape") for e in m.entries
+                      if e.changed),
+        warnings=(), elapsed_s=time.monotonic() - t0)
+
+
 def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1 << 30,
             level: int = 3, threads: int = -1, progress: Progress | None = None) -> ArchiveResult:
     t0 = time.monotonic()
@@ -415,10 +442,13 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
     for ab, _ in roots:
         if not os.path.lexists(ab):
             raise UsageError(f"{os.fsdecode(ab)}: no such file or directory")
+    src_list = [os.fsdecode(ab) for ab, _ in roots]
     if mf.MANIFEST in target.list():
+        done = _finished_earlier(target, src_list, t0)
+        if done is not None:
+            return done
         raise UsageError(f"{target.location} already holds a complete archive",
                          hint="choose another --name, or verify the existing one")
-    src_list = [os.fsdecode(ab) for ab, _ in roots]
     target.cleanup_unfinished()
     w = _Writer(target, name, part_size, level, threads, progress)
     state = _load_state(target, src_list, part_size)
@@ -466,10 +496,7 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
     target.put(mf.README, mf.README_TEXT.format(
         tool=m.tool, created=created, sources=", ".join(src_list)).encode())
     target.put(mf.MANIFEST, m.dumps())      # last: marks the archive complete
-    for k in target.list(mf.STATE_DIR):
-        target.delete(k)
-    if hasattr(target, "remove_dir"):
-        target.remove_dir(mf.STATE_DIR)
+    _drop_state(target)
     return ArchiveResult(
         location=target.location, name=name, parts=m.parts, entries=len(m.entries),
         files=sum(1 for e in m.entries if e.type == "file"), bytes_read=w.bytes_read,
