@@ -82,6 +82,9 @@ def write_file(result: ScanResult, path: str) -> None:
     except OSError as e:
         raise VacateError(f"cannot write {path}: {e.strerror}") from None
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)       # as a plain open() would have made it
         with os.fdopen(fd, "wb") as f:
             write(result, f)
             f.flush()
