@@ -614,6 +614,21 @@ def test_directory_of_caches_with_other_files_is_not_disposable(tmp_path):
     assert items["d"].classification.recoverable is None
 
 
+def test_wide_directory_keeps_every_named_artifact(tmp_path):
+    """Only the largest subdirectories of a wide directory are looked into, but hub repos and
+    checkpoints are recognised by name wherever they sort."""
+    hub = tmp_path / "vol" / "hub"
+    for i in range(50):
+        os.makedirs(hub / f"big-{i}")
+        (hub / f"big-{i}" / "x.bin").write_bytes(b"x" * 100_000)
+    for i in range(40):
+        hub_repo(str(hub), f"org/m{i}", {"d" * 40: {}}, main="d" * 40)
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    repos = [n for n in items if "/models--org--" in n]
+    assert len(repos) == 40
+    assert all(items[n].classification.source.startswith("hf:org/m") for n in repos)
+
+
 def test_hidden_states_without_their_script_are_not_called_regenerable(tmp_path):
     os.makedirs(tmp_path / "hidden_states" / "rows_0-5000")
     (tmp_path / "hidden_states" / "rows_0-5000" / "data_0.ckpt").write_bytes(b"x" * 100)

@@ -14,7 +14,10 @@ from vacate.recognise.base import Ctx, Node
 from vacate.recognise.read import Reader
 
 MAX_DEPTH = 6
-SUBDIRS_PER_DIR = 32    # subdirectories looked into per directory, largest first
+SUBDIRS_PER_DIR = 32    # subdirectories looked into per directory, largest first, plus
+NAMED_SUBDIRS = 512     # ... those whose names say what they are (hub repos, checkpoints)
+NAMED = re.compile(r"^(models|datasets|spaces)--|checkpoint|global_step|epoch|step|iter_|ckpt",
+                   re.IGNORECASE)
 RECOGNISED_PER_DIR = 16  # files the file recognisers look at per directory (notable ones)
 NOTABLE_SIZE = 1 << 20
 NOTABLE = re.compile(
@@ -77,11 +80,17 @@ class Explorer:
         subdirs = [(p, st) for p in (ctx.join(d) for d in lst.dirs)
                    if (st := self.dir_stats.get(p)) is not None]   # None: not walked
         subdirs.sort(key=lambda ps: ps[1].apparent_bytes, reverse=True)
+        named = [ps for ps in subdirs[SUBDIRS_PER_DIR:]
+                 if NAMED.search(os.path.basename(ps[0]))][:NAMED_SUBDIRS]
+        look = subdirs[:SUBDIRS_PER_DIR] + named
+        seen = {p for p, _ in look}
         rest = Stats()
         for p, st in subdirs[SUBDIRS_PER_DIR:]:
-            rest = Stats(rest.apparent_bytes + st.apparent_bytes, rest.disk_bytes + st.disk_bytes,
-                         rest.files + st.files, rest.dirs + st.dirs)
-        for p, st in subdirs[:SUBDIRS_PER_DIR]:
+            if p not in seen:
+                rest = Stats(rest.apparent_bytes + st.apparent_bytes,
+                             rest.disk_bytes + st.disk_bytes, rest.files + st.files,
+                             rest.dirs + st.dirs)
+        for p, st in look:
             if self.nodes >= MAX_NODES or reader.expired:
                 break
             out.append(self.node(p, True, st, depth + 1, top, reader))

@@ -9,7 +9,7 @@ from vacate.recognise.formats import FormatError, safetensors
 from vacate.recognise.formats.text import LFS_HEAD, lfs_pointer
 from vacate.recognise.read import Reader
 
-HEAD = 256 * 1024     # one read covers the header of most shards
+HEAD = 64 * 1024      # one read covers the header of most shards; longer ones get a second
 
 
 def read_header(reader: Reader, path: str, size: int,
