@@ -35,19 +35,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vacate.collectors import cgroups
+from vacate.collectors import cgroups, procs_probe
 from vacate.collectors.mounts import is_under, mount_of
+from vacate.collectors.procs_probe import read_all as _read
 from vacate.errors import NotFound
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, ContainerRoot, Evidence
 from vacate.parsers import mountinfo
-from vacate.parsers.redact import redact_text
 
 PF_KTHREAD = 0x00200000
 _DELETED = " (deleted)"
@@ -146,20 +145,6 @@ def _mnt_id_from_fdinfo(text: bytes) -> int | None:
         if line.startswith(b"mnt_id:"):
             return int(line.split()[1])
     return None
-
-
-def _read(path: str) -> bytes:
-    """A whole (small, /proc) file: raw os calls, no buffered file object (it is per pid)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while True:
-            b = os.read(fd, 65536)
-            if not b:
-                return b"".join(chunks)
-            chunks.append(b)
-    finally:
-        os.close(fd)
 
 
 class _Gone(Exception):
@@ -278,7 +263,6 @@ class _Pass:
                 "unreadable-process", f"/proc/{pid}: {e.strerror or e}: what this process "
                 "holds could not be read", base, blocks_verdict=True))
             return
-        self.count += 1
         if not hits:
             return
         # Only holders pay for their identity: /proc/PID/stat, parsed from the last ")"
@@ -484,6 +468,10 @@ class _Pass:
 
     def consumer(self, pid: int, start: int, comm: str, fields: list[bytes],
                  hits: list[_Hit], gpus: list[str]) -> Consumer:
+        import shlex  # holders only: kept off the start of every check
+
+        from vacate.parsers.redact import redact_text
+
         base = self.host.proc_path(pid)
         try:
             argv = _read(os.path.join(base, "cmdline")).rstrip(b"\0").split(b"\0")
@@ -567,11 +555,23 @@ def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
         except OSError as e:
             return ProcScan((), (Problem("unreadable-proc", f"{host.proc}: {e.strerror}",
                                          host.proc, blocks_verdict=True),), (), (), 0)
-        pids = sorted(int(n) for n in names if n.isdigit())
-    for pid in pids:
-        if pid == me:
-            continue
+        pids = [int(n) for n in names if n.isdigit()]
+    pids = sorted(pid for pid in pids if pid != me)
+    # The cheap first look (every process), then the full read (candidates only).
+    matcher = p.matcher = PathMatcher(p.host_mounts, target)
+    try:
+        first = procs_probe.probe_split(host.proc, pids, tuple(matcher.exact), map_devs,
+                                        self_ns, host.live)
+    except OSError as e:
+        return ProcScan((), (Problem("unreadable-proc", f"{host.proc}: {e.strerror}",
+                                     host.proc, blocks_verdict=True),), (), (), 0)
+    p.ns_first.update(first.namespaces)
+    for ns, pid in first.namespaces.items():
+        if ns != self_ns:
+            p.note_container(pid)
+    for pid in first.candidates:
         p.read_pid(pid)
+    p.count = first.count
     consumers = tuple(p.consumers)
     if any(c.attrs["gpus"] for c in consumers):
         from vacate.collectors import procs_gpu

@@ -1,0 +1,120 @@
+"""The fast first look over /proc (``procs_probe``): on a real btrfs volume with holders of
+every kind and a crowd of plain sleepers, the pass split across a forked child finds exactly
+what the single pass finds, every real holder is a candidate, and kernel threads and plain
+sleepers are not."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from harness.holders import MMAP_ONLY, Holders
+from harness.volumes import can_loop_mount, make_volume
+
+from vacate.collectors import mounts, procs, procs_probe
+from vacate.host import Host
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(scope="module")
+def crowd_volume():
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume("btrfs")
+    h = Holders(v.mountpoint)
+    crowd = None
+    try:
+        m = v.mountpoint
+        os.makedirs(f"{m}/work")
+        with open(f"{m}/work/data.txt", "w") as f:
+            f.write("x\n" * 4000)
+        h.fd(f"{m}/work/data.txt")
+        h.mmap_only(f"{m}/work/data.txt")
+        h.cwd(f"{m}/work")
+        h.deleted(f"{m}/work/gone.tmp")
+        h.private_ns_bind(f"{m}/work", "data.txt")
+        subprocess.run(["btrfs", "-q", "subvolume", "create", f"{m}/sub"], check=True)
+        with open(f"{m}/sub/f", "w") as f:
+            f.write("y" * 8192)
+        h.spawn("submmap", [sys.executable, "-c", MMAP_ONLY, f"{m}/sub/f",
+                            h._flag("submmap")], ready=h._flag("submmap"))
+        # enough processes for the split: 20 sleepers on the volume, the rest elsewhere
+        n = procs_probe.SPLIT_MIN + 50
+        crowd = subprocess.Popen(
+            ["bash", "-c", (f"cd '{m}/work' && for i in $(seq 20); do sleep 1d & done; "
+                           f"cd / && for i in $(seq {n}); do sleep 1d & done; wait")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        end = time.monotonic() + 60
+        sleepers: list[int] = []
+        while time.monotonic() < end and len(sleepers) < n + 20:
+            time.sleep(0.2)
+            sleepers = [int(p) for p in subprocess.run(
+                ["pgrep", "-g", str(crowd.pid), "-x", "sleep"], capture_output=True,
+                text=True, check=False).stdout.split()]
+        on_vol = {p for p in sleepers if os.readlink(f"/proc/{p}/cwd").startswith(m)}
+        assert len(on_vol) == 20
+        yield m, mounts.resolve_target(m), {p.pid for p in h.procs.values()} | on_vol, \
+            set(sleepers) - on_vol
+    finally:
+        if crowd is not None:
+            try:
+                os.killpg(crowd.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            crowd.wait()
+        h.close()
+        v.close()
+
+
+def _is_kthread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            flags = int(f.read().rsplit(")", 1)[1].split()[6])
+    except OSError:
+        return False
+    return bool(flags & procs_probe.PF_KTHREAD)
+
+
+def _collect(target, split: bool, monkeypatch):
+    monkeypatch.setattr(procs_probe, "SPLIT_MIN", 1 if split else 10**9)
+    return procs.collect(Host.local(), target)
+
+
+def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch):
+    if procs_probe._cpus() < 2:
+        pytest.skip("one CPU: the pass is never split")
+    _m, target, holders, _others = crowd_volume
+    one = _collect(target, False, monkeypatch)
+    two = _collect(target, True, monkeypatch)
+    ids = {c.id for c in one.consumers}
+    assert ids == {c.id for c in two.consumers}
+    assert holders <= {c.attrs["pid"] for c in two.consumers}
+    assert dict(one.namespaces) == dict(two.namespaces)
+    assert abs(one.processes - two.processes) <= 5      # others' processes come and go
+    assert not [p for p in two.problems if p.blocks_verdict]
+
+
+def test_probe_flags_every_holder_and_leaves_out_plain_sleepers(crowd_volume):
+    m, target, holders, others = crowd_volume
+    ns = os.readlink("/proc/self/ns/mnt")
+    tokens = (f" {target.mount.major:02x}:{target.mount.minor:02x} ".encode(),)
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    got = procs_probe.probe_split("/proc", pids, (m,), tokens, ns, True)
+    cands = set(got.candidates)
+    assert holders <= cands
+    assert not (others & cands)
+    kthreads = {p for p in pids if _is_kthread(p)}
+    assert kthreads and not (kthreads & cands)
+    assert ns in got.namespaces and len(got.namespaces) >= 2   # ours and the private one
+
+
+def test_a_broken_child_report_is_refused():
+    with pytest.raises(ValueError):
+        procs_probe._decode(b"n 3\nx garbage")
+    back = procs_probe._decode(procs_probe._encode(procs_probe.probe("/proc", [], (), (), None,
+                                                                     False)))
+    assert back.count == 0 and back.candidates == [] and back.namespaces == {}
