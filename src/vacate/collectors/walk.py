@@ -27,6 +27,7 @@ import heapq
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -383,6 +384,10 @@ class _Walker:
 
 
 def _worker(conn, root_dev, subvolumes, skip, keep, idle, record) -> None:
+    # the parent handles ^C and SIGTERM and kills its workers; they just die
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         while True:
             tasks = conn.recv()
@@ -428,6 +433,7 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
     idle = ctx.RawValue("i", 0)
     procs, conns = [], []
     problems: list[Problem] = []
+    finished = False
     try:
         for _ in range(nworkers):
             a, b = ctx.Pipe()
@@ -484,9 +490,12 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
             dispatch()
         for c in conns:
             c.send(None)
+        finished = True
     finally:
-        for p in procs:
-            p.join(timeout=2)
+        for p in procs:     # only the processes started here
+            if not finished:
+                p.kill()    # interrupted: no reason to let them finish a walk
+            p.join(timeout=5)
             if p.is_alive():
                 p.kill()
                 p.join()
