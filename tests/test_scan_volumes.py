@@ -83,6 +83,7 @@ def fill(root: str) -> None:
     os.mkdir(os.path.join(root, "deep"))
     make_deep(os.path.join(root, "deep"))
     os.mkdir(os.path.join(root, "empty"))
+    open(os.path.join(root, "empty.txt"), "wb").close()
 
 
 @pytest.fixture
@@ -166,6 +167,11 @@ def test_counts_and_kinds(filled):
     walked = [d["path"] for d in doc["dirs"]] + [f["path"] for f in doc["largest_files"]]
     assert not [p for p in walked if "/data/nested" in p]
     assert doc["warnings"] == []
+    items = {os.path.basename(i["path"]): i for i in doc["items"]}
+    empty = items["empty.txt"]
+    assert (empty["apparent_bytes"], empty["files"], empty["is_dir"]) == (0, 1, False)
+    assert empty["newest_mtime"] == os.lstat(os.path.join(root, "empty.txt")).st_mtime
+    assert items["loop-a"]["files"] == 1 and items["data-link"]["is_dir"] is False
     largest = doc["largest_files"][0]
     assert largest["path"] == os.path.join(root, "sparse.img")
     assert largest["apparent_bytes"] == 3 << 30 and largest["disk_bytes"] < 1 << 20

@@ -240,18 +240,18 @@ class _Walker:
                 rec.append((name, size, b, st.st_mtime, st.st_ino, st.st_nlink, mode))
             if mode == _REG and (size > self.thr or b * 512 > self.thr):
                 self.note_large(_join(path, name), st)
-            if st.st_nlink > 1:
+            if st.st_nlink > 1:     # counted once, later (see _finish)
                 part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime, st.st_atime,
                                    _join(path, name)))
-                size = b = 0
-            else:
-                app += size
-                blk += b
-                mt = max(mt, st.st_mtime)
-                at = max(at, st.st_atime)
+                if topfiles is not None:
+                    topfiles.append((name, 0, 0, None, None))
+                continue
+            app += size
+            blk += b
+            mt = max(mt, st.st_mtime)
+            at = max(at, st.st_atime)
             if topfiles is not None:
-                topfiles.append((name, size, b, st.st_mtime if b or size else None,
-                                 st.st_atime if b or size else None))
+                topfiles.append((name, size, b, st.st_mtime, st.st_atime))
         part.dirs.append((path, app, blk, files, mt, at))
         part.entries += files + 1
         part.nbytes += blk * 512
