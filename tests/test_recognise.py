@@ -345,6 +345,20 @@ def test_real_index_only_model(tmp_path):
     assert c.recoverable is None
 
 
+def test_symlinked_shards_are_not_followed(tmp_path):
+    small_model(str(tmp_path / "elsewhere"))
+    d = tmp_path / "vol" / "m"
+    os.makedirs(d)
+    shutil.copy(tmp_path / "elsewhere" / "config.json", d)
+    os.symlink(tmp_path / "elsewhere" / "model.safetensors", d / "model.safetensors")
+    items, problems = scan_tree(str(tmp_path / "vol"))
+    c = items["m"].classification
+    assert c.details["linked_shards"] == ["model.safetensors"]
+    assert c.details.get("complete") is None and "parameters" not in c.details
+    assert "symlinks (not followed)" in c.label
+    assert not problems
+
+
 def test_name_or_path_naming_the_model_itself_is_a_marked_guess(tmp_path):
     small_model(str(tmp_path / "Qwen2.5-0.5B"), _name_or_path="Qwen/Qwen2.5-0.5B")
     items, _ = scan_tree(str(tmp_path))

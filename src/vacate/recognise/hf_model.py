@@ -89,10 +89,14 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
     tensors: list[tuple[str, str, int]] = []
     by_dtype: Counter = Counter()
     read_all = True
+    linked: list[str] = []
     for n in st_files:
         if reader.expired:
             read_all = False
             break
+        if lst.files[n].is_link and within is None:
+            linked.append(n)        # weights elsewhere: present, but not ours to read
+            continue
         h = read_header(reader, join(n), size(n), within)
         if h == "lfs":
             lfs.append(n)
@@ -148,9 +152,11 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         if bad:
             parts.append(f"{len(bad)} unreadable")
         state, complete = "INCOMPLETE: " + ", ".join(parts), False
+    elif linked:
+        state, complete = f"{len(linked)} of {n_shards} shards are symlinks (not followed)", None
     else:
         state, complete = "complete", True
-    if not complete and weights + missing:
+    if complete is False and weights + missing:
         reader.warn("incomplete-model", path, state)
         conf = min(conf, 0.8)
     if bad:
@@ -216,7 +222,8 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         format=fmt if weights or expected else None, shards=n_shards or None,
         shards_present=len(weights) - len(lfs) - len(bad) if weights else None,
         missing_shards=missing[:20] or None, lfs_pointers=lfs[:20] or None,
-        unreadable_shards=bad[:20] or None, complete=complete,
+        unreadable_shards=bad[:20] or None, linked_shards=linked[:20] or None,
+        complete=complete,
         index_total_size=index_total, base_model=derived,
         hidden_size=_cfg_get(cfg, "hidden_size"), layers=_cfg_get(cfg, "num_hidden_layers"),
         experts=_cfg_get(cfg, "num_experts", "n_routed_experts", "num_local_experts"),
