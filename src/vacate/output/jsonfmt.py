@@ -30,8 +30,10 @@ def _default(o: Any) -> Any:
 def scan_doc(result) -> dict[str, Any]:
     return {
         "schema": "vacate.scan/1",
+        # paths are UTF-8; a byte that is not valid UTF-8 is the escape \udc80-\udcff (PEP 383)
+        "path_encoding": "utf-8+surrogateescape",
         "target": result.target.as_json(),
-        "totals": result.totals.as_json(),
+        "totals": {**result.totals.as_json(), "entries": result.entries},
         "items": [i.as_json() for i in result.items],
         "largest_files": [
             {"path": f.path, "apparent_bytes": f.apparent_bytes, "disk_bytes": f.disk_bytes,
