@@ -804,6 +804,19 @@ def test_looking_does_not_touch_access_times(tmp_path):
     assert {p: os.stat(p).st_atime for p in watched} == times
 
 
+def test_special_files_are_never_opened(tmp_path):
+    d = tmp_path / "vol" / "m"
+    os.makedirs(d)
+    os.mkfifo(d / "config.json")            # opening a FIFO for reading would block
+    os.mkfifo(d / "model.safetensors")
+    os.mkfifo(tmp_path / "vol" / "requirements.txt")
+    os.mkfifo(tmp_path / "vol" / "x.gguf")
+    items, problems, dt = _timed(str(tmp_path / "vol"))
+    assert dt < 1.0
+    assert items["m"].classification.confidence <= 0.5
+    assert "not-regular-file" in codes(problems, "config.json")
+
+
 def test_item_budget_is_kept(tmp_path):
     """A huge tree is not read to the end: the recognisers stop at their time budget."""
     d = tmp_path / "vol" / "many"

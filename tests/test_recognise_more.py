@@ -228,3 +228,17 @@ def test_gguf_directory_and_safetensors_file(tmp_path):
     assert items["ggufs/m-a.gguf"].classification.details["quantization"] == "F32"
     s = items["adapter.safetensors"].classification
     assert (s.kind, s.details["parameters"], s.details["dtype"]) == ("model", 16, "fp32")
+
+
+def test_tensorrt_llm_engine_dir(tmp_path):
+    d = tmp_path / "vol" / "qwen-trtllm"
+    os.makedirs(d)
+    (d / "config.json").write_text(json.dumps({
+        "version": "0.20.0", "pretrained_config": {"architecture": "Qwen2ForCausalLM"},
+        "build_config": {"max_batch_size": 8}}))
+    for r in range(2):
+        (d / f"rank{r}.engine").write_bytes(b"\0" * 256)
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["qwen-trtllm"].classification
+    assert (c.kind, c.details["ranks"], c.recoverable) == ("model", 2, "regenerable")
+    assert "Qwen2ForCausalLM" in c.label

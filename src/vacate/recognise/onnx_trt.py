@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from vacate.model.inventory import Classification
-from vacate.recognise.base import Ctx, cls, files
+from vacate.output.units import human_bytes
+from vacate.recognise.base import Ctx, cls, dirs, files
 
 
 @files
@@ -20,3 +21,23 @@ def onnx_or_engine(ctx: Ctx) -> Classification | None:
                    recoverable="regenerable", confidence=0.6, guess=True, evidence=("name",),
                    format="tensorrt")
     return None
+
+
+@dirs
+def trtllm_engine_dir(ctx: Ctx) -> Classification | None:
+    """A TensorRT-LLM engine directory: config.json with build_config, rankN.engine files."""
+    lst = ctx.listing()
+    ranks = [n for n in lst.files if n.startswith("rank") and n.endswith(".engine")]
+    if not ranks or "config.json" not in lst.files:
+        return None
+    cfg = ctx.reader.json(ctx.join("config.json"), what="config.json")
+    if not isinstance(cfg, dict) or "build_config" not in cfg:
+        return None
+    pc = cfg.get("pretrained_config") if isinstance(cfg.get("pretrained_config"), dict) else {}
+    arch = pc.get("architecture")
+    return cls("model", f"TensorRT-LLM engine{f' ({arch})' if arch else ''}, {len(ranks)} ranks, "
+               f"{human_bytes(ctx.stats.apparent_bytes)} (built for one GPU type and version)",
+               recoverable="regenerable", confidence=0.9, evidence=("config.json build_config",
+                                                                   "rank*.engine"),
+               format="tensorrt-llm", architecture=arch, ranks=len(ranks),
+               version=cfg.get("version"))

@@ -74,6 +74,10 @@ class Reader:
         else:
             flags |= os.O_NOFOLLOW
         try:
+            # Never open what is not a regular file: a FIFO would block, a tape device rewind.
+            if not S.S_ISREG(os.stat(real).st_mode if within is not None
+                             else os.lstat(real).st_mode):
+                return None
             fd = open_noatime(real, flags)
         except OSError as e:
             if not quiet:
@@ -104,6 +108,11 @@ class Reader:
         """The whole of a file expected to be small; None (with a warning) above ``cap``."""
         size = self.size(path, within)
         if size is None:
+            if within is not None and os.path.islink(path) and not os.path.exists(path):
+                self.warn("dangling-link", path, f"{what} links to a file that is not there")
+            elif os.path.lexists(path) and (within is not None or not os.path.islink(path)):
+                self.warn("not-regular-file", path, f"a {what} that is not a regular file;"
+                          " not read")
             return None
         if size > cap:
             self.warn("oversized-file", path, f"{human_bytes(size)} is far more than a {what}"
