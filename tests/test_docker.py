@@ -162,3 +162,29 @@ def test_check_end_to_end_with_stopped_containers(cleanup):
     items = {it["path"]: it for it in doc["items"]}
     assert items[f"{mnt}/work"]["status"] == "referenced"
     assert items[f"{mnt}/work"]["users"] == ["docker-container:idle"]
+
+
+@pytest.mark.root
+def test_default_data_root_symlinked_onto_the_volume(ext4_volume, tmp_path):
+    """/var/lib/docker -> /data/docker (a common way to move docker's storage): the data root
+    and every container in it are on the volume. Files in the shape docker 20.10 writes."""
+    vol = ext4_volume.mountpoint
+    cid = "ab" * 32
+    cdir = os.path.join(vol, "docker", "containers", cid)
+    os.makedirs(cdir)
+    with open(os.path.join(cdir, "config.v2.json"), "w") as f:
+        json.dump({"ID": cid, "Name": "/web", "Config": {"Image": "nginx", "Env": []},
+                   "State": {"Running": False, "StartedAt": "2026-11-30T10:00:00Z"},
+                   "MountPoints": {}}, f)
+    with open(os.path.join(cdir, "hostconfig.json"), "w") as f:
+        json.dump({"Binds": None, "RestartPolicy": {"Name": "always"}}, f)
+    (tmp_path / "var/lib").mkdir(parents=True)
+    os.symlink(os.path.join(vol, "docker"), tmp_path / "var/lib/docker")
+    target = resolve_target(vol)
+    consumers, problems = docker_src.collect(Host.under(str(tmp_path)), target, host_view(target))
+    assert problems == ()
+    by = _by_id(consumers)
+    assert by["config-file:docker-data-root:/var/lib/docker"].paths == (f"{vol}/docker",)
+    web = by["docker-container:web"]
+    assert web.attrs["relations"] == ["data-root"] and web.attrs["status"] == "exited"
+    assert web.attrs["autostart"] is True

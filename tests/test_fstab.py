@@ -103,3 +103,21 @@ def test_tag_resolved_through_dev_disk_links(ext4_volume, tmp_path):
     consumers, _ = fstab_src.collect(Host.under(str(tmp_path)), target, host_view(target))
     assert [c.attrs["line"] for c in consumers] == [1]
     assert "resolves to " + ext4_volume.device in consumers[0].evidence[0].detail
+
+
+@pytest.mark.root
+def test_paths_through_symlinks_on_the_host(ext4_volume, tmp_path):
+    """mount(8) follows symlinks in the source and the mount point: so does the audit."""
+    vol = ext4_volume.mountpoint
+    os.makedirs(f"{vol}/work/sub")
+    (tmp_path / "srv").mkdir()
+    os.symlink(f"{vol}/work", tmp_path / "srv/link")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/fstab").write_text("/srv/link/sub /mnt/x none bind 0 0\n"
+                                        "tmpfs /srv/link/tmp tmpfs size=1m 0 0\n"
+                                        "/srv/nolink /mnt/y none bind 0 0\n")
+    target = resolve_target(vol)
+    consumers, _ = fstab_src.collect(Host.under(str(tmp_path)), target, host_view(target))
+    assert [(c.attrs["line"], c.attrs["relations"], c.paths) for c in consumers] == [
+        (1, ["bind-source"], (f"{vol}/work/sub",)),
+        (2, ["mountpoint-on-volume"], (f"{vol}/work/tmp",))]

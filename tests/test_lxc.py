@@ -190,3 +190,19 @@ def test_real_lxc_containers(lxc_boxes, tmp_path):
     onvol.stop()
     consumers, _ = lxc_src.collect(Host.local(), target, host_view(target))
     assert {c.id: c for c in consumers}[f"lxc-container:{onvol.name}"].attrs["running"] is False
+
+
+@pytest.mark.root
+def test_lxcpath_symlinked_onto_the_volume(ext4_volume, tmp_path):
+    vol = ext4_volume.mountpoint
+    os.makedirs(f"{vol}/lxc/box")
+    with open(f"{vol}/lxc/box/config", "w") as f:
+        f.write("lxc.rootfs.path = dir:/var/lib/lxc/box/rootfs\n")
+    (tmp_path / "var/lib").mkdir(parents=True)
+    os.symlink(f"{vol}/lxc", tmp_path / "var/lib/lxc")
+    target = resolve_target(vol)
+    consumers, _ = lxc_src.collect(Host.under(str(tmp_path)), target, host_view(target))
+    (box,) = consumers
+    assert box.id == "lxc-container:box"
+    assert set(box.attrs["relations"]) == {"rootfs", "container-dir"}
+    assert set(box.paths) == {f"{vol}/lxc/box/rootfs", f"{vol}/lxc/box"}

@@ -14,6 +14,7 @@ import os
 
 from vacate.collectors.configured.cfgfiles import list_dir, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -151,7 +152,7 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
                            f"its filesystem and logs live in the data root {root}"))
     for typ, source, dest, rw, vname in _mounts(cfg, hostcfg):
         mode = "rw" if rw else "ro"
-        h = view.to_host(source) if source.startswith("/") else None
+        h = on_volume(host, view, source)
         if h is not None:
             rel = "bind" if typ == "bind" else "volume"
             if root_on is not None and rel == "volume":
@@ -162,7 +163,7 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
             ev.append(Evidence("config-line", h, src, f"{what} -> {dest} ({mode})"))
         elif typ == "volume" and vname:
             dev = _volume_device(host, root, vname)
-            h = view.to_host(dev) if dev else None
+            h = on_volume(host, view, dev)
             if h is not None:
                 relations.append("volume-device")
                 paths.append(h)
@@ -199,7 +200,7 @@ def collect(host: Host, target: Target, view: VolumeView
     problems: list[Problem] = []
     for root in data_roots(host):
         local = host.path(root)
-        root_on = view.to_host(root)
+        root_on = on_volume(host, view, root)
         if root_on is not None:
             consumers.append(Consumer(
                 f"config-file:docker-data-root:{root}", "config-file", f"docker data root {root}",

@@ -9,6 +9,7 @@ import os
 
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -40,7 +41,7 @@ def collect(host: Host, target: Target, view: VolumeView
         entries, probs = exports_parser.parse(text, where)
         problems.extend(probs)
         for e in entries:
-            h = view.to_host(e.path)
+            h = on_volume(host, view, e.path)
             rel, note = "export", "exports a path on the volume"
             if h is None:
                 opts = ",".join(o for _c, o in e.clients).split(",")

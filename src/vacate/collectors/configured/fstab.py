@@ -9,6 +9,7 @@ from __future__ import annotations
 from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -25,7 +26,7 @@ def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevic
     ``volume_path``: the target's host path; ``target_rel``: for LXC entries, the path that a
     relative mount point lies under (the container's rootfs, as the view spells it)."""
     uses: list[tuple[str, str | None, str]] = []
-    src_host = view.to_host(entry.source) if entry.source.startswith("/") else None
+    src_host = on_volume(host, view, entry.source)
     how = dev.matches(host, entry.source, entry.fstype) if dev is not None else None
     if how:
         uses.append(("mounts-volume", volume_path, f"mounts the volume: {how}"))
@@ -39,7 +40,7 @@ def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevic
     mp = entry.target
     if target_rel is not None and not mp.startswith("/"):
         mp = target_rel.rstrip("/") + "/" + mp
-    mp_host = view.to_host(mp) if mp.startswith("/") else None
+    mp_host = on_volume(host, view, mp)
     if mp_host is not None and not how:
         if mp_host == volume_path and entry.target.startswith("/"):
             # the volume's own mount point, with a source not recognised as the volume: its

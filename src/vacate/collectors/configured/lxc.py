@@ -19,6 +19,7 @@ from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.fstab import entry_uses
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -69,7 +70,7 @@ def rootfs_uses(scope: Scope, value: str) -> list[tuple[str, str | None]]:
     rf = lxc_config.parse_rootfs(value)
     out: list[tuple[str, str | None]] = []
     for p in rf.paths:
-        h = scope.view.to_host(p)
+        h = on_volume(scope.host, scope.view, p)
         if h is not None:
             out.append((h, f"{rf.backend} rootfs on the volume"))
         elif scope.dev.matches(scope.host, p):
@@ -82,7 +83,7 @@ def rootfs_uses(scope: Scope, value: str) -> list[tuple[str, str | None]]:
 
 def fstab_line_uses(scope: Scope, found: Finding, entry: fstab_parser.FstabEntry, source: str,
                     line: int, raw: str, rootfs: str | None) -> None:
-    rootfs_on_volume = rootfs is not None and scope.view.to_host(rootfs) is not None
+    rootfs_on_volume = on_volume(scope.host, scope.view, rootfs) is not None
     for rel, path, note in entry_uses(entry, scope.host, scope.view, scope.dev,
                                       scope.volume_path, target_rel=rootfs):
         if rel == "mountpoint-on-volume" and rootfs_on_volume and \
@@ -141,7 +142,7 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
                 files = [inc]
             for f in files:
                 rootfs = read_config(scope, f, found, problems, rootfs, depth + 1, seen)
-            h = scope.view.to_host(ln.value)
+            h = on_volume(host, scope.view, ln.value)
             if h is not None:
                 found.add("include", h, line_evidence("config-line", h, where, ln.line, ln.raw,
                                                       "includes a file on the volume"))
@@ -150,7 +151,7 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
         elif ln.key == "lxc.mount.fstab":
             fpath = ln.value if ln.value.startswith("/") else \
                 posixpath.join(posixpath.dirname(where), ln.value)
-            h = scope.view.to_host(fpath)
+            h = on_volume(host, scope.view, fpath)
             if h is not None:
                 found.add("mount-fstab", h, line_evidence("config-line", h, where, ln.line,
                                                           ln.raw, "mount fstab on the volume"))
@@ -250,7 +251,7 @@ def collect(host: Host, target: Target, view: VolumeView
             found = Finding()
             read_config(scope, cfg, found, problems, rootfs=posixpath.join(lxcpath, name,
                                                                            "rootfs"))
-            h = view.to_host(posixpath.join(lxcpath, name))
+            h = on_volume(host, view, posixpath.join(lxcpath, name))
             if h is not None:
                 found.add("container-dir", h, Evidence("config-line", h, spelled(host, cfg),
                                                        "the container's directory is on it"))

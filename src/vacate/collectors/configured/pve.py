@@ -15,6 +15,7 @@ from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.lxc import Finding, Scope, mount_entry_uses, running_state
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -34,7 +35,7 @@ def _dataset_on(scope: Scope, dataset: str | None) -> bool:
 def storage_on_volume(scope: Scope, st: Storage) -> tuple[str | None, str] | None:
     """(host path, why) when a storage itself lives on the volume."""
     if st.path:
-        h = scope.view.to_host(st.path)
+        h = on_volume(scope.host, scope.view, st.path)
         if h is not None:
             return h, f"{st.type} storage {st.id!r} has its path on the volume"
     if st.type == "zfspool" and _dataset_on(scope, st.props.get("pool")):
@@ -49,7 +50,7 @@ def volume_uses(scope: Scope, storages: dict[str, Storage], value: str
     vol = pve_config.parse_volume(value)
     out: list[tuple[str | None, str]] = []
     if vol.path:
-        h = scope.view.to_host(vol.path)
+        h = on_volume(scope.host, scope.view, vol.path)
         if h is not None:
             out.append((h, "bind mount of a path on the volume"))
         elif scope.dev.matches(scope.host, vol.path):
@@ -64,7 +65,7 @@ def volume_uses(scope: Scope, storages: dict[str, Storage], value: str
     if _dataset_on(scope, loc.dataset):
         out.append((scope.volume_path, f"volume {vol.volume} is ZFS dataset {loc.dataset}"))
     elif loc.path:
-        h = scope.view.to_host(loc.path)
+        h = on_volume(scope.host, scope.view, loc.path)
         if h is not None:
             out.append((h, f"volume {vol.volume} lives at {loc.path}"))
     return out, None
@@ -147,7 +148,7 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
                                  rootfs)
             elif ln.key == "hookscript" and ":" in ln.value:
                 loc = pve_storage.resolve(storages, ln.value)
-                h = scope.view.to_host(loc.path) if loc and loc.path else None
+                h = on_volume(scope.host, scope.view, loc.path) if loc else None
                 if h is not None:
                     found.add("hookscript", h, line_evidence("config-line", h, where, ln.line,
                                                              ln.raw, "hook script on the volume"))

@@ -9,6 +9,7 @@ import os
 
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -66,7 +67,7 @@ def _usershares(host: Host, view: VolumeView, problems: list[Problem]) -> list[C
             problems.append(p)
         for n, line in enumerate((text or "").splitlines(), 1):
             k, _, v = line.partition("=")
-            h = view.to_host(v.strip()) if k.strip() == "path" else None
+            h = on_volume(host, view, v.strip()) if k.strip() == "path" else None
             if h is not None:
                 name = os.path.basename(f)
                 out.append(Consumer(f"smb-share:{name}", "smb-share", name, False, (h,),
@@ -91,7 +92,7 @@ def collect(host: Host, target: Target, view: VolumeView
         settings = {prm.name: prm.value for _w, prm in items}
         for where, prm in items:
             if prm.name == "path":
-                h = view.to_host(prm.value.rstrip("/") or "/")
+                h = on_volume(host, view, prm.value.rstrip("/") or "/")
                 if h is not None:
                     relations.append("share-path")
                     paths.append(h)

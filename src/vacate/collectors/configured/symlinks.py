@@ -13,6 +13,7 @@ import stat
 
 from vacate.collectors.configured.cfgfiles import read_text
 from vacate.collectors.configured.match import VolumeView
+from vacate.collectors.configured.resolve import resolve
 from vacate.collectors.mounts import read_mounts
 from vacate.host import Host
 from vacate.model.common import Problem
@@ -22,7 +23,6 @@ from vacate.model.usage import Consumer, Evidence
 ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
 MAX_ENTRIES = 200_000  # directory entries looked at, all roots together
-MAX_HOPS = 40          # links followed while resolving one target (as the kernel's ELOOP)
 # never walked: network filesystems (slow, may hang) and automount points (a walk mounts them)
 SKIP_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "9p",
                           "afs", "autofs", "fuse.sshfs", "fuse.rclone", "fuse.s3fs",
@@ -55,45 +55,6 @@ def home_dirs(host: Host) -> list[str]:
     except OSError:
         pass
     return list(dict.fromkeys(homes))
-
-
-def resolve(host: Host, view: VolumeView, path: str) -> tuple[str, str | None]:
-    """Resolve ``path`` (host spelling) by following links inside ``host``; stops as soon as
-    it reaches the volume. Returns (resolved path, host path on the volume or None)."""
-    parts = [p for p in path.split("/") if p]
-    cur = "/"
-    hops = 0
-    while parts:
-        comp = parts.pop(0)
-        if comp == ".":
-            continue
-        if comp == "..":
-            cur = posixpath.dirname(cur)
-            continue
-        nxt = posixpath.join(cur, comp)
-        on = view.to_host(nxt)
-        if on is not None:
-            rest = posixpath.join(nxt, *parts) if parts else nxt
-            return rest, view.to_host(rest)
-        try:
-            st = os.lstat(host.path(nxt))
-        except OSError:
-            rest = posixpath.normpath(posixpath.join(nxt, *parts)) if parts else nxt
-            return rest, view.to_host(rest)   # dangling: judged by name
-        if stat.S_ISLNK(st.st_mode):
-            hops += 1
-            if hops > MAX_HOPS:
-                return nxt, None
-            try:
-                dest = os.readlink(host.path(nxt))
-            except OSError:
-                return nxt, None
-            parts = [p for p in dest.split("/") if p] + parts
-            if dest.startswith("/"):
-                cur = "/"
-            continue
-        cur = nxt
-    return cur, view.to_host(cur)
 
 
 def collect(host: Host, target: Target, view: VolumeView
