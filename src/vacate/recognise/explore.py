@@ -179,12 +179,17 @@ def mixed(ctx: Ctx) -> Classification | None:
     kinds = [k for k, _ in order if k != "other"]
     if len(kinds) == 1 and order[0][0] != "other":
         # Recoverable only when everything inside is: unrecognised files may be unique.
-        recs = {c.classification.recoverable for c in known} if len(order) == 1 else {None}
-        return base.cls("directory", f"{PLURAL.get(kinds[0], kinds[0])}: " + ", ".join(
-                            os.path.relpath(c.path, ctx.path) for c in known[:4])
-                        + (f" and {len(known) - 4} more" if len(known) > 4 else "")
-                        + f"; {text}",
-                        recoverable=recs.pop() if len(recs) == 1 else None, confidence=0.5,
-                        evidence=("contents",), parts=dict(order))
+        # A guess inside is no ground for the whole either.
+        recs = {c.classification.recoverable for c in known} if len(order) == 1 and not any(
+            c.classification.guess for c in known) else {None}
+        k = kinds[0]
+        noun = PLURAL.get(k, k) if len(known) > 1 else k.replace("-", " ")
+        names = ", ".join(os.path.relpath(c.path, ctx.path) for c in known[:4]) + (
+            f" and {len(known) - 4} more" if len(known) > 4 else "")
+        other = dict(order).get("other")
+        label = (f"{len(known)} {noun} ({names}), {human_bytes(dict(order)[k])}"
+                 + (f", and {human_bytes(other)} of other files" if other else ""))
+        return base.cls("directory", label, recoverable=recs.pop() if len(recs) == 1 else None,
+                        confidence=0.5, evidence=("contents",), parts=dict(order))
     return base.cls("directory", f"mixed: {text}", confidence=0.4, evidence=("contents",),
                     parts=dict(order))
