@@ -242,3 +242,20 @@ def test_tensorrt_llm_engine_dir(tmp_path):
     c = items["qwen-trtllm"].classification
     assert (c.kind, c.details["ranks"], c.recoverable) == ("model", 2, "regenerable")
     assert "Qwen2ForCausalLM" in c.label
+
+
+def test_torch_save_files(tmp_path):
+    import pickle
+    import zipfile
+
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    with zipfile.ZipFile(vol / "model_final.pth", "w") as z:       # torch.save's layout
+        z.writestr("model_final/data.pkl", pickle.dumps({"w": 1}))
+        z.writestr("model_final/version", "3\n")
+    (vol / "legacy.pt").write_bytes(pickle.dumps({"step": 3}, protocol=2))
+    (vol / "notes.pt").write_text("not torch")
+    items, _ = scan_tree(str(vol))
+    assert items["model_final.pth"].classification.kind == "checkpoint"
+    assert items["legacy.pt"].classification.details["format"] == "pickle"
+    assert items["notes.pt"].classification.kind == "file"

@@ -1,7 +1,17 @@
 """Recognisers: what the bytes are (models, datasets, installers, ...).
 
 ``annotate`` is the one entry point the core calls. Each recogniser is a small module that
-registers itself (see ``base``); importing them here fills the registry, in priority order.
+registers itself (see ``base``) for files, directories, or as a composite over what was
+recognised inside a directory; the most confident answer wins. ``explore`` walks below each
+top-level item (bounded: entries listed, nodes, subdirectories and files per directory, time)
+and turns recognised artifacts below the top level into items of their own. File formats are
+parsed by pure functions in ``formats`` (bytes in); all reading goes through ``read.Reader``:
+heads and small files only, size caps, no symlinks followed (except inside a hub cache repo),
+no special files opened, O_NOATIME.
+
+Problem codes: ``oversized-file``, ``malformed-file``, ``not-regular-file``,
+``dangling-link``, ``link-outside``, ``incomplete-model``, ``unreadable``, ``unreadable-dir``,
+``recognise-timeout``. None blocks the verdict: they concern what a thing is, not who uses it.
 """
 
 from __future__ import annotations

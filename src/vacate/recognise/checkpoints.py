@@ -8,7 +8,7 @@ import re
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import hf_model
-from vacate.recognise.base import Ctx, cls, dirs
+from vacate.recognise.base import Ctx, cls, dirs, files
 from vacate.recognise.safetensors_header import human_params
 
 CKPT_NAME = re.compile(
@@ -73,3 +73,20 @@ def checkpoint_dir(ctx: Ctx) -> Classification | None:
     ev = ("directory name",) if step is not None else ()
     return cls("checkpoint", label, recoverable="unique", confidence=conf,
                evidence=ev + tuple(state[:3]) + (model.evidence if model else ()), **details)
+
+
+@files
+def torch_file(ctx: Ctx) -> Classification | None:
+    """A single file written by torch.save (a zip holding data.pkl, or a bare pickle)."""
+    if not ctx.name.endswith((".pt", ".pth", ".ckpt", ".bin", ".tar")):
+        return None
+    head = ctx.head(512)
+    if head.startswith(b"PK\x03\x04") and b"data.pkl" in head:
+        how = "torch.save zip"
+    elif head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        how = "pickle"
+    else:
+        return None
+    what = "optimizer state" if "optim" in ctx.name else "PyTorch checkpoint"
+    return cls("checkpoint", f"{what} file ({how}), {human_bytes(ctx.stats.apparent_bytes)}",
+               confidence=0.6, evidence=(how,), format=how)

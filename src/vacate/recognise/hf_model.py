@@ -123,6 +123,8 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
             q = hq
             evidence.append("hf_quant_config.json")
     params, adjusted = quant.count_params(tensors, q) if tensors else (None, False)
+    if not read_all:
+        params = None       # a partial sum is not a parameter count
     dtype, dtypes = dtype_summary(by_dtype)
     cfg_dtype = _cfg_get(cfg, "torch_dtype", "dtype")
 
