@@ -507,6 +507,33 @@ def test_hub_cache_repo_ids_revisions_and_shared_blobs(tmp_path):
     assert not codes(problems, "models--Qwen")
 
 
+def test_hub_cache_agrees_with_huggingface_hub(tmp_path):
+    """The library that writes the cache reads our hand-built one as we do: same repos,
+    revisions, refs and files (and it finds config.json where we looked)."""
+    hf = pytest.importorskip("huggingface_hub")
+    src = tmp_path / "src"
+    small_model(str(src))
+    files = {n: (src / n).read_bytes() for n in ("config.json", "model.safetensors")}
+    hub = tmp_path / "vol" / "hub"
+    revs = {"e" * 40: files, "f" * 40: dict(files, **{"README.md": b"# card"})}
+    hub_repo(str(hub), "Org/Model-1B", revs, main="f" * 40)
+    hub_repo(str(hub), "Org/Other", {"e" * 40: {"config.json": files["config.json"]}},
+             main="e" * 40)
+    info = hf.scan_cache_dir(str(hub))
+    assert not info.warnings
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    for repo in info.repos:
+        it = items["hub/models--" + repo.repo_id.replace("/", "--")]
+        c = it.classification
+        assert c.details["repo_id"] == repo.repo_id
+        assert sorted(c.details["revisions"]) == sorted(r.commit_hash for r in repo.revisions)
+        assert c.details["refs"] == {ref: r.commit_hash for r in repo.revisions for ref in r.refs}
+        assert c.details["blobs"] == len({f.blob_path for r in repo.revisions for f in r.files})
+        assert it.stats.apparent_bytes >= repo.size_on_disk
+    path = hf.try_to_load_from_cache("Org/Model-1B", "config.json", cache_dir=str(hub))
+    assert path is not None and os.path.realpath(path).startswith(str(hub / "models--Org--Model-1B"))
+
+
 def test_hub_snapshot_link_out_of_the_repo_is_not_followed(tmp_path):
     secret = tmp_path / "secret.json"
     secret.write_text(json.dumps({"model_type": "leaked", "architectures": ["X"]}))
