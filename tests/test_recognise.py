@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -274,6 +275,38 @@ def test_gguf_header_matches_the_real_writer(tmp_path):
         gguf_fmt.parse(data[:200])
     with pytest.raises(FormatError):
         gguf_fmt.parse(b"GGUF" + struct.pack("<IQQ", 3, 2 ** 40, 1))
+
+
+def test_parsers_only_raise_format_errors_on_corrupted_headers(tmp_path):
+    """Real files with random bytes flipped and cut: a FormatError or a result, nothing else."""
+    import random
+
+    import gguf
+
+    st = tmp_path / "a.safetensors"
+    save_file({"x": np.zeros((3, 4), np.float16), "y": np.ones(5, np.int32)}, str(st))
+    gp = str(tmp_path / "a.gguf")
+    w = gguf.GGUFWriter(gp, "llama")
+    w.add_name("n")
+    w.add_array("a", [1, 2, 3])
+    w.add_array("s", ["x", "yy"])
+    w.add_tensor("t", np.zeros((2, 3), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rng = random.Random(4)
+    for data, parse in ((st.read_bytes(), lambda b: st_fmt.parse(b, file_size=len(b))),
+                        (Path(gp).read_bytes(), gguf_fmt.parse)):
+        for _ in range(400):
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(min(len(b), 256))] = rng.randrange(256)
+            b = bytes(b[:rng.randrange(len(b) + 1)]) if rng.random() < 0.3 else bytes(b)
+            try:
+                parse(b)
+            except FormatError:
+                pass
 
 
 def test_pip_freeze_cuda_flavour_from_real_freeze():
