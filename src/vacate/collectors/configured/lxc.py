@@ -29,11 +29,12 @@ from vacate.parsers import lxc_config
 
 DEFAULT_LXCPATH = "/var/lib/lxc"
 MAX_INCLUDE_DEPTH = 8
-# keys whose values are not paths (or are handled on their own)
+# keys whose values are not host paths (container paths, settings) or are handled on their own
 _SKIP_GENERIC = ("lxc.rootfs.path", "lxc.mount.entry", "lxc.mount.fstab", "lxc.include",
                  "lxc.idmap", "lxc.cgroup", "lxc.net", "lxc.uts.name", "lxc.arch", "lxc.cap",
                  "lxc.apparmor", "lxc.seccomp", "lxc.tty", "lxc.environment", "lxc.signal",
-                 "lxc.prlimit", "lxc.sysctl", "lxc.start", "lxc.group", "lxc.mount.auto")
+                 "lxc.prlimit", "lxc.sysctl", "lxc.start", "lxc.group", "lxc.mount.auto",
+                 "lxc.init", "lxc.execute", "lxc.rootfs.mount", "lxc.rootfs.options")
 
 
 @dataclass
@@ -65,10 +66,10 @@ class Scope:
     volume_path: str
 
 
-def rootfs_uses(scope: Scope, value: str) -> list[tuple[str, str | None]]:
+def rootfs_uses(scope: Scope, value: str) -> list[tuple[str, str]]:
     """How an ``lxc.rootfs.path`` value uses the volume: (host path, note)."""
     rf = lxc_config.parse_rootfs(value)
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, str]] = []
     for p in rf.paths:
         h = on_volume(scope.host, scope.view, p)
         if h is not None:
