@@ -66,17 +66,23 @@ def from_config(qc: dict) -> Quant | None:
                       "desc_act": qc.get("desc_act")})
     if m == "compressed-tensors":
         fmt = qc.get("format")
+        fmts = {fmt} if isinstance(fmt, str) else set()
         wbits, wtype = None, None
         groups = qc.get("config_groups")
         if isinstance(groups, dict):
             for grp in groups.values():
-                w = grp.get("weights") if isinstance(grp, dict) else None
-                if isinstance(w, dict):
+                if not isinstance(grp, dict):
+                    continue
+                if isinstance(grp.get("format"), str):
+                    fmts.add(grp["format"])      # per-group formats (mixed-precision)
+                w = grp.get("weights")
+                if isinstance(w, dict) and wbits is None:
                     wbits, wtype = _num(w.get("num_bits")), w.get("type")
-                    break
-        kind = ("NVFP4" if isinstance(fmt, str) and "nvfp4" in fmt else
+        kind = ("NVFP4" if any("nvfp4" in f for f in fmts) else
                 f"{'FP' if wtype == 'float' else 'INT'}{wbits}" if wbits else str(fmt))
-        return Quant("compressed-tensors", f"{kind} (compressed-tensors)", wbits,
+        # packed 4-bit weights anywhere: U8 tensors hold two values each
+        bits = 4 if kind == "NVFP4" or wbits == 4 else wbits
+        return Quant("compressed-tensors", f"{kind} (compressed-tensors)", bits,
                      {"method": "compressed-tensors", "format": fmt, "bits": wbits,
                       "type": wtype})
     if m == "bitsandbytes" or "load_in_4bit" in qc or "load_in_8bit" in qc:
