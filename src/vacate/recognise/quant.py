@@ -131,7 +131,7 @@ def count_params(tensors, quant: Quant | None) -> tuple[int, bool]:
             # MoE "experts.gate_up_proj").
             total += 2 * n
             adjusted = True
-        elif dtype == "I32" and name.endswith("qweight") and quant.bits:
+        elif dtype == "I32" and name.endswith(("qweight", "weight_packed")) and quant.bits:
             total += n * (32 // quant.bits)
             adjusted = True
         else:
