@@ -102,6 +102,9 @@ def pve_tree(ext4_volume, tmp_path):
         f"lxc.mount.entry: {vol}/models models none bind,create=dir 0 0\n"
         "unused0: onvol:131/vm-131-disk-1.raw\n")
     (etc / "lxc" / "132.conf").write_text("hostname: ct132\nrootfs: ghost:subvol-132-disk-0\n")
+    (etc / "lxc" / "133.conf").write_text(     # only a pending change adds it
+        "hostname: ct133\nrootfs: local-zfs:subvol-133-disk-0\n\n[pve:pending]\n"
+        f"mp0: {vol}/new,mp=/new\n")
     (etc / "nodes/pve1/qemu-server" / "200.conf").write_text(
         "name: gpu-vm\nscsi0: onvol:200/vm-200-disk-0.qcow2,size=32G\n"
         "ide2: onvol:iso/debian-12.iso,media=cdrom\nscsi1: local-lvm:vm-200-disk-1,size=8G\n")
@@ -124,7 +127,11 @@ def test_collect_guests_using_the_volume(pve_tree):
     consumers, problems = pve_src.collect(host, target, host_view(target))
     by = {c.id: c for c in consumers}
     assert set(by) == {"pve-container:129", "pve-container:130", "pve-container:131",
-                       "pve-vm:200", "pve-storage:onvol"}
+                       "pve-container:133", "pve-vm:200", "pve-storage:onvol"}
+    pend = by["pve-container:133"]
+    assert pend.attrs["pending_keys"] == ["mp0"] and not pend.attrs["in_current_config"]
+    assert pend.attrs["action"].startswith("pct set 133 --revert mp0")
+    assert "[pve:pending]" in pend.evidence[0].detail
     ct = by["pve-container:129"]
     assert ct.type == "pve-container" and ct.name == "129 (ct129)" and ct.live is False
     assert ct.attrs["relations"] == ["mount-point"]

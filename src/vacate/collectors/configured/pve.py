@@ -109,6 +109,7 @@ def _config_files(host: Host) -> tuple[list[tuple[str, str, str, str | None]], l
 class GuestAudit:
     found: Finding = field(default_factory=Finding)
     keys: list[str] = field(default_factory=list)       # keys of the current config that use it
+    pending: list[str] = field(default_factory=list)    # keys of pending changes that use it
     snapshots: list[str] = field(default_factory=list)  # snapshot sections that name it
     hostname: str | None = None
     onboot: bool = False
@@ -156,8 +157,10 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
                 for tok, h in scope.view.paths_in_text(ln.value):
                     found.add("config-path", h, line_evidence(
                         "config-line", h, where, ln.line, ln.raw, f"{ln.key} names {tok}"))
-            if sec.name is None and len(found.evidence) > n and ln.key not in audit.keys:
-                audit.keys.append(ln.key)
+            if len(found.evidence) > n and not sec.is_snapshot:
+                keys = audit.keys if sec.name is None else audit.pending
+                if ln.key not in keys:
+                    keys.append(ln.key)
         if len(found.evidence) > before and sec.is_snapshot:
             audit.snapshots.append(sec.name)
     audit.hostname = cfg.current.get("hostname") or cfg.current.get("name")
@@ -167,6 +170,9 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
 
 def _action(kind: str, vmid: str, running: bool | None, audit: GuestAudit) -> str:
     tool = "pct" if kind == "lxc" else "qm"
+    if not audit.keys and audit.pending:
+        return f"{tool} set {vmid} --revert {','.join(audit.pending)} (a pending change names " \
+            "the volume)"
     if not audit.keys:
         return "; ".join(f"{tool} delsnapshot {vmid} {s}" for s in audit.snapshots) + \
             " (only snapshots still name the volume)"
@@ -219,6 +225,7 @@ def collect(host: Host, target: Target, view: VolumeView
                  "state_from": how, "onboot": audit.onboot,
                  "relations": list(dict.fromkeys(found.relations)),
                  "in_current_config": bool(audit.keys), "keys": audit.keys,
+                 "pending_keys": audit.pending,
                  "snapshots": audit.snapshots, "action": _action(kind, vmid, running, audit)}
         if node:
             attrs["node"] = node
