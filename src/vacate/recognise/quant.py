@@ -109,7 +109,7 @@ _AUX_SUFFIXES = (
     "weight_scale", "weight_scale_2", "weight_scale_inv", "input_scale", "weight_global_scale",
     "input_global_scale", "k_scale", "v_scale", "output_scale", ".qzeros", ".scales", ".g_idx",
     ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map", ".SCB", "weight_zero_point",
-    "_scales", "pre_quant_scale", "weight_shape", "weight_zero_point", "_zero_point",
+    "_scales", "pre_quant_scale", "weight_shape", "_zero_point",
 )
 
 
