@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from vacate.collectors.configured.match import fs_path
 from vacate.host import Host
 from vacate.model.mount import Target
 
@@ -57,6 +58,7 @@ class VolumeDevice:
     tags: dict[str, str]               # UUID, LABEL, PARTUUID... from blkid
     backing_file: str | None           # the image file of a loop device
     zfs_dataset: str | None
+    fs_root: str = "/"                 # the target's path inside its filesystem (btrfs subvol)
 
     @classmethod
     def of(cls, target: Target) -> VolumeDevice:
@@ -73,7 +75,7 @@ class VolumeDevice:
                 if sep and k in _BY:
                     tags[k] = v
         return cls(frozenset(nums), node, tags, _loop_backing(node) if node else None,
-                   target.zfs_dataset)
+                   target.zfs_dataset, fs_path(m, target.path) or m.root)
 
     def matches(self, host: Host, spec: str, fstype: str = "") -> str | None:
         """How ``spec`` (an fstab-style source) names this volume, or None."""

@@ -18,6 +18,10 @@ from vacate.parsers import fstab as fstab_parser
 from vacate.parsers.fstab import FstabEntry
 
 
+def _under(path: str, top: str) -> bool:
+    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
+
+
 def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevice | None,
                volume_path: str, target_rel: str | None = None
                ) -> list[tuple[str, str | None, str]]:
@@ -28,7 +32,20 @@ def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevic
     uses: list[tuple[str, str | None, str]] = []
     src_host = on_volume(host, view, entry.source)
     how = dev.matches(host, entry.source, entry.fstype) if dev is not None else None
-    if how:
+    subvol = entry.option("subvol") if how and dev is not None else None
+    if subvol is not None and dev is not None:
+        # one btrfs filesystem, several subvolumes: which one does the entry mount?
+        sub = "/" + subvol.strip("/")
+        if _under(dev.fs_root, sub):
+            uses.append(("mounts-volume", volume_path, f"mounts the volume: {how}, {sub}"))
+        elif _under(sub, dev.fs_root):
+            inner = volume_path.rstrip("/") + sub[len(dev.fs_root.rstrip("/")):]
+            uses.append(("mounts-subvolume", inner, f"mounts subvolume {sub} of the volume"))
+        else:
+            note = f"mounts subvolume {sub} of the volume's filesystem ({how}); " \
+                f"the volume is {dev.fs_root}"
+            uses.append(("same-filesystem", None, note))
+    elif how:
         uses.append(("mounts-volume", volume_path, f"mounts the volume: {how}"))
     elif src_host is not None:
         if entry.is_bind:
