@@ -121,14 +121,18 @@ def test_data_roots_from_daemon_json_and_dockerd_command_lines(tmp_path):
     for pid, argv in ((101, ["dockerd", "--data-root=/data/docker"]),
                       (102, ["/usr/bin/dockerd", "-g", "/old/docker"]),
                       (103, ["dockerd", "--config-file", "/etc/docker/alt.json"]),
-                      (104, ["sleep", "--data-root=/nope"])):
+                      (104, ["sleep", "--data-root=/nope"]),
+                      (105, ["dockerd"])):                     # rootless, as user 1000
         d = tmp_path / "proc" / str(pid)
         d.mkdir(parents=True)
         (d / "comm").write_text(os.path.basename(argv[0]) + "\n")
         (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        (d / "status").write_text(f"Name:\tdockerd\nUid:\t{1000 if pid == 105 else 0}\t0\t0\t0\n")
+        (d / "environ").write_bytes(b"PATH=/usr/bin\0HOME=/home/alice\0")
     (tmp_path / "etc/docker/alt.json").write_text('{"data-root": "/alt"}')
     roots = docker_src.data_roots(Host.under(str(tmp_path)))
-    assert roots == ["/srv/docker", "/data/docker", "/old/docker", "/alt"]
+    assert roots == ["/srv/docker", "/data/docker", "/old/docker", "/alt",
+                     "/home/alice/.local/share/docker"]
 
 
 @pytest.mark.root

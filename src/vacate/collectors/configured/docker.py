@@ -66,8 +66,24 @@ def data_roots(host: Host) -> list[str]:
         cfg = _flag(argv, ("--config-file",))
         if root is None and cfg:
             root = _daemon_json(host, host.path(cfg))
-        roots.append(root or DEFAULT_ROOT)
+        roots.append(root or _rootless_root(host, pid) or DEFAULT_ROOT)
     return list(dict.fromkeys(os.path.normpath(r) for r in roots))
+
+
+def _rootless_root(host: Host, pid: str) -> str | None:
+    """A rootless daemon's default data root: ``$XDG_DATA_HOME/docker`` (``~/.local/share``)."""
+    try:
+        with open(host.proc_path(pid, "status")) as f:
+            uid = next((ln.split()[1] for ln in f if ln.startswith("Uid:")), "0")
+        if uid == "0":
+            return None
+        with open(host.proc_path(pid, "environ"), "rb") as f:
+            env = dict(kv.split("=", 1) for kv in
+                       f.read().decode("utf-8", "surrogateescape").split("\0") if "=" in kv)
+    except OSError:
+        return None
+    data = env.get("XDG_DATA_HOME") or (env["HOME"] + "/.local/share" if "HOME" in env else None)
+    return data + "/docker" if data and data.startswith("/") else None
 
 
 def _load(host: Host, local: str, problems: list[Problem]) -> dict:
