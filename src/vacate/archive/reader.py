@@ -37,22 +37,36 @@ class PartError(Exception):
 
 
 class _Hashing:
-    """A file wrapper that hashes and counts what is read through it."""
+    """A file wrapper that hands what is read through it to a hashing thread (so the part's
+    sha256 runs beside decompression) and counts it."""
 
     def __init__(self, f: BinaryIO):
         self.f = f
         self.h = hashlib.sha256()
         self.n = 0
+        self.q: queue.Queue = queue.Queue(maxsize=8)
+        self.t = threading.Thread(target=self._hash, daemon=True)
+        self.t.start()
+
+    def _hash(self) -> None:
+        while (b := self.q.get()) is not None:
+            self.h.update(b)
 
     def read(self, n: int = -1) -> bytes:
         b = self.f.read(n)
-        self.h.update(b)
-        self.n += len(b)
+        if b:
+            self.q.put(b)
+            self.n += len(b)
         return b
 
     def drain(self) -> None:
         while self.read(READ):
             pass
+
+    def hexdigest(self) -> str:
+        self.q.put(None)
+        self.t.join()
+        return self.h.hexdigest()
 
 
 _EOF = object()
@@ -61,7 +75,7 @@ _EOF = object()
 def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event) -> None:
     try:
         dctx = zstandard.ZstdDecompressor()
-        r = dctx.stream_reader(src, read_size=READ, read_across_frames=True)
+        r = dctx.stream_reader(src, read_size=2 * READ, read_across_frames=True)
         while not stop.is_set():
             b = r.read(4 * READ)
             if not b:
@@ -171,7 +185,8 @@ def read_part(f: BinaryIO, on_member: Callable[[Member], Consumer | None]) -> tu
             except queue.Empty:
                 pass
         t.join()
-    return src.h.hexdigest(), src.n
+        digest = src.hexdigest()      # also ends the hashing thread on the error paths
+    return digest, src.n
 
 
 def _parse(s: _Stream, on_member) -> None:
