@@ -154,3 +154,12 @@ def test_other_filesystems_below_the_source_are_not_entered(ext4_volume, tmp_pat
     assert any(w["code"] == "other-filesystem" for w in doc["warnings"])
     m = (tmp_path / "b" / "src" / "MANIFEST.jsonl").read_text()
     assert "not-mine.txt" not in m
+
+
+def test_archive_written_inside_its_source_does_not_archive_itself(tmp_path):
+    src = make_awkward_tree(str(tmp_path), big_mb=1)
+    doc = _archive(src, os.path.join(src, "backups"))
+    assert any(w["code"] == "excluded" for w in doc["warnings"])
+    m = (tmp_path / "src" / "backups" / "src" / "MANIFEST.jsonl").read_text()
+    assert "part-000001" not in "".join(json.loads(x)["path"] for x in m.splitlines()[1:])
+    assert vacate("verify", os.path.join(src, "backups", "src")).returncode == 0

@@ -34,7 +34,10 @@ def arc_roots(sources: list[str]) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def walk(root: bytes, arcroot: bytes, problems: list[Problem]) -> Iterator[SourceEntry]:
+def walk(root: bytes, arcroot: bytes, problems: list[Problem],
+         exclude: frozenset[bytes] = frozenset()) -> Iterator[SourceEntry]:
+    """``exclude``: absolute paths never entered (the archive being written, when it lies
+    inside a source)."""
     try:
         st = os.lstat(root)
     except OSError as e:
@@ -65,6 +68,10 @@ def walk(root: bytes, arcroot: bytes, problems: list[Problem]) -> Iterator[Sourc
                                         os.fsdecode(p)))
                 continue
             a = arc + b"/" + name
+            if p in exclude:
+                problems.append(Problem("excluded", f"{os.fsdecode(p)} is where the archive "
+                                        "is written; not archived", os.fsdecode(p)))
+                continue
             if S.S_ISDIR(est.st_mode):
                 if est.st_dev != dev:
                     problems.append(Problem("other-filesystem",

@@ -466,8 +466,11 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
 
     todo: list[SourceEntry] = []
     dirs: list[SourceEntry] = []
+    exclude = frozenset()
+    if hasattr(target, "root"):          # a local archive inside a source is not archived
+        exclude = frozenset({os.fsencode(os.path.realpath(target.root))})
     for ab, base in roots:
-        for se in walk(ab, base, w.problems):
+        for se in walk(ab, base, w.problems, exclude):
             if S.S_ISDIR(se.st.st_mode):
                 dirs.append(se)
             elif se.arcpath not in done_paths:
