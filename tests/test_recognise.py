@@ -686,7 +686,8 @@ def test_quantised_copy_of_a_published_model_is_regenerable(tmp_path):
 def test_directory_of_caches_with_other_files_is_not_disposable(tmp_path):
     for n in ("a", "b"):
         os.makedirs(tmp_path / "d" / n / "__pycache__")
-        (tmp_path / "d" / n / "__pycache__" / "m.pyc").write_bytes(b"x" * 100)
+        with open(tmp_path / "d" / n / "__pycache__" / "m.pyc", "wb") as f:
+            f.truncate(2 << 20)             # big enough to be named
     items, _ = scan_tree(str(tmp_path))
     assert items["d"].classification.recoverable == "regenerable"
     (tmp_path / "d" / "notes.md").write_text("only copy of my notes")

@@ -106,8 +106,9 @@ def test_trainer_deepspeed_and_distcp_checkpoints(tmp_path):
         for n in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
             (d / n).write_bytes(b"PK\x03\x04")
     os.makedirs(run_dir / "runs" / "Dec01_00-00-00")
-    (run_dir / "runs" / "Dec01_00-00-00" / "events.out.tfevents.1733011200.host.1.0") \
-        .write_bytes(b"\0" * 64)
+    with open(run_dir / "runs" / "Dec01_00-00-00" / "events.out.tfevents.1733011200.host.1.0",
+              "wb") as f:
+        f.truncate(4 << 20)                 # big enough to be named in the run
     ds = tmp_path / "vol" / "ds-run" / "global_step200"
     os.makedirs(ds)
     for n in ("zero_pp_rank_0_mp_rank_00_optim_states.pt", "mp_rank_00_model_states.pt"):
@@ -259,3 +260,19 @@ def test_torch_save_files(tmp_path):
     assert items["model_final.pth"].classification.kind == "checkpoint"
     assert items["legacy.pt"].classification.details["format"] == "pickle"
     assert items["notes.pt"].classification.kind == "file"
+
+
+def test_directory_of_wheels(tmp_path):
+    house = tmp_path / "vol" / "wheelhouse"
+    os.makedirs(house)
+    for n in ("numpy-2.2.6-cp312-cp312-manylinux_2_17_x86_64.whl", "rich-14.0.0-py3-none-any.whl",
+              "zstandard-0.23.0-cp312-cp312-manylinux_2_17_x86_64.whl"):
+        (house / n).write_bytes(b"PK\x03\x04" + b"\0" * 1000)
+    (house / "index.html").write_text("<html></html>")
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["wheelhouse"].classification
+    assert (c.kind, c.details["packages"], c.recoverable) == ("installer", 3, "re-downloadable")
+    (house / "torch-2.7.1+cu128-cp312-cp312-linux_x86_64.whl").write_bytes(b"PK\x03\x04")
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    assert items["wheelhouse"].classification.recoverable is None     # a local build inside
+    assert not [n for n in items if n.startswith("wheelhouse/")]       # one row, not one each

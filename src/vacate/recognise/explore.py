@@ -46,13 +46,19 @@ class Explorer:
     def item(self, it: Item) -> tuple[Classification, list[Item], list]:
         reader = Reader(self.budget_s)
         self.nodes = 0
+        self.top_stats = it.stats
         node = self.node(it.path, it.is_dir, it.stats, 0, it.path, reader)
         subs: list[Item] = []
         self.emit(node, it.path, it.path, subs)
-        if reader.expired:
+        c = node.classification
+        if reader.timed_out:
             reader.warn("recognise-timeout", it.path,
-                        "stopped looking (time or entry budget spent); the label may be partial")
-        return node.classification, subs, reader.problems
+                        f"stopped looking after {self.budget_s:.1f} s; the label may be partial")
+        elif reader.expired and it.is_dir:
+            # A big tree: only part of it was looked at (by design, not a fault).
+            c = Classification(c.kind, c.label, c.recoverable, c.source,
+                               dict(c.details, partial=True), c.confidence, c.guess, c.evidence)
+        return c, subs, reader.problems
 
     def node(self, path: str, is_dir: bool, stats: Stats, depth: int, top: str,
              reader: Reader, look: bool = True) -> Node:
@@ -63,7 +69,14 @@ class Explorer:
             return Node(path, False, stats, c)
         c = base.best(ctx, base.DIRS)
         if (c is not None and c.confidence >= SURE) or depth >= MAX_DEPTH or reader.expired:
-            return Node(path, True, stats, c or generic(ctx))
+            kids: list[Node] = []
+            if (c is not None and c.kind == "source-code" and stats.apparent_bytes >= BIG
+                    and depth < MAX_DEPTH and not reader.expired):
+                # A checkout holding gigabytes holds more than code (weights, data, outputs):
+                # report what is big inside it.
+                ctx.children = self.children(ctx, depth, top, reader)
+                kids = ctx.children
+            return Node(path, True, stats, c or generic(ctx), kids)
         ctx.children = self.children(ctx, depth, top, reader)
         leaf = c
         c = base.best(ctx, base.COMPOSITES, c)
@@ -122,10 +135,31 @@ class Explorer:
             if ch.path.endswith(os.sep + "*"):
                 continue
             c = ch.classification
-            if c.kind not in GENERIC and c.label != "empty directory":
+            if significant(c, ch.stats, self.top_stats):
                 rel = os.path.relpath(ch.path, os.path.dirname(top))
                 out.append(Item("item:" + rel, ch.path, parent, ch.is_dir, ch.stats, c))
             self.emit(ch, top, parent, out)
+
+
+# Kinds always worth a row of their own; the rest (caches, logs, requirement files, plain
+# directories, ...) only when big: a software tree holds hundreds of __pycache__ dirs.
+ARTIFACT_KINDS = frozenset({
+    "model", "draft-model", "gguf", "checkpoint", "training-output", "dataset", "installer",
+    "venv", "conda-env", "container-image", "vm-image", "core-dump", "filesystem-artifact"})
+BIG = 1 << 30
+
+
+def significant(c: Classification, st: Stats, whole: Stats) -> bool:
+    """Worth naming inside ``whole``: an artifact, or a cache/log/file that is big in it."""
+    if c.kind in GENERIC or c.label == "empty directory":
+        return False
+    if (c.kind in ARTIFACT_KINDS or c.details.get("what") == "hidden-states"
+            or c.details.get("repo_id")):
+        return True
+    if c.kind == "source-code" and c.details.get("remote", c.details.get("gitdir")) is not None:
+        return True      # a git checkout with a remote or a worktree: where the code came from
+    size = st.apparent_bytes
+    return size >= BIG or (size >= whole.apparent_bytes / 20 and size >= 1 << 20)
 
 
 def file_stats(f: base.FileInfo) -> Stats:
@@ -141,9 +175,10 @@ def generic(ctx: Ctx) -> Classification:
 def summarise(children: list[Node], limit: int = 4) -> tuple[str, list[tuple[str, int]]]:
     """"4.5 TB cache, 2.0 GB checkpoints, ..." from the largest kinds among the children."""
     by: dict[str, list[int]] = {}
+    whole = Stats(sum(ch.stats.apparent_bytes for ch in children))
     for ch in _parts(children):
         k = ch.classification.kind
-        if k in GENERIC or ch.classification.label == "empty directory":
+        if not significant(ch.classification, ch.stats, whole):
             k = "other"
         e = by.setdefault(k, [0, 0])
         e[0] += ch.stats.apparent_bytes
@@ -172,7 +207,7 @@ def _parts(children: list[Node]) -> list[Node]:
 
 def mixed(ctx: Ctx) -> Classification | None:
     kids = ctx.children or []
-    known = [c for c in _parts(kids) if c.classification.kind not in GENERIC]
+    known = [c for c in _parts(kids) if significant(c.classification, c.stats, ctx.stats)]
     if not known:
         return None
     text, order = summarise(kids)

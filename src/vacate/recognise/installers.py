@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from vacate.model.inventory import Classification
-from vacate.recognise.base import Ctx, cls, files
+from vacate.output.units import human_bytes
+from vacate.recognise.base import Ctx, cls, dirs, files
 
 CUDA_RUN = re.compile(r"^cuda_(?P<ver>\d+\.\d+(?:\.\d+)?)_(?P<drv>\d+\.\d+(?:\.\d+)?)"
                       r"_(?P<plat>linux(?:_sbsa|_ppc64le|_aarch64)?)\.run$")
@@ -100,3 +101,31 @@ def installer(ctx: Ctx) -> Classification | None:
                        evidence=("file name",) + (("archive magic",) if ok else ()),
                        product=m["name"], version=m["ver"])
     return None
+
+
+PACKAGE_EXT = {".whl": "Python wheels", ".deb": "Debian packages", ".rpm": "RPM packages",
+               ".run": "runfile installers", ".tar.gz": "source archives"}
+
+
+@dirs
+def package_dir(ctx: Ctx) -> Classification | None:
+    """A directory of packages: a wheelhouse, a local mirror, an apt archive cache."""
+    lst = ctx.listing()
+    by: dict[str, list] = {}
+    for f in lst.files.values():
+        if f.ext in PACKAGE_EXT:
+            by.setdefault(f.ext, []).append(f)
+    if not by:
+        return None
+    ext, pkgs = max(by.items(), key=lambda kv: sum(f.size for f in kv[1]))
+    total = sum(f.size for f in lst.files.values()) or 1
+    if len(pkgs) < 3 or sum(f.size for f in pkgs) < 0.6 * total or ext == ".tar.gz":
+        return None
+    local = [f.name for f in pkgs if ext == ".whl" and "+" in f.name]
+    more = " (more not listed)" if lst.truncated else ""
+    return cls("installer", f"directory of {len(pkgs)} {PACKAGE_EXT[ext]}{more}, "
+               f"{human_bytes(ctx.stats.apparent_bytes)}",
+               recoverable=None if local or ext == ".run" else "re-downloadable",
+               source={".whl": "pypi", ".deb": "apt", ".rpm": "rpm"}.get(ext), guess=True,
+               confidence=0.8, evidence=(f"{len(pkgs)} *{ext} files",), packages=len(pkgs),
+               format=ext[1:], local_builds=local[:20] or None)

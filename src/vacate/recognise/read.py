@@ -45,7 +45,11 @@ class Reader:
 
     @property
     def expired(self) -> bool:
-        return self.entries_left <= 0 or time.monotonic() > self.deadline
+        return self.entries_left <= 0 or self.timed_out
+
+    @property
+    def timed_out(self) -> bool:
+        return time.monotonic() > self.deadline
 
     def warn(self, code: str, path: str, message: str) -> None:
         self.problems.append(Problem(code, f"{path}: {message}", path))
