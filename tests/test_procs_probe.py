@@ -4,13 +4,11 @@ what the single pass finds, every real holder is a candidate, and kernel threads
 sleepers are not."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from harness.holders import MMAP_ONLY, Holders
+from harness.holders import MMAP_ONLY, Crowd, Holders
 from harness.volumes import can_loop_mount, make_volume
 
 from vacate.collectors import mounts, procs, procs_probe
@@ -42,30 +40,13 @@ def crowd_volume():
         h.spawn("submmap", [sys.executable, "-c", MMAP_ONLY, f"{m}/sub/f",
                             h._flag("submmap")], ready=h._flag("submmap"))
         # enough processes for the split: 20 sleepers on the volume, the rest elsewhere
-        n = procs_probe.SPLIT_MIN + 50
-        crowd = subprocess.Popen(
-            ["bash", "-c", (f"cd '{m}/work' && for i in $(seq 20); do sleep 1d & done; "
-                           f"cd / && for i in $(seq {n}); do sleep 1d & done; wait")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        end = time.monotonic() + 60
-        sleepers: list[int] = []
-        while time.monotonic() < end and len(sleepers) < n + 20:
-            time.sleep(0.2)
-            sleepers = [int(p) for p in subprocess.run(
-                ["pgrep", "-g", str(crowd.pid), "-x", "sleep"], capture_output=True,
-                text=True, check=False).stdout.split()]
-        on_vol = {p for p in sleepers if os.readlink(f"/proc/{p}/cwd").startswith(m)}
-        assert len(on_vol) == 20
-        yield m, mounts.resolve_target(m), {p.pid for p in h.procs.values()} | on_vol, \
-            set(sleepers) - on_vol
+        crowd = Crowd(f"{m}/work", 20, procs_probe.SPLIT_MIN + 50)
+        assert len(crowd.on) == 20
+        yield m, mounts.resolve_target(m), {p.pid for p in h.procs.values()} | crowd.on, \
+            crowd.off
     finally:
         if crowd is not None:
-            try:
-                os.killpg(crowd.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            crowd.wait()
+            crowd.close()
         h.close()
         v.close()
 
@@ -118,3 +99,43 @@ def test_a_broken_child_report_is_refused():
     back = procs_probe._decode(procs_probe._encode(procs_probe.probe("/proc", [], (), (), None,
                                                                      False)))
     assert back.count == 0 and back.candidates == [] and back.namespaces == {}
+
+
+def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypatch):
+    """The CLI forks the first look off before its imports: the result is the normal pass's,
+    and a guess that does not match the resolved target is thrown away (child reaped)."""
+    if procs_probe._cpus() < 2:
+        pytest.skip("one CPU: nothing is forked early")
+    m, target, holders, _others = crowd_volume
+    monkeypatch.setattr(procs_probe, "SPLIT_MIN", 1)
+    early = procs_probe.Early.start(f"{m}/work")
+    assert early is not None and early.key[0] == {m}
+    child = early.child
+    got = procs.collect(Host.local(), target, early=early)
+    assert early.child == -1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)                 # joined and reaped
+    plain = procs.collect(Host.local(), target)
+    assert {c.id for c in got.consumers} == {c.id for c in plain.consumers}
+    assert holders <= {c.attrs["pid"] for c in got.consumers}
+    # started for another volume (/): not used, the child is reaped, the pass still right
+    wrong = procs_probe.Early.start("/")
+    assert wrong is not None and wrong.key[0] != {m}
+    child = wrong.child
+    again = procs.collect(Host.local(), target, early=wrong)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)
+    assert {c.id for c in again.consumers} == {c.id for c in plain.consumers}
+
+
+def test_check_command_with_the_early_look(crowd_volume):
+    """``vacate check --json`` as a user runs it (the early look forked in the CLI) reports
+    every holder."""
+    import json
+
+    m, _target, holders, _others = crowd_volume
+    r = subprocess.run([sys.executable, "-m", "vacate", "check", "--json", "--no-scan",
+                        "--no-config", m], capture_output=True, text=True, check=False)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert holders <= {c["pid"] for c in doc["consumers"] if c["type"] == "process"}

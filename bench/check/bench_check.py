@@ -4,8 +4,20 @@ Builds a real loop volume (ext4 or btrfs) with holders of every kind (fd, writer
 mapping-only mmap, shared library, cwd, exe, deleted-open, a private mount namespace seeing a
 bind of a subdirectory, on btrfs a subvolume fd and mapping), a swap file and a loop device on
 it, plus N background sleepers (default 1,000, 50 of them with their cwd on the volume), then
-runs every tool R times interleaved and prints medians, ratios to vacate, and how many of the
-known holders each one found. Needs root. Cleans up everything it started.
+runs every tool R times interleaved and prints medians, ratios to ``fuser -vm``, and how many
+of the known holders each one found. Needs root. Cleans up everything it started.
+
+vacate is timed as a user runs it, three ways (the same code; only what starts Python differs):
+
+* ``vacate`` found on PATH (here a pyenv shim: a bash script in front, ~60 ms);
+* the console script pip installed next to this interpreter (no shim; this interpreter's
+  site-packages and its ``.pth`` files are read at start-up);
+* the same console script in a fresh venv holding only vacate (built here: ``venv
+  --without-pip``, a ``.pth`` naming ``src/`` and pip's console-script text, exactly what
+  ``pip install -e .`` writes; the ``--json`` path needs no third-party package).
+
+The package's bytecode is compiled first (``compileall``), as any installed package's is: with
+``PYTHONDONTWRITEBYTECODE=1`` (set in some environments) every run would compile the sources.
 
     python3 bench/check/bench_check.py [--fs ext4|btrfs] [--procs 1000] [--runs 7]
 """
@@ -13,25 +25,52 @@ known holders each one found. Needs root. Cleans up everything it started.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import re
-import signal
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
 
-from harness.holders import MMAP_ONLY, Holders
+from harness.holders import MMAP_ONLY, Crowd, Holders
 from harness.volumes import make_volume
 
-# The console script next to this interpreter (a pyenv shim in front adds ~60 ms of bash).
-VACATE = os.path.join(os.path.dirname(sys.executable), "vacate")
-if not os.path.exists(VACATE):
-    VACATE = "vacate"
+SRC = os.path.abspath(os.path.join(HERE, "..", "..", "src"))
+# The console script next to this interpreter; and what a user's PATH finds.
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "vacate")
+ON_PATH = shutil.which("vacate")
+CONSOLE_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from vacate.cli.main import entry
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(entry())
+"""
+
+
+def clean_venv(where: str) -> str:
+    """A venv holding only vacate (editable, as pip writes it); its ``vacate`` script."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", where], check=True)
+    py = os.path.join(where, "bin", "python3")
+    purelib = subprocess.run([py, "-c", ("import sysconfig; print(sysconfig.get_paths()"
+                                        "['purelib'])")], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    with open(os.path.join(purelib, "__editable__.vacate.pth"), "w") as f:
+        f.write(SRC + "\n")
+    script = os.path.join(where, "bin", "vacate")
+    with open(script, "w") as f:
+        f.write(CONSOLE_SCRIPT.format(python=py))
+    os.chmod(script, 0o755)
+    return script
 
 
 def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -75,10 +114,13 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
+    compileall.compile_dir(os.path.join(SRC, "vacate"), quiet=1)
+    venv_dir = tempfile.mkdtemp(prefix="vacate-bench-venv-")
     v = make_volume(args.fs)
     h = Holders(v.mountpoint)
     crowd = None
     try:
+        clean = clean_venv(venv_dir)
         m = v.mountpoint
         for d in ("db", "work", "images"):
             os.makedirs(f"{m}/{d}")
@@ -104,35 +146,23 @@ def main() -> int:
                                    h._flag("subvolmmap")], ready=h._flag("subvolmmap"))
         h.swapfile(f"{m}/swapfile", args.fs, mb=16)
         h.loop_device(f"{m}/images/nested.img")
-        known = {p.pid for p in h.procs.values()}
-        # the crowd: N sleepers in one process group, 50 of them with cwd on the volume
+        # the crowd: N sleepers, 50 of them with their cwd on the volume
         n_on = min(50, args.procs)
-        crowd = subprocess.Popen(
-            ["bash", "-c", (f"cd '{m}/work' && for i in $(seq {n_on}); do sleep 1d & done; "
-                           f"cd / && for i in $(seq {args.procs - n_on}); do sleep 1d & done; "
-                           "wait")], start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            kids = subprocess.run(["pgrep", "-c", "-g", str(crowd.pid)], capture_output=True,
-                                  text=True, check=False).stdout.strip()
-            if kids.isdigit() and int(kids) >= args.procs:
-                break
-            time.sleep(0.2)
-        crowd_on = {int(p) for p in subprocess.run(
-            ["pgrep", "-g", str(crowd.pid), "sleep"], capture_output=True, text=True,
-            check=False).stdout.split()
-            if os.path.realpath(f"/proc/{p}/cwd").startswith(m)}
-        known |= crowd_on
+        crowd = Crowd(f"{m}/work", n_on, args.procs - n_on)
+        known = {p.pid for p in h.procs.values()} | crowd.on
         nproc = len([p for p in os.listdir("/proc") if p.isdigit()])
-        vac = [VACATE, "check", "--json"]
-        tools = {
-            "vacate check --no-scan": vac + ["--no-scan", m],
-            "vacate (live+kernel only)": vac + ["--no-scan", "--no-config", m],
-            "vacate check": vac + [m],
-            "fuser -vm": ["fuser", "-vm", m],
-            "lsof": ["lsof", "-n", m],
-            "(vacate --version: startup)": [VACATE, "--version"],
-        }
+        like = ["check", "--json", "--no-scan", "--no-config", m]
+        tools = {}
+        if ON_PATH and os.path.realpath(ON_PATH) != os.path.realpath(SCRIPT):
+            tools["vacate (on PATH: shim)"] = [ON_PATH, *like]
+        tools["vacate (console script)"] = [SCRIPT, *like]
+        tools["vacate (clean venv)"] = [clean, *like]
+        tools["fuser -vm"] = ["fuser", "-vm", m]
+        tools["lsof"] = ["lsof", "-n", m]
+        tools["vacate --no-scan (+config)"] = [SCRIPT, "check", "--json", "--no-scan", m]
+        tools["vacate check (+walk)"] = [SCRIPT, "check", "--json", m]
+        tools["(startup: console --version)"] = [SCRIPT, "--version"]
+        tools["(startup: clean --version)"] = [clean, "--version"]
         times: dict[str, list[float]] = {t: [] for t in tools}
         last: dict[str, subprocess.CompletedProcess] = {}
         for _ in range(args.runs):
@@ -140,27 +170,25 @@ def main() -> int:
                 dt, r = timed(cmd)
                 times[name].append(dt)
                 last[name] = r
-        base = statistics.median(times["vacate check --no-scan"])
+        base = statistics.median(times["fuser -vm"])
         print(f"# {args.fs}, {nproc} processes on the host, {len(known)} known holder "
               f"processes (+ swap file, loop device, private-namespace bind), "
-              f"{args.runs} interleaved runs")
-        print(f"{'tool':26} {'median ms':>10} {'ratio':>7} {'holders found':>14} "
+              f"{args.runs} interleaved runs; ratio = median / median of fuser -vm")
+        print(f"{'tool':30} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'holders found':>14} "
               f"{'pids reported':>14} {'kernel users':>13}")
         for name in tools:
             med = statistics.median(times[name])
             found, reported = holders_found(name, last[name], known)
-            print(f"{name:28} {med * 1000:10.1f} {med / base:7.2f} "
-                  f"{found:>8}/{len(known):<5} {reported:>14} {kernel_found(name, last[name]):>13}")
+            print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
+                  f"{med / base:7.2f} {found:>8}/{len(known):<5} {reported:>14} "
+                  f"{kernel_found(name, last[name]):>13}")
         return 0
     finally:
         if crowd is not None:
-            try:
-                os.killpg(crowd.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            crowd.wait()
+            crowd.close()
         h.close()
         v.close()
+        shutil.rmtree(venv_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -176,3 +176,46 @@ class Holders:
             run("losetup", "-d", dev, check=False)
         self.loops.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@dataclass
+class Crowd:
+    """``n_on`` sleepers working in ``on_dir`` and ``n_off`` more in ``/``, in one process
+    group of their own (stdio on /dev/null); ``close()`` kills that group."""
+    on_dir: str
+    n_on: int
+    n_off: int
+    proc: subprocess.Popen | None = None
+    on: set[int] = field(default_factory=set)
+    off: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        script = (f"cd '{self.on_dir}' && for i in $(seq {self.n_on}); do sleep 1d & done; "
+                  f"cd / && for i in $(seq {self.n_off}); do sleep 1d & done; wait")
+        self.proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            end = time.monotonic() + 60
+            pids: list[int] = []
+            while len(pids) < self.n_on + self.n_off:
+                if time.monotonic() > end:
+                    raise TimeoutError("the crowd of sleepers never came up")
+                time.sleep(0.2)
+                pids = [int(p) for p in run("pgrep", "-g", str(self.proc.pid), "-x", "sleep",
+                                            check=False).stdout.split()]
+            for p in pids:
+                (self.on if os.readlink(f"/proc/{p}/cwd") == self.on_dir else self.off).add(p)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc = None

@@ -28,10 +28,21 @@ def exit_code(safe: bool | None) -> int:
 
 
 def run(args, env: Env) -> int:
-    from vacate.core.check import check
+    early = None
+    if env.host.live:
+        # The first look over /proc starts in a forked child now, while the rest of vacate
+        # is imported (vacate.collectors.procs_probe).
+        from vacate.collectors.procs_probe import Early
 
-    result = check(args.path, host=env.host, scan_tree=not args.no_scan,
-                   configured=not args.no_config)
+        early = Early.start(args.path, env.host.proc)
+    try:
+        from vacate.core.check import check
+
+        result = check(args.path, host=env.host, scan_tree=not args.no_scan,
+                       configured=not args.no_config, early=early)
+    finally:
+        if early is not None:
+            early.close()
     if args.json:
         from vacate.output import jsonfmt
 

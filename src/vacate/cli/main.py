@@ -23,8 +23,10 @@ COMMANDS = (
 )
 
 
-def _modules():
+def _modules(only: str | None = None):
     for name, modname in COMMANDS:
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f"vacate.cli.{modname}")
         except ModuleNotFoundError as e:
@@ -34,14 +36,23 @@ def _modules():
         yield name, mod
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked(argv: list[str]) -> str | None:
+    """The command ``argv`` names first (``vacate check ...``), so that only its module is
+    imported (start-up time); None for ``--help``, ``--version`` or no command."""
+    if argv and argv[0] in {name for name, _ in COMMANDS}:
+        return argv[0]
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with only the command ``only``."""
     p = argparse.ArgumentParser(
         prog="vacate",
         description="Is anything still using this volume? Audit it, back it up cold, retire it.",
     )
     p.add_argument("--version", action="version", version=f"vacate {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name, mod in _modules():
+    for name, mod in _modules(only):
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
     return p
@@ -57,7 +68,9 @@ def _on_term(signum, frame):
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     env = env or Env()
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(_invoked(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:   # argparse: --help (0) or a usage error (2)

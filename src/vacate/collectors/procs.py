@@ -263,6 +263,7 @@ class _Pass:
                 "unreadable-process", f"/proc/{pid}: {e.strerror or e}: what this process "
                 "holds could not be read", base, blocks_verdict=True))
             return
+        self.count += 1
         if not hits:
             return
         # Only holders pay for their identity: /proc/PID/stat, parsed from the last ")"
@@ -531,10 +532,13 @@ def host_mounts(host: Host, target: Target) -> tuple[Mount, ...]:
 
 
 def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
-            nvml=None, skip_self: bool = True) -> ProcScan:
+            nvml=None, skip_self: bool = True,
+            early: procs_probe.Early | None = None) -> ProcScan:
     """One pass over ``host``'s processes (or only ``pids``): every process that uses the
     volume of ``target``, as a ``process`` consumer. ``nvml``: an object with pynvml's
-    functions (tests pass a fake); by default ``pynvml`` when importable and GPUs are held."""
+    functions (tests pass a fake); by default ``pynvml`` when importable and GPUs are held.
+    ``early``: a first look the CLI forked off before its imports (used when it looked for
+    this same volume; always reaped)."""
     t = target.mount
     vol_dev = (t.major, t.minor)
     map_devs = (f" {t.major:02x}:{t.minor:02x} ".encode(),)
@@ -548,30 +552,40 @@ def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
     p.dev_yes.add(os.makedev(*vol_dev))
     if host.live:
         p.dev_yes.add(target.st_dev)
-    me = os.getpid() if (skip_self and host.live) else -1
-    if pids is None:
+    matcher = p.matcher = PathMatcher(p.host_mounts, target)
+    # The cheap first look (every process; maybe started early, by the CLI), then the full
+    # read (candidates only).
+    got = None
+    if early is not None and pids is None and host.live:
+        got = early.finish(matcher.exact, map_devs, self_ns)
+    if got is not None:
+        first = got[1]
+    else:
+        if early is not None:
+            early.close()
+        me = os.getpid() if (skip_self and host.live) else -1
         try:
-            names = os.listdir(host.proc)
+            if pids is None:
+                pids = [int(n) for n in os.listdir(host.proc) if n.isdigit()]
+            pids = sorted(pid for pid in pids if pid != me)
+            if "/" in matcher.exact:
+                # the root filesystem: every process is a candidate, a first look is waste
+                first = procs_probe.Probe()
+                first.candidates = pids
+            else:
+                first = procs_probe.probe_split(host.proc, pids, tuple(matcher.exact),
+                                                map_devs, self_ns, host.live)
         except OSError as e:
             return ProcScan((), (Problem("unreadable-proc", f"{host.proc}: {e.strerror}",
                                          host.proc, blocks_verdict=True),), (), (), 0)
-        pids = [int(n) for n in names if n.isdigit()]
-    pids = sorted(pid for pid in pids if pid != me)
-    # The cheap first look (every process), then the full read (candidates only).
-    matcher = p.matcher = PathMatcher(p.host_mounts, target)
-    try:
-        first = procs_probe.probe_split(host.proc, pids, tuple(matcher.exact), map_devs,
-                                        self_ns, host.live)
-    except OSError as e:
-        return ProcScan((), (Problem("unreadable-proc", f"{host.proc}: {e.strerror}",
-                                     host.proc, blocks_verdict=True),), (), (), 0)
     p.ns_first.update(first.namespaces)
     for ns, pid in first.namespaces.items():
         if ns != self_ns:
             p.note_container(pid)
     for pid in first.candidates:
         p.read_pid(pid)
-    p.count = first.count
+    if first.count:
+        p.count = first.count         # the first look counted every process it read
     consumers = tuple(p.consumers)
     if any(c.attrs["gpus"] for c in consumers):
         from vacate.collectors import procs_gpu

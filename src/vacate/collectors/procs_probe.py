@@ -168,21 +168,16 @@ def _threaded() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
-                self_ns: str | None, live: bool) -> Probe:
-    """:func:`probe` over ``pids`` (ascending), with the upper half probed by a forked child
-    when there are many processes, more than one CPU and no other thread here."""
-    if len(pids) < SPLIT_MIN or _cpus() < 2 or not hasattr(os, "fork") or _threaded():
-        return probe(proc, pids, hot, tokens, self_ns, live)
-    half = len(pids) // 2
-    mine, theirs = pids[:half], pids[half:]
+def _fork_probe(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
+                self_ns: str | None, live: bool) -> tuple[int, int]:
+    """A forked child probing ``pids``: (its pid, the pipe its report comes through)."""
     r, w = os.pipe()
     child = os.fork()
     if child == 0:                                     # the child: probe, report, leave
         code = 1
         try:
             os.close(r)
-            data = _encode(probe(proc, theirs, hot, tokens, self_ns, live))
+            data = _encode(probe(proc, pids, hot, tokens, self_ns, live))
             view = memoryview(data)
             while view:
                 view = view[os.write(w, view):]
@@ -190,9 +185,13 @@ def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
         finally:
             os._exit(code)
     os.close(w)
+    return child, r
+
+
+def _join(child: int, r: int) -> Probe | None:
+    """The child's report; None when it failed."""
+    chunks = []
     try:
-        first = probe(proc, mine, hot, tokens, self_ns, live)
-        chunks = []
         while True:
             b = os.read(r, 65536)
             if not b:
@@ -201,14 +200,133 @@ def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
     finally:
         os.close(r)
         _, status = os.waitpid(child, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return None
     try:
-        if not os.waitstatus_to_exitcode(status) == 0:
-            raise ValueError("probe child failed")
-        second = _decode(b"".join(chunks))
+        return _decode(b"".join(chunks))
     except ValueError:
-        second = probe(proc, theirs, hot, tokens, self_ns, live)
+        return None
+
+
+def _merge(first: Probe, second: Probe) -> Probe:
+    """``second`` probed higher pids than ``first``."""
     for ns, pid in second.namespaces.items():
-        first.namespaces.setdefault(ns, pid)       # ours are the lower pids: seen first
+        first.namespaces.setdefault(ns, pid)       # the lower pids were seen first
     first.candidates += second.candidates
     first.count += second.count
     return first
+
+
+def _can_fork(n: int) -> bool:
+    return n >= SPLIT_MIN and hasattr(os, "fork") and _cpus() >= 2 and not _threaded()
+
+
+def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
+                self_ns: str | None, live: bool) -> Probe:
+    """:func:`probe` over ``pids`` (ascending), with the upper half probed by a forked child
+    when there are many processes, more than one CPU and no other thread here."""
+    if not _can_fork(len(pids)):
+        return probe(proc, pids, hot, tokens, self_ns, live)
+    half = len(pids) // 2
+    args = (hot, tokens, self_ns, live)
+    child, r = _fork_probe(proc, pids[half:], *args)
+    try:
+        first = probe(proc, pids[:half], *args)
+    finally:
+        second = _join(child, r)
+    if second is None:                             # the child failed: its share again
+        second = probe(proc, pids[half:], *args)
+    return _merge(first, second)
+
+
+# -- started early: the first look overlaps the interpreter's imports --------------------------
+def _unescape(field: str) -> str:
+    if "\\" not in field:
+        return field
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[bytes, ...]]:
+    """(the mountpoints of ``path``'s filesystem in our mount namespace, its maps token),
+    from our mountinfo without the full parser: what :func:`probe` needs, known before the
+    target is resolved. :mod:`vacate.collectors.procs` compares it with the resolved target's
+    and uses an early probe only when they agree."""
+    real = os.path.realpath(os.path.abspath(path))
+    rows = []
+    for line in read_all(f"{proc}/self/mountinfo").decode("utf-8", "surrogateescape").split("\n"):
+        f = line.split(" ")
+        if len(f) > 4:
+            rows.append((f[2], _unescape(f[4])))
+    best = None
+    for dev, mp in rows:
+        under = real.startswith("/") if mp == "/" else (real == mp or real.startswith(mp + "/"))
+        if under and (best is None or len(mp) >= len(best[1])):
+            best = (dev, mp)
+    if best is None:
+        raise ValueError(f"no mount holds {real}")
+    major, minor = (int(x) for x in best[0].split(":"))
+    return (frozenset(mp for dev, mp in rows if dev == best[0]),
+            (f" {major:02x}:{minor:02x} ".encode(),))
+
+
+class Early:
+    """A first look forked off before the heavy imports: a child probes the upper share of
+    the pids meanwhile; :meth:`finish` probes the rest here and joins the child."""
+
+    __slots__ = ("child", "key", "mine", "pipe", "proc", "self_ns", "theirs")
+
+    def __init__(self, proc: str, key, self_ns: str, mine: list[int], theirs: list[int],
+                 child: int, pipe: int):
+        self.proc, self.key, self.self_ns = proc, key, self_ns
+        self.mine, self.theirs, self.child, self.pipe = mine, theirs, child, pipe
+
+    @classmethod
+    def start(cls, path: str, proc: str = "/proc", share: float = 0.6) -> Early | None:
+        """Fork the child, or None where that does not pay (few processes, one CPU, threads)
+        or anything is odd (the normal pass then runs as usual)."""
+        try:
+            key = volume_key(path, proc)
+            self_ns = os.readlink(f"{proc}/self/ns/mnt")
+            me = os.getpid()
+            pids = sorted(int(n) for n in os.listdir(proc) if n.isdigit() and int(n) != me)
+        except (OSError, ValueError):
+            return None
+        if not _can_fork(len(pids)):
+            return None
+        cut = len(pids) - int(len(pids) * share)
+        mine, theirs = pids[:cut], pids[cut:]
+        child, r = _fork_probe(proc, theirs, tuple(key[0]), key[1], self_ns, True)
+        return cls(proc, key, self_ns, mine, theirs, child, r)
+
+    def finish(self, hot: frozenset[str], tokens: tuple[bytes, ...],
+               self_ns: str | None) -> tuple[list[int], Probe] | None:
+        """(every pid looked at, the first look) when the resolved target agrees with the
+        guess made at the start; None otherwise (the child is reaped; probe again)."""
+        if self.child < 0:
+            return None
+        if (hot, tokens, self_ns) != (self.key[0], self.key[1], self.self_ns):
+            self.close()
+            return None
+        args = (tuple(hot), tokens, self_ns, True)
+        child, self.child = self.child, -1
+        try:
+            first = probe(self.proc, self.mine, *args)
+        finally:
+            second = _join(child, self.pipe)
+        if second is None:
+            second = probe(self.proc, self.theirs, *args)
+        return self.mine + self.theirs, _merge(first, second)
+
+    def close(self) -> None:
+        """Stop and reap the child if it was never joined."""
+        if self.child < 0:
+            return
+        child, self.child = self.child, -1
+        os.close(self.pipe)
+        try:
+            os.kill(child, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(child, 0)

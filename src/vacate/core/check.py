@@ -252,11 +252,17 @@ def _referenced_warnings(consumers: tuple[Consumer, ...]) -> list[Problem]:
 
 
 def check(path: str, *, host: Host | None = None, scan_tree: bool = True,
-          configured: bool = True, nvml=None) -> CheckResult:
+          configured: bool = True, nvml=None, early=None) -> CheckResult:
+    """``early``: a :class:`vacate.collectors.procs_probe.Early` the CLI started (or None)."""
     host = host or Host.local()
     t0 = time.monotonic()
-    target = mounts.resolve_target(path, host)
-    live = procs.collect(host, target, nvml=nvml)
+    try:
+        target = mounts.resolve_target(path, host)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    live = procs.collect(host, target, nvml=nvml, early=early)
     kcons, kprob = kernel.collect(host, target, live.namespaces)
     if configured:
         ccons, cprob = _configured(host, target, live.containers)
