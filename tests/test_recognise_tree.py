@@ -92,3 +92,19 @@ def test_story_volume_through_scan(story):
     top = [i for i in doc["items"] if i["parent"] is None]
     assert sum(i["disk_bytes"] for i in top) <= doc["totals"]["disk_bytes"]
     assert any(w["code"] == "incomplete-model" for w in doc["warnings"])
+
+
+def test_story_volume_through_check(story):
+    """check turns recoverability into status: nothing uses the fresh volume, so what can be
+    had again is disposable, unique data is cold, lost+found is an artifact."""
+    root, _ = story
+    out, err = io.StringIO(), io.StringIO()
+    main(["check", "--json", root], Env(stdout=out, stderr=err))
+    doc = json.loads(out.getvalue())
+    st = {os.path.relpath(i["path"], root): i["status"] for i in doc["items"]}
+    assert st["cuda_13.0.1_580.82.07_linux.run"] == "disposable"
+    assert st["eagle3/cache/hidden_states"] == "disposable"
+    assert st["eagle3"] == "cold"                       # checkpoints inside are unique
+    assert st["ml-env-backup-cuda128.txt"] == "cold"
+    assert st["lost+found"] == "artifact"
+    assert st["models/Qwen3.5-397B-A17B-NVFP4"] == "cold"   # no source known: not disposable
