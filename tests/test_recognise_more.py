@@ -276,3 +276,20 @@ def test_directory_of_wheels(tmp_path):
     items, _ = scan_tree(str(tmp_path / "vol"))
     assert items["wheelhouse"].classification.recoverable is None     # a local build inside
     assert not [n for n in items if n.startswith("wheelhouse/")]       # one row, not one each
+
+
+def test_lora_adapter(tmp_path):
+    d = tmp_path / "vol" / "sft-lora"
+    os.makedirs(d)
+    (d / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "r": 16, "lora_alpha": 32,
+        "base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "target_modules": ["q_proj"]}))
+    save_file({"base_model.model.layers.0.self_attn.q_proj.lora_A.weight":
+               np.zeros((16, 64), np.float32),
+               "base_model.model.layers.0.self_attn.q_proj.lora_B.weight":
+               np.zeros((64, 16), np.float32)}, str(d / "adapter_model.safetensors"))
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["sft-lora"].classification
+    assert (c.kind, c.details["parameters"], c.details["base_model"]) == (
+        "model", 2048, "Qwen/Qwen2.5-7B-Instruct")
+    assert c.label.startswith("LORA adapter (r=16) for Qwen/Qwen2.5-7B-Instruct")

@@ -249,3 +249,29 @@ def git_remote_repo(reader: Reader, path: str) -> str | None:
 @dirs
 def hf_model_dir(ctx: Ctx) -> Classification | None:
     return describe(ctx.reader, ctx.path, ctx.listing(), ctx.stats.apparent_bytes)
+
+
+@dirs
+def peft_adapter(ctx: Ctx) -> Classification | None:
+    """A PEFT adapter (LoRA, ...): adapter_config.json naming its base model."""
+    lst = ctx.listing()
+    if "adapter_config.json" not in lst.files:
+        return None
+    cfg = ctx.reader.json(ctx.join("adapter_config.json"), what="adapter_config.json")
+    if not isinstance(cfg, dict):
+        return cls("model", "adapter (adapter_config.json unreadable)", confidence=0.4)
+    base = cfg.get("base_model_name_or_path")
+    peft = str(cfg.get("peft_type") or "PEFT")
+    params = None
+    for n in lst.with_suffix(".safetensors"):
+        h = read_header(ctx.reader, ctx.join(n.name), n.size)
+        if h is not None and h != "lfs":
+            params = (params or 0) + sum(t.numel for t in h.tensors)
+    r = cfg.get("r")
+    label = f"{peft} adapter" + (f" (r={r})" if isinstance(r, int) else "") + (
+        f" for {base}" if isinstance(base, str) else "") + (
+        f", {human_params(params)} params" if params else "") + (
+        f", {human_bytes(ctx.stats.apparent_bytes)}")
+    return cls("model", label, recoverable="unique", confidence=0.92,
+               evidence=("adapter_config.json",), adapter=peft,
+               base_model=base if isinstance(base, str) else None, rank=r, parameters=params)
