@@ -612,6 +612,15 @@ def test_story_files(tmp_path):
     assert lf.kind == "filesystem-artifact"
 
 
+def test_a_symlink_is_a_symlink(tmp_path):
+    (tmp_path / "real.run").write_bytes(b"#!/bin/sh\n# Makeself\n")
+    os.symlink(tmp_path / "real.run", tmp_path / "cuda_12.8.0_570.86.10_linux.run")
+    items, _ = scan_tree(str(tmp_path))
+    c = items["cuda_12.8.0_570.86.10_linux.run"].classification
+    assert (c.kind, c.recoverable) == ("file", None)
+    assert c.label == f"symbolic link to {tmp_path / 'real.run'}"
+
+
 def test_cuda_runfile_name_only_is_a_guess(tmp_path):
     (tmp_path / "cuda_12.8.0_570.86.10_linux.run").write_bytes(b"\0" * 100)
     items, _ = scan_tree(str(tmp_path))

@@ -42,11 +42,22 @@ class Explorer:
     def __init__(self, dir_stats: dict[str, Stats], budget_s: float = 10.0):
         self.dir_stats = dir_stats
         self.budget_s = budget_s
+        self.nodes = 0                  # per top-level item
+        self.top_stats = Stats()
 
     def item(self, it: Item) -> tuple[Classification, list[Item], list]:
         reader = Reader(self.budget_s)
         self.nodes = 0
         self.top_stats = it.stats
+        if not it.is_dir and os.path.islink(it.path):
+            # The link is what is here, not what it points at (which is elsewhere, or an item
+            # of its own).
+            try:
+                to = os.readlink(it.path)
+            except OSError:
+                to = "?"
+            return (Classification("file", f"symbolic link to {to}", confidence=0.95,
+                                   evidence=("lstat",), details={"link_target": to}), [], [])
         node = self.node(it.path, it.is_dir, it.stats, 0, it.path, reader)
         subs: list[Item] = []
         self.emit(node, it.path, it.path, subs)
