@@ -177,3 +177,54 @@ def test_verdict_rules():
                                 "systemctl disable sglang-qwen.service")
     assert actions[enabled.id] == "systemctl disable --now sglang-qwen.service"
     assert "/etc/fstab" in actions[fstab.id] or "x:1" in actions[fstab.id]
+
+
+def test_unit_in_a_private_pid_namespace_is_stopped_through_its_own_manager():
+    """systemd as PID 1 of a private namespace (not a container): the host's systemctl would
+    reach the wrong manager; the action enters the process's namespaces."""
+    from vacate.core.check import process_action
+
+    proc = _consumer("process:4242:7", "process", True, ["/data/models/q/w"], pid=4242,
+                     unit="sglang-qwen.service", container=None, access=["fd"],
+                     pid_namespace="pid:[4026532999]")
+    assert process_action(proc, {}) == "nsenter -t 4242 -a systemctl stop sglang-qwen.service"
+    host = _consumer("process:9:5", "process", True, ["/data/models/q/w"], pid=9,
+                     unit="sglang-qwen.service", container=None, access=["fd"],
+                     pid_namespace=None)
+    assert process_action(host, {}) == "systemctl stop sglang-qwen.service"
+    v = verdict((proc,), ())
+    assert "pid:[4026532999]" in v.blockers[0].reason
+
+
+@pytest.mark.root
+def test_process_in_a_private_pid_namespace_is_marked():
+    """A real process in a pid namespace of its own carries that namespace; ours carry none."""
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    import time
+
+    from vacate.collectors import mounts, procs
+    from vacate.host import Host
+
+    v = make_volume("ext4")
+    h = Holders(v.mountpoint)
+    try:
+        work = f"{v.mountpoint}/work"
+        os.makedirs(work)
+        unshare = h.spawn("pidns", ["unshare", "--pid", "--fork", "sleep", "1d"], cwd=work)
+        plain = h.cwd(work)
+        target = mounts.resolve_target(v.mountpoint)
+        deadline = time.monotonic() + 10
+        inner = []
+        while not inner and time.monotonic() < deadline:
+            found = procs.collect(Host.local(), target).consumers
+            inner = [c for c in found if c.attrs["ppid"] == unshare]   # the forked sleep
+        assert inner, "the sleep inside the new pid namespace was not found"
+        ns = inner[0].attrs["pid_namespace"]
+        assert ns and ns.startswith("pid:[") and ns != os.readlink("/proc/self/ns/pid")
+        by_pid = {c.attrs["pid"]: c for c in found}
+        assert by_pid[plain].attrs["pid_namespace"] is None
+        assert by_pid[unshare].attrs["pid_namespace"] is None      # unshare itself stays out
+    finally:
+        h.close()
+        v.close()

@@ -45,7 +45,18 @@ from harness.volumes import make_volume
 SRC = os.path.abspath(os.path.join(HERE, "..", "..", "src"))
 # The console script next to this interpreter; and what a user's PATH finds.
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "vacate")
-ON_PATH = shutil.which("vacate")
+
+
+def _on_path() -> str | None:
+    """What a user's shell runs for ``vacate``: PATH without the interpreter's own bin
+    directory, which ``pyenv exec`` puts first for this script."""
+    own = os.path.realpath(os.path.dirname(sys.executable))
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and os.path.realpath(d) != own]
+    return shutil.which("vacate", path=os.pathsep.join(dirs))
+
+
+ON_PATH = _on_path()
 CONSOLE_SCRIPT = """#!{python}
 # -*- coding: utf-8 -*-
 import re

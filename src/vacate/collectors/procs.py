@@ -170,6 +170,20 @@ class _Pass:
     matcher: PathMatcher | None = None
     docker_dirs: list[str] | None = None
     count: int = 0
+    self_pid_ns: str | None = None
+
+    def pid_namespace(self, pid: int) -> str | None:
+        """The pid namespace of ``pid`` when it is not ours (its systemd units belong to
+        the manager of that namespace, not ours); None when it is ours or unknown."""
+        if not self.host.live:
+            return None
+        try:
+            if self.self_pid_ns is None:
+                self.self_pid_ns = os.readlink(self.host.proc_path("self", "ns", "pid"))
+            ns = os.readlink(self.host.proc_path(pid, "ns", "pid"))
+        except OSError:
+            return None
+        return ns if ns != self.self_pid_ns else None
 
     # -- identity ------------------------------------------------------------------------
     def mounts_of_ns(self, pid: int, ns: str) -> dict[int, Mount]:
@@ -513,6 +527,7 @@ class _Pass:
             "container": container,
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,
+            "pid_namespace": self.pid_namespace(pid),
             "gpus": [{"device": g, "index": int(_NVIDIA_DEV.match(g).group(1))}
                      for g in sorted(set(gpus))],
         }

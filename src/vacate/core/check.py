@@ -127,9 +127,12 @@ def statuses(items: tuple[Item, ...], users: dict[str, list[str]],
 
 
 # -- verdict -----------------------------------------------------------------------------------
-def _systemctl(container: dict | None) -> str:
+def _systemctl(container: dict | None, pid: int | None = None, pid_ns: str | None = None) -> str:
+    """How a person reaches the manager that runs a unit: a container's, else, for a process in
+    a pid namespace of its own (systemd as PID 1 of a private namespace, not a container), the
+    manager seen from inside it, else the host's."""
     if not container:
-        return "systemctl"
+        return f"nsenter -t {pid} -a systemctl" if pid_ns and pid is not None else "systemctl"
     if container.get("type") == "nspawn":
         return f"systemctl -M {container['name']}"
     if container.get("ctid") is not None:
@@ -150,7 +153,7 @@ def process_action(c: Consumer, by_id: dict[str, Consumer]) -> str:
     if ct and ct.get("type") == "docker":
         return f"docker stop {ct.get('docker_name') or ct['name'][:12]}"
     if unit and unit.endswith(".service"):
-        sc = _systemctl(ct)
+        sc = _systemctl(ct, pid, a.get("pid_namespace"))
         action = f"{sc} stop {unit}"
         where = f"{ct['type']}:{ct['name']}" if ct else None
         for cid in (f"systemd-unit:{unit}", f"systemd-unit:{where}:{unit}"):
@@ -171,6 +174,8 @@ def _describe(c: Consumer) -> str:
             who += f", {a['unit']}"
         if a.get("container"):
             who += f", in {a['container']['type']} {a['container']['name']}"
+        elif a.get("pid_namespace"):
+            who += f", in {a['pid_namespace']}"
         who += ")"
         gone = " (deleted)" if a.get("deleted_paths") else ""
         return f"{who} holds {'+'.join(a.get('access', []))} on {paths}{gone}"
