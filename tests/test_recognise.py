@@ -348,6 +348,16 @@ def test_missing_shard_makes_it_incomplete(tmp_path):
     assert "incomplete-model" in codes(problems)
 
 
+def test_safetensors_download_of_a_repo_with_both_formats_is_complete(tmp_path):
+    nvfp4_model(str(tmp_path / "m"), shards=2, rows=100)
+    write_json(str(tmp_path / "m" / "pytorch_model.bin.index.json"), {"weight_map": {
+        "a": "pytorch_model-00001-of-00002.bin", "b": "pytorch_model-00002-of-00002.bin"}})
+    items, problems = scan_tree(str(tmp_path))
+    c = items["m"].classification
+    assert c.details["complete"] is True and "missing_shards" not in c.details
+    assert "incomplete-model" not in codes(problems)
+
+
 def test_real_lfs_pointer_clone_is_not_a_downloaded_model(tmp_path):
     shutil.copytree(os.path.join(HF, "qwen3.5-18b-reap-lfs-pointers"), tmp_path / "reap")
     items, problems = scan_tree(str(tmp_path))

@@ -82,6 +82,13 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         if m and 0 < int(m["n"]) <= 10000:
             expected |= {f"{m['stem']}-{i:05d}-of-{m['n']}.{m['ext']}"
                          for i in range(1, int(m["n"]) + 1)}
+    # Repos often ship both formats; the safetensors set is the one that counts when any of it
+    # is here or named (a download takes one format, not both).
+    if st_files or (not bin_files and any(e.endswith(".safetensors") for e in expected)):
+        expected = {e for e in expected if e.endswith(".safetensors")}
+        bin_files = []
+    elif bin_files:
+        expected = {e for e in expected if e.endswith(".bin")}
     missing = sorted(expected - set(lst.files))
 
     lfs: list[str] = []
