@@ -427,6 +427,18 @@ def test_real_draft_configs_are_draft_models(tmp_path, fixture, variant):
     assert f"{variant} draft model" in c.label
 
 
+@pytest.mark.parametrize("cfg, variant", [
+    ({"architectures": ["DeepseekV3ForCausalLMNextN"], "model_type": "deepseek_v3",
+      "num_hidden_layers": 1, "num_nextn_predict_layers": 1}, "MTP"),
+    ({"architectures": ["MedusaModel"], "medusa_num_heads": 4, "medusa_num_layers": 1}, "Medusa"),
+])
+def test_mtp_and_medusa_heads(tmp_path, cfg, variant):
+    small_model(str(tmp_path / "d"), **cfg)
+    items, _ = scan_tree(str(tmp_path))
+    c = items["d"].classification
+    assert (c.kind, c.details["draft"]) == ("draft-model", variant)
+
+
 def test_plain_model_is_not_a_draft(tmp_path):
     small_model(str(tmp_path / "m"))
     items, _ = scan_tree(str(tmp_path))
@@ -534,10 +546,15 @@ def test_hub_cache_repo_ids_revisions_and_shared_blobs(tmp_path):
         old: {"config.json": conf + b" ", "model.safetensors": weights},
         new: {"config.json": conf, "model.safetensors": weights}}, main=new)
     hub_repo(str(hub), "meta-llama/Llama-3.2-1B", {new: {"config.json": conf}}, main=new)
+    ds = hub_repo(str(hub), "x/y", {old: {"data.jsonl": b'{"text": "a"}\n'}}, main=old)
+    os.rename(ds, hub / "datasets--HuggingFaceH4--ultrachat_200k")
     items, problems = scan_tree(str(tmp_path / "vol"))
+    d = items["hub/datasets--HuggingFaceH4--ultrachat_200k"].classification
+    assert (d.kind, d.recoverable, d.source) == ("dataset", "re-downloadable",
+                                                 f"hf:HuggingFaceH4/ultrachat_200k@{old}")
     root = items["hub"].classification
     assert root.kind == "cache" and root.recoverable == "re-downloadable"
-    assert "2 models" in root.label
+    assert "2 models, 1 dataset," in root.label
     qwen = items["hub/models--Qwen--Qwen3-0.6B"]
     c = qwen.classification
     assert qwen.parent == str(hub) and qwen.id == "item:hub/models--Qwen--Qwen3-0.6B"

@@ -41,7 +41,7 @@ def detect(cfg: dict) -> Draft | None:
         return Draft("EAGLE", 0.9, (f"architecture {arch}",), details)
     if "medusa" in low or "medusa_num_heads" in cfg:
         return Draft("Medusa", 0.9, ("Medusa heads",), details)
-    if "mtp" in low or str(cfg.get("model_type", "")).endswith("_mtp"):
+    if "mtp" in low or "nextn" in low or str(cfg.get("model_type", "")).endswith("_mtp"):
         return Draft("MTP", 0.85, (f"architecture {arch}",), details)
     if "draft_vocab_size" in cfg:
         return Draft("EAGLE-3", 0.85, ("config has draft_vocab_size",), details)

@@ -78,7 +78,7 @@ def hub_root(ctx: Ctx) -> Classification | None:
     n = {"model": 0, "dataset": 0, "space": 0}
     for k in kids:
         n[repo_id(os.path.basename(k.path))[0]] += 1
-    what = ", ".join(f"{v} {t}s" for t, v in n.items() if v)
+    what = ", ".join(f"{v} {t}{'s' if v > 1 else ''}" for t, v in n.items() if v)
     return cls("cache", f"Hugging Face hub cache: {what}, {human_bytes(ctx.stats.apparent_bytes)}",
                recoverable="re-downloadable" if not others else None,
                confidence=0.9 if not others else 0.6, evidence=("models--*/ directories",),
