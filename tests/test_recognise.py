@@ -881,6 +881,18 @@ def test_hostile_configs(tmp_path):
     assert "malformed-file" in codes(problems, "gguf")
 
 
+def test_total_budget_spent_leaves_the_rest_unlooked_at(tmp_path):
+    for i in range(5):
+        small_model(str(tmp_path / "vol" / f"m{i}"))
+    w = walk.walk(str(tmp_path / "vol"))
+    items = tuple(Item("item:" + os.path.relpath(p, tmp_path / "vol"), p, None, d, s)
+                  for p, d, s in w.top)
+    out, problems = annotate(items, w.dirs, total_budget_s=0.0)
+    assert [i.classification.label for i in out] == ["directory (not looked at)"] * 5
+    assert [p.code for p in problems] == ["recognise-timeout"]
+    assert "5 items" in problems[0].message
+
+
 def test_looking_does_not_touch_access_times(tmp_path):
     """atimes are evidence of use: reading headers and configs must not refresh them."""
     def aged(p):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from vacate.model.common import Problem
-from vacate.model.inventory import DirSummary, Item
+from vacate.model.inventory import Classification, DirSummary, Item
 from vacate.recognise import (  # noqa: F401  (importing registers them)
     artifacts,
     caches,
@@ -44,15 +44,31 @@ def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...], *,
              ) -> tuple[tuple[Item, ...], tuple[Problem, ...]]:
     """Classify each item; return the items (plus the recognised artifacts below the top
     level, with ``parent`` set to their top-level item's path) and the problems met.
-    Each item gets ``budget_s`` at most, all of them ``total_budget_s`` (then 0.2 s each)."""
+    Each item gets ``budget_s`` at most, all of them together ``total_budget_s``; items left
+    when that is spent are not looked at (one ``recognise-timeout`` problem says how many)."""
     ex = Explorer({d.path: d.stats for d in dirs}, budget_s)
     out: list[Item] = []
     problems: list[Problem] = []
     end = time.monotonic() + total_budget_s
+    skipped = 0
     for it in items:
-        ex.budget_s = min(budget_s, max(end - time.monotonic(), 0.2))
+        left = end - time.monotonic()
+        if left <= 0:
+            skipped += 1
+            out.append(Item(it.id, it.path, it.parent, it.is_dir, it.stats, unlooked(it)))
+            continue
+        ex.budget_s = min(budget_s, left)
         c, subs, probs = ex.item(it)
         out.append(Item(it.id, it.path, it.parent, it.is_dir, it.stats, c))
         out.extend(subs)
         problems.extend(probs)
+    if skipped:
+        problems.append(Problem("recognise-timeout", f"{skipped} items were not looked at: the "
+                                f"{total_budget_s:.0f} s for recognising was spent"))
     return tuple(out), tuple(problems)
+
+
+def unlooked(it: Item) -> Classification:
+    kind = "directory" if it.is_dir else "file"
+    return Classification(kind, f"{kind} (not looked at)", confidence=0.0,
+                          details={"partial": True})
