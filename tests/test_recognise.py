@@ -893,6 +893,25 @@ def test_total_budget_spent_leaves_the_rest_unlooked_at(tmp_path):
     assert "5 items" in problems[0].message
 
 
+def test_entry_budget_spent_still_names_each_item(tmp_path, monkeypatch):
+    """Past the listing budget nothing more is descended into, but each top-level item still
+    gets its own directory looked at: a model after a huge tree is still a model."""
+    from vacate.recognise import explore
+
+    monkeypatch.setattr(explore, "TOTAL_ENTRIES", 300)
+    monkeypatch.setattr(explore, "ITEM_ENTRIES", 300)
+    for i in range(40):
+        os.makedirs(tmp_path / "vol" / "a-huge" / f"d{i}")
+        for j in range(20):
+            (tmp_path / "vol" / "a-huge" / f"d{i}" / f"f{j}").write_bytes(b"x")
+    small_model(str(tmp_path / "vol" / "z-model"))
+    items, problems = scan_tree(str(tmp_path / "vol"))
+    assert items["a-huge"].classification.details.get("partial") is True
+    assert items["z-model"].classification.kind == "model"
+    assert items["z-model"].classification.details["parameters"] > 0
+    assert "recognise-timeout" not in codes(problems)
+
+
 def test_looking_does_not_touch_access_times(tmp_path):
     """atimes are evidence of use: reading headers and configs must not refresh them."""
     def aged(p):

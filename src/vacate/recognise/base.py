@@ -163,7 +163,7 @@ def best(ctx: Ctx, recognisers: list[Recogniser],
          current: Classification | None = None) -> Classification | None:
     """The most confident answer; earlier registrations win ties."""
     for r in recognisers:
-        if ctx.reader.expired:
+        if ctx.reader.timed_out:      # out of entries still lets a node say what it is
             break
         c = r(ctx)
         if c is not None and (current is None or c.confidence > current.confidence):

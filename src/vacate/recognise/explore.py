@@ -24,6 +24,8 @@ NOTABLE = re.compile(
     r"(\.(run|whl|deb|rpm|gguf|safetensors|onnx|engine|plan|qcow2|vmdk|vdi|vhdx|img|raw|sif|"
     r"jsonl|parquet|arrow|ya?ml|sh)|requirements.*\.txt|freeze.*|^core(\.\d+)?|\.log)$")
 MAX_NODES = 3000        # directories and files looked at per top-level item
+ITEM_ENTRIES = 20_000   # directory entries listed per top-level item ...
+TOTAL_ENTRIES = 200_000  # ... and for all of them (each still lists at least its own)
 MAX_ITEMS = 500         # sub-items reported per top-level item
 SURE = 0.75             # a leaf recogniser this sure ends the descent
 GENERIC = ("directory", "file")
@@ -44,9 +46,17 @@ class Explorer:
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
+        self.entries_left = TOTAL_ENTRIES
 
     def item(self, it: Item) -> tuple[Classification, list[Item], list]:
-        reader = Reader(self.budget_s)
+        entries = max(256, min(ITEM_ENTRIES, self.entries_left))
+        reader = Reader(self.budget_s, entries)
+        try:
+            return self._item(it, reader)
+        finally:
+            self.entries_left -= entries - max(reader.entries_left, 0)
+
+    def _item(self, it: Item, reader: Reader) -> tuple[Classification, list[Item], list]:
         self.nodes = 0
         self.top_stats = it.stats
         if not it.is_dir and os.path.islink(it.path):
