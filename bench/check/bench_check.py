@@ -119,6 +119,42 @@ def kernel_found(tool: str, r: subprocess.CompletedProcess) -> int:
     return 0
 
 
+def in_process_passes(mnt: str) -> dict:
+    """The /proc pass alone, inside this process (no interpreter start, no imports): as
+    vacate runs it (first look split across a forked child), in one process, and the full
+    read of every process (the pass before the first look existed)."""
+    from vacate.collectors import mounts, procs, procs_probe
+    from vacate.host import Host
+
+    host = Host.local()
+    target = mounts.resolve_target(mnt, host)
+
+    def split():
+        procs.collect(host, target)
+
+    def single():
+        keep, procs_probe.SPLIT_MIN = procs_probe.SPLIT_MIN, 10 ** 9
+        try:
+            procs.collect(host, target)
+        finally:
+            procs_probe.SPLIT_MIN = keep
+
+    def every(proc, pids, *rest):
+        p = procs_probe.Probe()
+        p.candidates = list(pids)
+        return p
+
+    def full():
+        keep, procs_probe.probe_split = procs_probe.probe_split, every
+        try:
+            procs.collect(host, target)
+        finally:
+            procs_probe.probe_split = keep
+
+    return {"(in-process pass: split)": split, "(in-process pass: 1 process)": single,
+            "(in-process: full read of all)": full}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fs", default="ext4", choices=("ext4", "xfs", "btrfs"))
@@ -174,21 +210,30 @@ def main() -> int:
         tools["vacate check (+walk)"] = [SCRIPT, "check", "--json", m]
         tools["(startup: console --version)"] = [SCRIPT, "--version"]
         tools["(startup: clean --version)"] = [clean, "--version"]
-        times: dict[str, list[float]] = {t: [] for t in tools}
+        passes = in_process_passes(m)
+        times: dict[str, list[float]] = {t: [] for t in [*tools, *passes]}
         last: dict[str, subprocess.CompletedProcess] = {}
         for _ in range(args.runs):
             for name, cmd in tools.items():   # interleaved: one of each per round
                 dt, r = timed(cmd)
                 times[name].append(dt)
                 last[name] = r
+            for name, fn in passes.items():
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
         base = statistics.median(times["fuser -vm"])
         print(f"# {args.fs}, {nproc} processes on the host, {len(known)} known holder "
               f"processes (+ swap file, loop device, private-namespace bind), "
               f"{args.runs} interleaved runs; ratio = median / median of fuser -vm")
         print(f"{'tool':30} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'holders found':>14} "
               f"{'pids reported':>14} {'kernel users':>13}")
-        for name in tools:
+        for name in [*tools, *passes]:
             med = statistics.median(times[name])
+            if name not in tools:
+                print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
+                      f"{med / base:7.2f}")
+                continue
             found, reported = holders_found(name, last[name], known)
             print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
                   f"{med / base:7.2f} {found:>8}/{len(known):<5} {reported:>14} "

@@ -4,6 +4,12 @@ For every process: the ``root``, ``cwd`` and ``exe`` links, every fd link, and t
 (which also show mapping-only users: a file mapped and then closed, shared libraries, the text
 of an executable, and maps of deleted files). Nothing walks the volume.
 
+Two stages: :mod:`vacate.collectors.procs_probe` first looks at every process cheaply (a few
+syscalls, a prefix test, a bytes test of the maps; split across a forked child when there are
+many processes, or forked off by the CLI before its imports) and names the candidates; only
+those get the careful read below. The volume being the root filesystem makes every process a
+candidate, so that first look is skipped then.
+
 How a file is matched to the volume, by filesystem identity (valid in every mount namespace):
 
 * maps: the ``major:minor`` column (hex) is the superblock's device, the one mountinfo shows
