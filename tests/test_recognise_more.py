@@ -293,3 +293,14 @@ def test_lora_adapter(tmp_path):
     assert (c.kind, c.details["parameters"], c.details["base_model"]) == (
         "model", 2048, "Qwen/Qwen2.5-7B-Instruct")
     assert c.label.startswith("LORA adapter (r=16) for Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_wandb_runs(tmp_path):
+    w = tmp_path / "vol" / "wandb"
+    for rid in ("abc123", "def456"):
+        run_dir = w / f"run-20241201_000000-{rid}"
+        os.makedirs(run_dir / "files")
+        (run_dir / f"run-{rid}.wandb").write_bytes(b"\0" * 32)
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["wandb"].classification
+    assert (c.kind, c.details["runs"], c.recoverable) == ("logs", 2, "unique")
