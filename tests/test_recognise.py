@@ -600,6 +600,16 @@ def test_hub_cache_agrees_with_huggingface_hub(tmp_path):
     assert path is not None and os.path.realpath(path).startswith(str(hub / "models--Org--Model-1B"))
 
 
+def test_huggingface_cache_root_lists_its_repos(tmp_path):
+    root = tmp_path / "vol" / "huggingface"
+    hub_repo(str(root / "hub"), "org/a", {"a" * 40: {"config.json": b'{"model_type": "x"}'}},
+             main="a" * 40)
+    os.makedirs(root / "xet")
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    assert items["huggingface"].classification.kind == "cache"
+    assert items["huggingface/hub/models--org--a"].classification.source == f"hf:org/a@{'a' * 40}"
+
+
 def test_hub_snapshot_link_out_of_the_repo_is_not_followed(tmp_path):
     secret = tmp_path / "secret.json"
     secret.write_text(json.dumps({"model_type": "leaked", "architectures": ["X"]}))

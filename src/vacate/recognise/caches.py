@@ -24,7 +24,7 @@ def cache_dir(ctx: Ctx) -> Classification | None:
         return _c(ctx, "pip cache", "pip cache layout")
     if n in ("huggingface", "hf") and ({"hub", "datasets", "xet", "token",
                                        "modules", "assets"} & names):
-        return _c(ctx, "Hugging Face cache root", "hub/ datasets/ inside", 0.85)
+        return _c(ctx, "Hugging Face cache root", "hub/ datasets/ inside", 0.7)  # look inside
     if n == "xet" and lst.dirs:
         return _c(ctx, "Hugging Face xet cache", "name xet", 0.7)
     if (n == "hub" and "checkpoints" in lst.dirs) or (n == "torch" and "hub" in lst.dirs):

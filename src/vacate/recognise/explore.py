@@ -99,14 +99,13 @@ class Explorer:
                 kids = ctx.children
             return Node(path, True, stats, c or generic(ctx), kids)
         ctx.children = self.children(ctx, depth, top, reader)
-        leaf = c
         c = base.best(ctx, base.COMPOSITES, c)
         if c is None or c.confidence < 0.5:
             m = mixed(ctx)
             if m is not None and (c is None or m.confidence > c.confidence):
                 c = m
         c = c or generic(ctx)
-        return Node(path, True, stats, c, ctx.children if c is not leaf else [])
+        return Node(path, True, stats, c, ctx.children)
 
     def children(self, ctx: Ctx, depth: int, top: str, reader: Reader) -> list[Node]:
         lst = ctx.listing()
