@@ -68,7 +68,8 @@ def test_packages_made_by_dpkg_deb_and_rpmbuild(tmp_path):
     (top / "SPECS" / "p.spec").write_text(
         "Name: vacate-probe\nVersion: 1.2\nRelease: 3\nSummary: probe\nLicense: MIT\n"
         "BuildArch: noarch\n%description\nprobe\n%files\n")
-    run("rpmbuild", "-bb", "--quiet", "--define", f"_topdir {top}", str(top / "SPECS" / "p.spec"))
+    run("rpmbuild", "-bb", "--quiet", "--define", f"_topdir {top}", "--define",
+        f"_dbpath {top / 'db'}", str(top / "SPECS" / "p.spec"))     # nothing in ~/.rpmdb
     shutil.copy(top / "RPMS" / "noarch" / "vacate-probe-1.2-3.noarch.rpm", vol)
     (vol / "fake_1.0_amd64.deb").write_bytes(b"not an ar archive")
     items, _ = scan_tree(str(vol))
