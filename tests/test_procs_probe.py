@@ -139,3 +139,28 @@ def test_check_command_with_the_early_look(crowd_volume):
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert holders <= {c["pid"] for c in doc["consumers"] if c["type"] == "process"}
+
+
+def test_entry_point_starts_the_look_for_check_only(crowd_volume):
+    """``vacate check [flags] PATH`` forks the first look before argparse is imported; it is
+    handed over for that path only, and reaped when nobody takes it."""
+    m, _target, _holders, _others = crowd_volume
+    procs_probe.start_for_argv(["scan", m])
+    assert procs_probe._pending is None
+    procs_probe.start_for_argv(["check", "--json", "--no-scan", m])
+    early = procs_probe.take_pending(m)
+    assert early is not None and early.path == m and early.child > 0
+    early.close()
+    assert procs_probe.take_pending(m) is None                 # handed over once
+    procs_probe.start_for_argv(["check", m])
+    child = procs_probe._pending.child
+    assert procs_probe.take_pending(f"{m}/work") is None       # another spelling: not used
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)                         # ...and reaped
+    procs_probe.start_for_argv(["check", "--help"])
+    assert procs_probe._pending is None
+    procs_probe.start_for_argv(["check", m])
+    child = procs_probe._pending.child
+    procs_probe.close_pending()                                # --help, an early error
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)

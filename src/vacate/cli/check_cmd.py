@@ -29,12 +29,12 @@ def exit_code(safe: bool | None) -> int:
 
 def run(args, env: Env) -> int:
     early = None
-    if env.host.live:
-        # The first look over /proc starts in a forked child now, while the rest of vacate
-        # is imported (vacate.collectors.procs_probe).
-        from vacate.collectors.procs_probe import Early
+    if env.host.live and env.host.proc == "/proc":
+        # The first look over /proc runs in a forked child (started by the entry point, or
+        # now) while the rest of vacate is imported (vacate.collectors.procs_probe).
+        from vacate.collectors import procs_probe
 
-        early = Early.start(args.path, env.host.proc)
+        early = procs_probe.take_pending(args.path) or procs_probe.Early.start(args.path)
     try:
         from vacate.core.check import check
 

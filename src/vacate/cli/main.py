@@ -3,14 +3,20 @@ exit codes. ``main(argv, env)`` returns the exit status instead of exiting."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import signal
 import sys
 
 from vacate import __version__
-from vacate.cli.env import Env
 from vacate.errors import EXIT_ERROR, VacateError
+
+# argparse and Env (dataclasses) are imported when used: `vacate check` forks its /proc pass
+# off in entry() first, so that it runs while they are imported.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+    from vacate.cli.env import Env
 
 # (command, module under vacate.cli). Each module has add_parser(subparsers) and run(args, env).
 COMMANDS = (
@@ -46,6 +52,8 @@ def _invoked(argv: list[str]) -> str | None:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with only the command ``only``."""
+    import argparse
+
     p = argparse.ArgumentParser(
         prog="vacate",
         description="Is anything still using this volume? Audit it, back it up cold, retire it.",
@@ -67,6 +75,8 @@ def _on_term(signum, frame):
 
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
+    from vacate.cli.env import Env
+
     env = env or Env()
     if argv is None:
         argv = sys.argv[1:]
@@ -96,7 +106,12 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 def entry() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGHUP, _on_term)
+    from vacate.collectors import procs_probe
+
+    procs_probe.start_for_argv(sys.argv[1:])      # `vacate check PATH`: the /proc pass starts
     try:
         sys.exit(main())
     except BrokenPipeError:
         sys.exit(EXIT_ERROR)
+    finally:
+        procs_probe.close_pending()

@@ -282,12 +282,13 @@ class Early:
     """A first look forked off before the heavy imports: a child probes the upper share of
     the pids meanwhile; :meth:`finish` probes the rest here and joins the child."""
 
-    __slots__ = ("child", "key", "mine", "pipe", "proc", "self_ns", "theirs")
+    __slots__ = ("child", "key", "mine", "path", "pipe", "proc", "self_ns", "theirs")
 
     def __init__(self, proc: str, key, self_ns: str, mine: list[int], theirs: list[int],
-                 child: int, pipe: int):
+                 child: int, pipe: int, path: str = ""):
         self.proc, self.key, self.self_ns = proc, key, self_ns
         self.mine, self.theirs, self.child, self.pipe = mine, theirs, child, pipe
+        self.path = path
 
     @classmethod
     def start(cls, path: str, proc: str = "/proc", share: float = 0.7) -> Early | None:
@@ -305,7 +306,7 @@ class Early:
         cut = len(pids) - int(len(pids) * share)
         mine, theirs = pids[:cut], pids[cut:]
         child, r = _fork_probe(proc, theirs, tuple(key[0]), key[1], self_ns, True)
-        return cls(proc, key, self_ns, mine, theirs, child, r)
+        return cls(proc, key, self_ns, mine, theirs, child, r, path)
 
     def finish(self, hot: frozenset[str], tokens: tuple[bytes, ...],
                self_ns: str | None) -> tuple[list[int], Probe] | None:
@@ -337,3 +338,41 @@ class Early:
         except ProcessLookupError:
             pass
         os.waitpid(child, 0)
+
+
+# -- started by the entry point, before the interpreter imports the CLI ------------------------
+_pending: Early | None = None
+
+
+def start_for_argv(argv: list[str]) -> None:
+    """``vacate check [flags] PATH``: fork the first look for PATH now (the console-script
+    entry calls this before importing argparse and the rest). A wrong guess costs nothing:
+    the result is used only for the same path and the same volume."""
+    global _pending
+    close_pending()
+    if argv[:1] != ["check"]:
+        return
+    rest = argv[1:]
+    if "--" in rest:
+        rest = rest[rest.index("--") + 1:]
+    paths = [a for a in rest if not a.startswith("-")]
+    if len(paths) == 1:
+        _pending = Early.start(paths[0], share=0.85)
+
+
+def take_pending(path: str) -> Early | None:
+    """The first look started for ``path`` by :func:`start_for_argv`, handed over once."""
+    global _pending
+    early, _pending = _pending, None
+    if early is not None and early.path != path:
+        early.close()
+        return None
+    return early
+
+
+def close_pending() -> None:
+    """Reap a first look nobody took (``--help``, an error before the pass)."""
+    global _pending
+    early, _pending = _pending, None
+    if early is not None:
+        early.close()
