@@ -59,9 +59,19 @@ class _LocalSink:
         os.makedirs(d, exist_ok=True)
         self.tmp = os.path.join(d, f"{TMP_PREFIX}{os.getpid()}-{base}")
         self.f = open(self.tmp, "wb", buffering=0)  # noqa: SIM115 (closed in commit/abort)
+        self.unsynced = 0
+
+    SYNC_EVERY = 32 << 20
 
     def write(self, data) -> int:
-        return self.f.write(data)
+        n = self.f.write(data)
+        self.unsynced += n
+        if self.unsynced >= self.SYNC_EVERY:
+            # push dirty pages out as we go (the writer calls this from its output thread),
+            # so the fsync at commit does not stall on a whole part's worth of data
+            os.fdatasync(self.f.fileno())
+            self.unsynced = 0
+        return n
 
     def commit(self) -> None:
         self.f.flush()

@@ -20,10 +20,13 @@ import hashlib
 import json
 import os
 import pwd
+import queue
 import stat as S
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 
 import zstandard
 
@@ -55,18 +58,70 @@ class ArchiveResult:
     elapsed_s: float
 
 
-class _Counter:
-    """The compressed-output side of a part: hashes and counts what reaches the target."""
+class _Lane:
+    """One worker thread running calls in order, behind a bounded queue (bounded memory).
+    hashlib and file writes release the GIL, so the lanes run beside the main thread (reads)
+    and zstd's workers. An error in the lane is raised at the next call or ``drain()``."""
 
-    def __init__(self, sink):
+    def __init__(self, depth: int = 8):
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.err: BaseException | None = None
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self) -> None:
+        while (item := self.q.get()) is not None:
+            fn, args, fut = item
+            if self.err is not None:
+                if fut is not None:
+                    fut.set_exception(self.err)
+                continue
+            try:
+                r = fn(*args)
+            except BaseException as e:  # noqa: BLE001 (handed to the main thread)
+                self.err = e
+                if fut is not None:
+                    fut.set_exception(e)
+                continue
+            if fut is not None:
+                fut.set_result(r)
+
+    def call(self, fn, *args) -> None:
+        if self.err is not None:
+            raise self.err
+        self.q.put((fn, args, None))
+
+    def value(self, fn, *args) -> Future:
+        fut: Future = Future()
+        self.q.put((fn, args, fut))
+        return fut
+
+    def drain(self) -> None:
+        self.value(lambda: None).result()
+        if self.err is not None:
+            raise self.err
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.t.join()
+
+
+class _Counter:
+    """The compressed-output side of a part: written and hashed in the output lane."""
+
+    def __init__(self, sink, lane: _Lane):
         self.sink = sink
+        self.lane = lane
         self.h = hashlib.sha256()
         self.n = 0
 
-    def write(self, data) -> int:
+    def _out(self, data: bytes) -> None:
         self.h.update(data)
-        self.n += len(data)
         self.sink.write(data)
+        self.n += len(data)
+
+    def write(self, data) -> int:
+        self.lane.call(self._out, data)
         return len(data)
 
     def flush(self):
@@ -74,13 +129,16 @@ class _Counter:
 
 
 class _Part:
-    def __init__(self, target: Target, name: str, cctx: zstandard.ZstdCompressor):
+    def __init__(self, target: Target, name: str, cctx: zstandard.ZstdCompressor,
+                 lane: _Lane):
         self.name = name
         self.sink = target.create(name)
-        self.out = _Counter(self.sink)
+        self.out = _Counter(self.sink, lane)
+        self.lane = lane
         self.zw = cctx.stream_writer(self.out, closefd=False, write_return_read=True)
         self.tar_bytes = 0
         self.entries: list[mf.Entry] = []
+        self.pending: list[tuple[int, Future]] = []    # entries whose sha256 is still hashing
         self.inodes: dict[str, list] = {}
 
     def write(self, data) -> None:
@@ -91,6 +149,12 @@ class _Part:
         self.write(tarfmt.END_OF_ARCHIVE)
         self.zw.flush(zstandard.FLUSH_FRAME)
         self.zw.close()
+        self.lane.drain()
+        for i, fut in self.pending:
+            self.entries[i] = replace(self.entries[i], sha256=fut.result())
+        for v in self.inodes.values():
+            if isinstance(v[2], Future):
+                v[2] = v[2].result()
         return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
                            len(self.entries))
 
@@ -163,12 +227,15 @@ class _Writer:
         self.total_bytes = 0
         self.bytes_read = 0
         self._last_progress = 0.0
+        self.hash_lane = _Lane()
+        self.out_lane = _Lane()
 
     # -- parts -----------------------------------------------------------------------------
 
     def _open_part(self) -> _Part:
         if self.part is None:
-            self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.cctx)
+            self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.cctx,
+                              self.out_lane)
         return self.part
 
     def _close_part(self) -> None:
@@ -209,6 +276,8 @@ class _Writer:
             key = (st.st_dev, st.st_ino)
             if st.st_nlink > 1 and key in self.hardlinks:
                 first, group, sha = self.hardlinks[key]
+                if isinstance(sha, Future):
+                    sha = sha.result()
                 self._simple(mf.Entry(se.arcpath, "hardlink", "", size=st.st_size, link=first,
                                       hardlink_group=group, sha256=sha, **common))
                 return
@@ -275,7 +344,8 @@ class _Writer:
         h = hashlib.sha256()
         hdr = tarfmt.header(self._member(e, segs))
         short = False
-        if segs is None and size <= CHUNK:
+        small = segs is None and size <= CHUNK
+        if small:
             data = os.read(fd, size) if size else b""
             while len(data) < size:
                 more = os.read(fd, size - len(data))
@@ -296,7 +366,7 @@ class _Writer:
             for off, length in segs or ((0, size),):
                 while pos < off:             # a hole: hash its zeros, store nothing
                     n = min(CHUNK, off - pos)
-                    h.update(_ZEROS[:n])
+                    self.hash_lane.call(h.update, _ZEROS[:n])
                     pos += n
                     self._tick(n)
                 if length:
@@ -307,7 +377,7 @@ class _Writer:
                     if not data:
                         short = True
                         data = bytes(min(CHUNK, left))
-                    h.update(data)
+                    self.hash_lane.call(h.update, data)
                     part.write(data)
                     left -= len(data)
                     self.bytes_read += len(data)
@@ -320,20 +390,24 @@ class _Writer:
         after = os.fstat(fd)
         changed = short or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != \
             (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        sha = h.hexdigest()
+        # a big file's hash finishes in the hash lane; the part resolves it before it closes
+        sha: str | Future = h.hexdigest() if small else self.hash_lane.value(h.hexdigest)
         group = None
         if st.st_nlink > 1:
             group = len(self.hardlinks) + 1
             self.hardlinks[(st.st_dev, st.st_ino)] = (se.arcpath, group, sha)
             part.inodes[f"{st.st_dev}:{st.st_ino}"] = [os.fsdecode(se.arcpath), group, sha]
         e = mf.Entry(se.arcpath, "file", part.name, size=size, sparse=segs is not None,
-                     sha256=sha, hardlink_group=group, changed=changed, **common)
+                     sha256=sha if isinstance(sha, str) else None, hardlink_group=group,
+                     changed=changed, **common)
         if changed:
             p = os.fsdecode(se.abspath)
             self.changed.append(p)
             self.problems.append(Problem("changed-while-read",
                                          f"{p} changed while it was archived; archive it again "
                                          "once nothing writes to it", p, blocks_verdict=True))
+        if isinstance(sha, Future):
+            part.pending.append((len(part.entries), sha))
         part.entries.append(e)
         self._after_member()
 
@@ -485,9 +559,14 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         w.add_dirs(dirs)
         w._close_part()
     except BaseException:
+        w.out_lane.close()             # no write may reach the sink after the abort
         if w.part is not None:
             w.part.sink.abort()
         raise
+    finally:
+        w.hash_lane.close()
+        if w.out_lane.t.is_alive():
+            w.out_lane.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
 
