@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -75,14 +76,17 @@ def build_tree(tree: str, gb: float) -> None:
     open(marker, "w").close()
 
 
-def timed(cmd: str, env=None) -> float:
+def timed(cmd: str, env=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and its children)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run(["bash", "-c", "set -eo pipefail; " + cmd], env=env,
                        capture_output=True, check=False)
     dt = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         sys.exit(f"failed: {cmd}\n{r.stderr.decode()[-2000:]}")
-    return dt
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def main() -> None:
@@ -126,22 +130,27 @@ def main() -> None:
     }
     os.makedirs(out, exist_ok=True)
     results: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for group, cmds in (("archive", archive_cmds), ("verify", verify_cmds)):
         if a.only and a.only != group:
             continue
         for i in range(a.runs):
             for name, cmd in cmds.items():       # interleaved
-                dt = timed(cmd, env)
+                dt, ct = timed(cmd, env)
                 results.setdefault(name, []).append(dt)
-                print(f"  run {i + 1} {name}: {dt:.2f} s", flush=True)
+                cpu.setdefault(name, []).append(ct)
+                print(f"  run {i + 1} {name}: {dt:.2f} s wall, {ct:.2f} s CPU "
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
     med = {k: statistics.median(v) for k, v in results.items()}
-    print("\nmedian seconds and GB/s of the tree:")
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print("\nmedians: wall seconds, GB/s of the tree, CPU seconds:")
     for k, v in med.items():
-        print(f"  {k:45s} {v:7.2f} s  {size / v / 1e9:5.2f} GB/s")
+        print(f"  {k:45s} {v:7.2f} s  {size / v / 1e9:5.2f} GB/s  {mcpu[k]:7.2f} s CPU")
 
     def ratio(a_, b_):
         if a_ in med and b_ in med:
-            print(f"  {a_} speed vs {b_}: {med[b_] / med[a_]:.2f}x")
+            print(f"  {a_} vs {b_}: speed {med[b_] / med[a_]:.2f}x, "
+                  f"CPU {mcpu[b_] / mcpu[a_]:.2f}x")
     print("\nratios (>1 means vacate is faster):")
     ratio("vacate archive", "tar|zstd -T0 -3")
     ratio("vacate archive", "hand-made (tar|zstd + sha256sum)")
