@@ -3,9 +3,9 @@ ext4 tree (bench_scan_tree.py), warm and cold page cache, runs interleaved, medi
 
     sudo python3 bench/scan/bench_scan.py [--warm N] [--cold N] [--only warm|cold]
 
-Cold: ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every run (root). Peak memory: the
-``ru_maxrss`` that wait4() reports for each command (for vacate, its main process; the walker
-processes are measured separately by running the scan in-process, see ``memory()``).
+Cold: ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every run (root). Wall and CPU time
+(user + system, worker processes included) and peak RSS from /usr/bin/time; for vacate the RSS
+is its largest process, and ``memory()`` reports main process and walkers apart.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,16 +41,24 @@ def drop_caches() -> None:
         f.write("3\n")
 
 
-def run_once(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (kB) of one run; output discarded."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} exited {p.returncode}")
-    return wall, ru.ru_maxrss
+def run_once(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system, children included) and peak RSS (kB, of the
+    largest process) of one run, through /usr/bin/time: the RSS that wait4() reports for a
+    child forked from this (large) Python process would include the parent's pages."""
+    fd, tmp = tempfile.mkstemp(prefix="vacate-bench-time-")
+    os.close(fd)
+    try:
+        t = time.perf_counter()
+        p = subprocess.run(["/usr/bin/time", "-o", tmp, "-f", "%U %S %M", *cmd],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        wall = time.perf_counter() - t
+        if p.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} exited {p.returncode}")
+        with open(tmp) as f:
+            user, sys_, rss = f.read().split()[-3:]
+    finally:
+        os.unlink(tmp)
+    return wall, float(user) + float(sys_), int(rss)
 
 
 def series(cmds: dict[str, list[str]], rounds: int, cold: bool) -> dict[str, list]:
@@ -87,17 +96,20 @@ def memory(mnt: str) -> dict[str, float]:
 
 
 def report(title: str, res: dict[str, list]) -> list[str]:
-    med = {k: statistics.median(w for w, _ in v) for k, v in res.items() if v}
+    med = {k: statistics.median(w for w, _, _ in v) for k, v in res.items() if v}
+    cpu = {k: statistics.median(c for _, c, _ in v) for k, v in res.items() if v}
     lines = [f"### {title}", "",
-             "| tool | median s | runs (s) | × du | × gdu | peak RSS MB |",
-             "|---|---|---|---|---|---|"]
+             ("| tool | median wall s | runs (s) | wall × du | wall × gdu | median CPU s "
+             "| CPU × du | peak RSS MB |"),
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
     for k, v in res.items():
         if not v:
             continue
-        runs = " ".join(f"{w:.2f}" for w, _ in v)
-        rss = max(r for _, r in v) / 1024
+        runs = " ".join(f"{w:.2f}" for w, _, _ in v)
+        rss = max(r for _, _, r in v) / 1024
         lines.append(f"| {k} | {med[k]:.2f} | {runs} | {med[k] / med['du']:.2f} | "
-                     f"{med[k] / med['gdu']:.2f} | {rss:.0f} |")
+                     f"{med[k] / med['gdu']:.2f} | {cpu[k]:.2f} | {cpu[k] / cpu['du']:.2f} | "
+                     f"{rss:.0f} |")
     return lines + [""]
 
 

@@ -68,8 +68,8 @@ def run(args, env: Env) -> int:
     if args.json:
         # one line: a scan of millions of files has a drill-down record per directory, and
         # indenting it would take longer than the walk (pipe it through jq to read it)
-        json.dump(jsonfmt.scan_doc(result), env.stdout, ensure_ascii=True)
-        env.stdout.write("\n")
+        # (json.dumps: the C encoder; json.dump to a stream would use the pure-Python one)
+        env.stdout.write(json.dumps(jsonfmt.scan_doc(result), ensure_ascii=True) + "\n")
     else:
         scan_view.render(result, env.console(), top=args.top)
         if args.ncdu:

@@ -388,12 +388,16 @@ def _worker(conn, root_dev, subvolumes, skip, keep, idle, record) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # one walker for the process's life: its largest-file threshold carries over from task
+    # to task (files below it cannot be among the largest any more)
+    w = _Walker(root_dev, subvolumes, skip, keep, conn, idle, record)
     try:
         while True:
             tasks = conn.recv()
             if tasks is None:
                 return
-            w = _Walker(root_dev, subvolumes, skip, keep, conn, idle, record)
+            w.part = _Part()
+            w.reported = (0, 0)
             for path, dev, ino in tasks:
                 w.subtree(path, dev, ino)
             conn.send(("done", w.part, w.reported))
