@@ -261,6 +261,7 @@ def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[by
     target is resolved. :mod:`vacate.collectors.procs` compares it with the resolved target's
     and uses an early probe only when they agree."""
     real = os.path.realpath(os.path.abspath(path))
+    os.stat(real)                      # a path that is not there: no guess (OSError)
     rows = []
     for line in read_all(f"{proc}/self/mountinfo").decode("utf-8", "surrogateescape").split("\n"):
         f = line.split(" ")
