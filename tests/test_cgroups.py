@@ -57,3 +57,21 @@ def test_garbage_gives_nothing_and_does_not_raise():
     for text in ("", "\n\n", "nonsense", "0::", "::::"):
         info = cgroups.parse(text)
         assert info.unit is None and info.container_type is None
+
+
+def test_a_users_own_manager_is_told_apart_from_the_system_one():
+    """``systemctl stop jupyter.service`` on the system manager would miss a user unit."""
+    assert parse("v2-user-manager-unit").user_manager == 1000
+    assert parse("v2-user-session").user_manager is None
+    assert parse("v2-system-service").user_manager is None
+
+
+def test_the_action_for_a_user_unit_goes_to_that_users_manager():
+    from vacate.core.check import process_action
+    from vacate.model.usage import Consumer
+
+    info = parse("v2-user-manager-unit")
+    c = Consumer("process:5:1", "process", "jupyter", True, ("/data/nb",), (),
+                 {"pid": 5, "unit": info.unit, "container": None, "uid": 1000,
+                  "user": "alice", "user_manager": info.user_manager})
+    assert process_action(c, {}) == "systemctl --user -M alice@ stop jupyter.service"

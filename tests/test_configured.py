@@ -131,7 +131,8 @@ def test_container_configs_are_read_through_its_root(tree):
     by_id, problems = run(tree, containers=(ContainerRoot("nspawn", "ct", 4242),))
     assert [p for p in problems if p.blocks_verdict] == []
     job = by_id["systemd-unit:nspawn:ct:ctjob.service"]
-    assert job.paths == ("/data/eagle3/run.sh",) and job.attrs["container"] == "nspawn:ct"
+    assert job.paths == ("/data/eagle3/run.sh",) and job.attrs["container"]["type"] == "nspawn"
+    assert job.attrs["container"]["name"] == "ct"
     assert job.attrs["action"] == "systemctl -M ct disable ctjob.service"
     assert job.evidence[0].detail == "ExecStart=/mnt/mp0/run.sh"
     cron = by_id["cron:nspawn:ct:/etc/crontab:1"]

@@ -106,7 +106,8 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
         c = by_id[f"systemd-unit:nspawn:box:{name}"]
         assert (c.attrs["enabled"], c.attrs["active"]) == (enabled, active), name
         assert state(b, name) == (enabled, active), name        # what systemctl says
-        assert c.attrs["state_from"] == "systemctl" and c.attrs["container"] == "nspawn:box"
+        assert c.attrs["state_from"] == "systemctl" and c.attrs["container"]["type"] == "nspawn"
+        assert c.attrs["container"]["name"] == "box"
         assert c.live is active
     run = by_id["systemd-unit:nspawn:box:vol-run.service"]
     assert run.attrs["action"] == "systemctl -M box disable --now vol-run.service"

@@ -28,6 +28,7 @@ _UNIT_SUFFIXES = (".service", ".scope", ".socket", ".mount", ".swap", ".timer", 
 _DOCKER_ID = re.compile(r"^[0-9a-f]{64}$")
 _DOCKER_SCOPE = re.compile(r"^docker-([0-9a-f]{64})\.scope$")
 _MACHINE_SCOPE = re.compile(r"^machine-(.+)\.scope$")
+_USER_MANAGER = re.compile(r"^user@(\d+)\.service$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class CgroupInfo:
     container_name: str | None   # LXC name / CTID, machine name, docker id
     ctid: int | None = None      # Proxmox CTID when the LXC name is numeric
     lxc_monitor: bool = False    # the host-side LXC monitor process of that container
+    user_manager: int | None = None  # uid whose user manager (user@UID.service) runs the unit
 
     def container_json(self) -> dict | None:
         if self.container_type is None:
@@ -115,4 +117,13 @@ def parse(text: str) -> CgroupInfo:
         unit = _unit_in(inner)
     ctid = int(cname) if ctype == "lxc" and cname and cname.isdigit() else None
     return CgroupInfo(path=path, unit=unit, container_type=ctype, container_name=cname,
-                      ctid=ctid, lxc_monitor=monitor)
+                      ctid=ctid, lxc_monitor=monitor, user_manager=_user_manager(inner, unit))
+
+
+def _user_manager(parts: list[str], unit: str | None) -> int | None:
+    """``.../user@1000.service/app.slice/nb.service``: the unit runs in uid 1000's manager."""
+    for i, comp in enumerate(parts):
+        m = _USER_MANAGER.match(comp)
+        if m and unit is not None and unit != comp and i + 1 < len(parts):
+            return int(m.group(1))
+    return None

@@ -530,6 +530,7 @@ class _Pass:
             "writing": any(h.writing for h in hits),
             "deleted_paths": deleted,
             "unit": cg.unit,
+            "user_manager": cg.user_manager,
             "container": container,
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,

@@ -154,6 +154,10 @@ def process_action(c: Consumer, by_id: dict[str, Consumer]) -> str:
         return f"docker stop {ct.get('docker_name') or ct['name'][:12]}"
     if unit and unit.endswith(".service"):
         sc = _systemctl(ct, pid, a.get("pid_namespace"))
+        if a.get("user_manager") is not None:   # a unit of a user's own manager
+            who = a.get("user") if a.get("uid") == a["user_manager"] and a.get("user") \
+                else a["user_manager"]
+            sc = sc.replace("systemctl", f"systemctl --user -M {who}@", 1)
         action = f"{sc} stop {unit}"
         where = f"{ct['type']}:{ct['name']}" if ct else None
         for cid in (f"systemd-unit:{unit}", f"systemd-unit:{where}:{unit}"):

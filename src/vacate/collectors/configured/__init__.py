@@ -55,11 +55,14 @@ def run_source(name: str, host: Host, target: Target, view: VolumeView) -> Resul
                             f"{type(e).__name__}: {e}", blocks_verdict=True),)
 
 
-def in_container(c: Consumer, where: str) -> Consumer:
-    """A consumer found inside a container: its id and attrs name the container."""
+def in_container(c: Consumer, ct: ContainerRoot) -> Consumer:
+    """A consumer found inside a container: its id names the container (``TYPE:NAME``) and its
+    ``container`` attr is the same object process consumers carry (``{"type", "name", ...}``)."""
     kind, _, rest = c.id.partition(":")
-    return dataclasses.replace(c, id=f"{kind}:{where}:{rest}",
-                               attrs={**c.attrs, "container": where})
+    return dataclasses.replace(
+        c, id=f"{kind}:{ct.type}:{ct.name}:{rest}",
+        attrs={**c.attrs, "container": {"type": ct.type, "name": ct.name,
+                                        "init_pid": ct.init_pid}})
 
 
 def container_host(host: Host, ct: ContainerRoot) -> Host:
@@ -82,7 +85,7 @@ def _container(host: Host, target: Target, ct: ContainerRoot) -> Result:
     problems: list[Problem] = []
     for name in CONTAINER_SOURCES:
         cs, ps = run_source(name, chost, target, view)
-        consumers.extend(in_container(c, where) for c in cs)
+        consumers.extend(in_container(c, ct) for c in cs)
         problems.extend(ps)
     return tuple(consumers), tuple(problems)
 
