@@ -101,28 +101,43 @@ def test_flipped_byte_in_the_bucket_is_found(s3, tmp_path):
 
 def test_interrupted_upload_resumes(s3, tmp_path):
     src = make_awkward_tree(str(tmp_path), big_mb=20)
+    with open(os.path.join(src, "more-weights.bin"), "wb") as f:
+        f.write(os.urandom(30 << 20))
     url = f"s3://{BUCKET}/backups/t3"
     cmd = [sys.executable, "-m", "vacate", "archive", src, "--to", url, "--part-size", "9M",
            "--json", "--level", "6"]
     p = subprocess.Popen(cmd, env=_env(s3), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     c = s3.client()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:     # kill once the first part is complete
+    while time.monotonic() < deadline:     # kill once a part is complete and the next one
         objs = c.list_objects_v2(Bucket=BUCKET, Prefix="backups/t3/src/part-").get(
-            "Contents", [])
-        if objs or p.poll() is not None:
+            "Contents", [])                # has sent a piece
+        if (objs and s3_server_uploads(c, "backups/t3/")) or p.poll() is not None:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     assert p.poll() is None, "finished before it could be interrupted"
     os.kill(p.pid, signal.SIGKILL)
     p.communicate()
-    r = _vacate(s3, "archive", src, "--to", url, "--part-size", "9M", "--json")
+    pending = s3_server_uploads(c, "backups/t3/")
+    r = _vacate(s3, *cmd[3:])          # the same command again
     assert r.returncode == 0, r.stderr.decode()
-    assert json.loads(r.stdout)["resumed_parts"] >= 1
+    doc = json.loads(r.stdout)
+    assert doc["resumed_parts"] >= 1
+    if pending:       # killed mid-upload: the pieces already sent were not sent again
+        assert doc["reused_upload_bytes"] > 0
     ups = c.list_multipart_uploads(Bucket=BUCKET, Prefix="backups/t3/").get("Uploads", [])
     assert ups == []
     v = _vacate(s3, "verify", f"{url}/src", "--against", src)
     assert v.returncode == 0, v.stdout.decode()
+
+
+def s3_server_uploads(c, prefix):
+    """Pieces already sent by unfinished multipart uploads under ``prefix``."""
+    out = []
+    for u in c.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", []):
+        parts = c.list_parts(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+        out += parts.get("Parts", [])
+    return out
 
 
 def test_bad_credentials_are_refused_and_never_printed(s3, tmp_path):

@@ -10,8 +10,9 @@ are listed and aborted on resume: resuming restarts at the first part that was n
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
 from vacate.errors import UsageError
@@ -44,16 +45,35 @@ def _is_missing(err) -> bool:
 
 
 class _S3Sink:
-    def __init__(self, t: S3Target, key: str):
+    """One part as a multipart upload. ``resume`` = (upload id, {piece number: (etag, size)})
+    of an upload an interrupted run left: pieces that come out identical (same size and MD5
+    ETag; zstd's output is deterministic for the same input and settings) are not sent
+    again."""
+
+    def __init__(self, t: S3Target, key: str, resume=None):
         self.t = t
         self.key = key
-        self.upload_id = t.client.create_multipart_upload(Bucket=t.bucket, Key=key)["UploadId"]
+        if resume is not None:
+            self.upload_id, self.uploaded = resume
+        else:
+            self.upload_id = t.client.create_multipart_upload(Bucket=t.bucket,
+                                                              Key=key)["UploadId"]
+            self.uploaded = {}
+        self.reused_bytes = 0
         self.buf = bytearray()
         self.futures = []
         self.pool = ThreadPoolExecutor(2)
 
     def _send(self, data: bytes) -> None:
         n = len(self.futures) + 1
+        old = self.uploaded.get(n)
+        if old is not None and old[1] == len(data) \
+                and old[0].strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest():
+            done: Future = Future()
+            done.set_result({"ETag": old[0]})
+            self.futures.append(done)
+            self.reused_bytes += len(data)
+            return
         if len(self.futures) >= 2:
             self.futures[-2].result()        # at most two pieces in flight
         self.futures.append(self.pool.submit(
@@ -138,7 +158,20 @@ class S3Target:
         return f"{self.prefix}/{name}"
 
     def create(self, name: str) -> _S3Sink:
-        return _S3Sink(self, self._k(name))
+        key = self._k(name)
+        ups = sorted((u for u in self.unfinished_uploads(with_time=True) if u[0] == key),
+                     key=lambda u: u[2])
+        for k, uid, _ in ups[:-1]:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=k, UploadId=uid)
+        if not ups:
+            return _S3Sink(self, key)
+        uid = ups[-1][1]
+        pieces = {}
+        for page in self.client.get_paginator("list_parts").paginate(
+                Bucket=self.bucket, Key=key, UploadId=uid):
+            for p in page.get("Parts", []):
+                pieces[p["PartNumber"]] = (p["ETag"], p["Size"])
+        return _S3Sink(self, key, resume=(uid, pieces))
 
     def put(self, name: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._k(name), Body=data)
@@ -175,15 +208,21 @@ class S3Target:
     def delete(self, name: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._k(name))
 
-    def unfinished_uploads(self) -> list[tuple[str, str]]:
+    def unfinished_uploads(self, with_time: bool = False) -> list[tuple]:
         out = []
         for page in self.client.get_paginator("list_multipart_uploads").paginate(
                 Bucket=self.bucket, Prefix=self.prefix + "/"):
-            out += [(u["Key"], u["UploadId"]) for u in page.get("Uploads", [])]
+            out += [(u["Key"], u["UploadId"], u.get("Initiated")) if with_time
+                    else (u["Key"], u["UploadId"]) for u in page.get("Uploads", [])]
         return out
 
-    def cleanup_unfinished(self) -> int:
-        ups = self.unfinished_uploads()
-        for key, uid in ups:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=uid)
-        return len(ups)
+    def cleanup_unfinished(self, keep: frozenset[str] = frozenset()) -> int:
+        """Abort unfinished uploads, except those of the names in ``keep`` (the part an
+        interrupted run was uploading: ``create`` picks it up again)."""
+        keys = {self._k(n) for n in keep}
+        n = 0
+        for key, uid in self.unfinished_uploads():
+            if key not in keys:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=uid)
+                n += 1
+        return n

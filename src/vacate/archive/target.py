@@ -31,7 +31,7 @@ class Target(Protocol):
     def open(self, name: str) -> BinaryIO: ...
     def list(self, prefix: str = "") -> dict[str, int]: ...
     def delete(self, name: str) -> None: ...
-    def cleanup_unfinished(self) -> int: ...
+    def cleanup_unfinished(self, keep: frozenset[str] = frozenset()) -> int: ...
 
 
 def open_target(location: str, *, endpoint: str | None = None, environ=None) -> Target:
@@ -140,8 +140,9 @@ class LocalTarget:
         except OSError:
             pass
 
-    def cleanup_unfinished(self) -> int:
-        """Remove temp files an interrupted run left behind; returns how many."""
+    def cleanup_unfinished(self, keep: frozenset[str] = frozenset()) -> int:
+        """Remove temp files an interrupted run left behind; returns how many. (A local part
+        is rewritten whole: ``keep`` is for targets that can continue an upload.)"""
         n = 0
         for d in (self.root, self._p(".vacate-partial")):
             try:

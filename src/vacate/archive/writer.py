@@ -56,6 +56,7 @@ class ArchiveResult:
     changed: tuple[str, ...]           # files that changed while being read
     warnings: tuple[Problem, ...]
     elapsed_s: float
+    reused_upload_bytes: int = 0       # S3: pieces of an interrupted upload not sent again
 
 
 class _Lane:
@@ -228,6 +229,7 @@ class _Writer:
         self.bytes_read = 0
         self._last_progress = 0.0
         self.hash_lane = _Lane()
+        self.reused = 0
         self.out_lane = _Lane()
 
     # -- parts -----------------------------------------------------------------------------
@@ -253,6 +255,7 @@ class _Writer:
             p.sink.abort()
             raise
         self.parts.append(info)
+        self.reused += getattr(p.sink, "reused_bytes", 0)
         self.entries.extend(p.entries)
         self.part = None
 
@@ -523,9 +526,10 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
             return done
         raise UsageError(f"{target.location} already holds a complete archive",
                          hint="choose another --name, or verify the existing one")
-    target.cleanup_unfinished()
     w = _Writer(target, name, part_size, level, threads, progress)
     state = _load_state(target, src_list, part_size)
+    target.cleanup_unfinished(keep=frozenset(
+        {mf.part_name(len(state[0]) + 1)} if state else ()))
     done_paths: set[bytes] = set()
     if state is None:
         target.put(f"{mf.STATE_DIR}/state.json", json.dumps(
@@ -579,9 +583,10 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         tool=m.tool, created=created, sources=", ".join(src_list)).encode())
     target.put(mf.MANIFEST, m.dumps())      # last: marks the archive complete
     _drop_state(target)
+    target.cleanup_unfinished()
     return ArchiveResult(
         location=target.location, name=name, parts=m.parts, entries=len(m.entries),
         files=sum(1 for e in m.entries if e.type == "file"), bytes_read=w.bytes_read,
         bytes_written=sum(p.bytes for p in m.parts), resumed_parts=resumed,
         changed=tuple(w.changed), warnings=tuple(w.problems),
-        elapsed_s=time.monotonic() - t0)
+        elapsed_s=time.monotonic() - t0, reused_upload_bytes=w.reused)

@@ -43,7 +43,8 @@ def archive_doc(r) -> dict:
         "schema": "vacate.archive/1", "location": r.location, "name": r.name,
         "parts": [p.as_json() for p in r.parts], "entries": r.entries, "files": r.files,
         "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
-        "resumed_parts": r.resumed_parts, "changed_while_read": list(r.changed),
+        "resumed_parts": r.resumed_parts, "reused_upload_bytes": r.reused_upload_bytes,
+        "changed_while_read": list(r.changed),
         "warnings": [w.as_json() for w in r.warnings], "elapsed_s": round(r.elapsed_s, 3),
     }
 
