@@ -6,7 +6,7 @@ import argparse
 import os
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK, UsageError
+from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -25,7 +25,9 @@ def parse_size(text: str) -> int:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="cold backup: zstd-compressed pax tar parts, SHA256SUMS, "
-                       "a manifest and a restore README")
+                       "a manifest and a restore README",
+                       description="Exit 0 done; 1 a file changed while it was read; 3 "
+                       "something could not be read (see the warnings); 2 usage error.")
     p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")
@@ -63,4 +65,8 @@ def run(args, env: Env) -> int:
         env.stdout.write(jsonfmt.dumps(archive_view.archive_doc(r)))
     else:
         archive_view.render_archive(r, env.console())
-    return EXIT_IN_USE if r.changed else EXIT_OK
+    if r.changed:
+        return EXIT_IN_USE            # something was archived while it changed
+    if any(w.blocks_verdict for w in r.warnings):
+        return EXIT_UNKNOWN           # something could not be read: the archive is not whole
+    return EXIT_OK
