@@ -456,13 +456,19 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
         entries, nbytes = merge.entries, 0
 
         def dispatch() -> None:
-            while free and pending:
-                share = max(1, len(pending) // (4 * nworkers))
-                c = free.pop()
-                c.send(pending[:share])
-                del pending[:share]
-                busy.add(c)
-            idle.value = len(free) if not pending else 0
+            # everything pending goes out at once, shared among the free workers (dealt
+            # round-robin, so each gets big and small directories): a worker never waits on
+            # this process while it has work, and round trips are few (they are what costs
+            # most when the machine is busy); balance comes from workers splitting their work
+            # when another one is idle
+            if free and pending:
+                n = len(free)
+                for i in range(n):
+                    c = free.pop()
+                    c.send(pending[i::n])
+                    busy.add(c)
+                pending.clear()
+            idle.value = len(free)
 
         dispatch()
         while busy:
