@@ -21,6 +21,7 @@ import json
 import os
 import pwd
 import queue
+import shutil
 import stat as S
 import threading
 import time
@@ -28,11 +29,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-import zstandard
-
 from vacate import __version__
+from vacate.archive import compress, tarfmt
 from vacate.archive import manifest as mf
-from vacate.archive import tarfmt
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target
 from vacate.errors import UsageError
@@ -102,54 +101,57 @@ class _Lane:
         if self.err is not None:
             raise self.err
 
+    def drain_quietly(self) -> None:
+        self.value(lambda: None).exception()
+
     def close(self) -> None:
         self.q.put(None)
         self.t.join()
 
 
 class _Counter:
-    """The compressed-output side of a part: written and hashed in the output lane."""
+    """The compressed-output side of a part: hashed, counted and stored (in the compressor's
+    output thread, or in the output lane for the in-process compressor)."""
 
-    def __init__(self, sink, lane: _Lane):
+    def __init__(self, sink):
         self.sink = sink
-        self.lane = lane
         self.h = hashlib.sha256()
         self.n = 0
 
-    def _out(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
         self.h.update(data)
         self.sink.write(data)
         self.n += len(data)
 
-    def write(self, data) -> int:
-        self.lane.call(self._out, data)
-        return len(data)
-
-    def flush(self):
-        pass
-
 
 class _Part:
-    def __init__(self, target: Target, name: str, cctx: zstandard.ZstdCompressor,
-                 lane: _Lane):
+    def __init__(self, target: Target, name: str, level: int, threads: int, lane: _Lane):
         self.name = name
         self.sink = target.create(name)
-        self.out = _Counter(self.sink, lane)
+        self.out = _Counter(self.sink)
         self.lane = lane
-        self.zw = cctx.stream_writer(self.out, closefd=False, write_return_read=True)
+        if use_zstd_process():
+            self.z = compress.ProcessCompressor(self.out.write, level, threads)
+        else:
+            self.z = compress.LibraryCompressor(
+                lambda data: lane.call(self.out.write, data), level, threads)
         self.tar_bytes = 0
         self.entries: list[mf.Entry] = []
         self.pending: list[tuple[int, Future]] = []    # entries whose sha256 is still hashing
         self.inodes: dict[str, list] = {}
 
     def write(self, data) -> None:
-        self.zw.write(data)
+        self.z.write(data)
         self.tar_bytes += len(data)
+
+    def abort(self) -> None:
+        self.z.abort()
+        self.lane.drain_quietly()
+        self.sink.abort()
 
     def finish(self) -> mf.PartInfo:
         self.write(tarfmt.END_OF_ARCHIVE)
-        self.zw.flush(zstandard.FLUSH_FRAME)
-        self.zw.close()
+        self.z.close()
         self.lane.drain()
         for i, fut in self.pending:
             self.entries[i] = replace(self.entries[i], sha256=fut.result())
@@ -158,6 +160,11 @@ class _Part:
                 v[2] = v[2].result()
         return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
                            len(self.entries))
+
+
+def use_zstd_process() -> bool:
+    """The ``zstd`` child process compresses unless VACATE_ZSTD=library (or no zstd)."""
+    return os.environ.get("VACATE_ZSTD") != "library" and shutil.which("zstd") is not None
 
 
 class _Names:
@@ -215,7 +222,7 @@ class _Writer:
         self.target = target
         self.name = name
         self.part_size = part_size
-        self.cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True)
+        self.level, self.threads = level, threads
         self.progress = progress
         self.names = _Names()
         self.parts: list[mf.PartInfo] = []
@@ -236,8 +243,8 @@ class _Writer:
 
     def _open_part(self) -> _Part:
         if self.part is None:
-            self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.cctx,
-                              self.out_lane)
+            self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.level,
+                              self.threads, self.out_lane)
         return self.part
 
     def _close_part(self) -> None:
@@ -563,14 +570,12 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         w.add_dirs(dirs)
         w._close_part()
     except BaseException:
-        w.out_lane.close()             # no write may reach the sink after the abort
         if w.part is not None:
-            w.part.sink.abort()
+            w.part.abort()             # no write may reach the sink after the abort
         raise
     finally:
         w.hash_lane.close()
-        if w.out_lane.t.is_alive():
-            w.out_lane.close()
+        w.out_lane.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
 
