@@ -165,12 +165,12 @@ def test_archive_written_inside_its_source_does_not_archive_itself(tmp_path):
     assert vacate("verify", os.path.join(src, "backups", "src")).returncode == 0
 
 
-def test_in_process_compressor_writes_the_same_format(tmp_path):
-    """Without the zstd command (VACATE_ZSTD=library) the library compresses; stock tools
-    restore the result all the same."""
+def test_zstd_child_process_compressor_writes_the_same_format(tmp_path):
+    """With VACATE_ZSTD=process a zstd child compresses; stock tools restore the result all
+    the same."""
     src = make_awkward_tree(str(tmp_path), big_mb=1)
     before = snapshot(src)
-    env = dict(os.environ, VACATE_ZSTD="library")
+    env = dict(os.environ, VACATE_ZSTD="process")
     r = vacate("archive", src, "--to", str(tmp_path / "b"), "--part-size", "256K", env=env)
     assert r.returncode == 0, r.stderr.decode()
     adir = str(tmp_path / "b" / "src")

@@ -1,11 +1,12 @@
 """Where a part's tar stream is compressed.
 
 python-zstandard (0.25) holds the GIL while it compresses, so in-process compression
-serialises with the hashing threads. When the ``zstd`` command is installed (it is needed to
-restore by hand anyway), a part is compressed by a ``zstd -T0`` child process instead: we
-write the tar stream to its stdin and a pump thread hashes and stores what comes out of its
-stdout, as ``tar | zstd`` would, with every core busy. Otherwise the library does it.
-Both write one zstd frame with its content checksum.
+serialises with the hashing threads. With ``VACATE_ZSTD=process`` (and the ``zstd`` command
+installed) a part is compressed by a ``zstd -T0`` child process instead: we write the tar
+stream to its stdin and a pump thread hashes and stores what comes out of its stdout, as
+``tar | zstd`` would. On the 2-vCPU machine of BENCHMARKS.md both measured the same (the CPU
+sum is the limit there), so the library is the default. Both write one zstd frame with its
+content checksum.
 """
 
 from __future__ import annotations
