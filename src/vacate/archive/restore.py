@@ -213,6 +213,9 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
         try:
             with target.open(pname) as f:
                 read_part(f, on_member)
+        except FileNotFoundError:
+            findings.append(Finding("part-missing", f"{pname} is missing from "
+                                    f"{target.location}", part=pname))
         except (PartError, OSError) as err:
             findings.append(Finding("part-corrupt", f"{pname}: {err}", part=pname))
         for path, (fd, tmp, final, h, e) in pending.items():
