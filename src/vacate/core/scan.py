@@ -6,7 +6,6 @@ import os
 import time
 from collections.abc import Callable
 
-from vacate import recognise
 from vacate.collectors import mounts, walk
 from vacate.host import Host
 from vacate.model.inventory import Item, ScanResult
@@ -38,6 +37,8 @@ def scan(path: str, *, host: Host | None = None,
     )
     rwarn: tuple = ()
     if recognise_items:
+        from vacate import recognise  # (imported here: a sizes-only scan starts faster)
+
         items, rwarn = recognise.annotate(items, w.dirs)
     return ScanResult(
         target=target,
