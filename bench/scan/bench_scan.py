@@ -122,8 +122,17 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (loop mount, drop_caches)", file=sys.stderr)
         return 2
+    was_mounted = tree.mounted()
     tree.build(1_000_000)
     mnt = tree.mount()
+    try:
+        return run_all(mnt, a)
+    finally:
+        if not was_mounted:
+            tree.umount()      # the image stays cached for the next run
+
+
+def run_all(mnt: str, a: argparse.Namespace) -> int:
     cmds = commands(mnt)
     n = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
                                   text=True).stdout)["totals"]
