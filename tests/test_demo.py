@@ -83,6 +83,7 @@ def test_demo_in_a_directory_cleans_up(tmp_path):
     assert "$ vacate scan" in out
     assert "Qwen3.5-397B-A17B-NVFP4" in out
     assert "cuda_13.0.1_580.82.07_linux.run" in out
+    assert "shares its filesystem" in out and "$ vacate check" in out
     assert os.listdir(tmp_path) == []
 
 
@@ -95,6 +96,18 @@ def test_demo_as_root_is_a_loop_mounted_ext4_volume_and_leaves_nothing():
     path, _dev, image = m.groups()
     assert "(ext4)" in out
     assert not os.path.ismount(path) and not os.path.exists(image)
+    # the story: the server's mmap of a shard blocks the unmount, with the next action...
+    m = re.search(r"stand-in server \(pid (\d+)\) has stopped", out)
+    assert m, out
+    assert re.search(r"not safe to unmount: \d+ blocker", out), out
+    assert f"next: kill -TERM {m.group(1)}" in out
+    assert "model-00001-of-" in out.split("not safe to unmount")[1]
+    # ...and once it has stopped, nothing uses the volume
+    assert "safe to unmount: nothing uses it" in out.split("has stopped")[1]
+    # the cold backup of the EAGLE-3 data reads back clean
+    assert "$ vacate archive eagle3/data" in out
+    assert re.search(r"eagle3-data: OK: 1 part", out), out
+    assert not os.path.exists(f"/proc/{m.group(1)}")
     assert image not in loop_backing_files()
 
 

@@ -1,5 +1,7 @@
 """``vacate demo``: build the story's /data as a small real volume and show what vacate says
-about it, with every command that exists (scan, then check, ...)."""
+about it, with every command that exists: scan; check while a stand-in for the story's SGLang
+server mmaps a model shard (in use: the blocker and its next action), and again once it has
+stopped (safe); then a cold backup of the EAGLE-3 data, verified by reading it back."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ from vacate.errors import EXIT_OK, VacateError
 
 # the commands the demo runs on the volume, in order, when they exist
 STEPS: tuple[tuple[str, ...], ...] = (("scan",), ("check",))
+
+# A stand-in for `python -m sglang.launch_server --model-path ...`: it maps one weight shard
+# read-only, as the server mmaps the weights (Python's mmap keeps a dup of the fd open too).
+_SERVER = ("import mmap,sys,time;f=open(sys.argv[2],'rb');"
+           "m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ);f.close();"
+           "print('serving',flush=True);time.sleep(3600)")
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -37,16 +45,24 @@ def run(args, env: Env) -> int:
         out.print(f"[bold]The example /data[/] is a {vol.kind} at [bold]{vol.path}[/]"
                   + (f" ({vol.device}, image {vol.image})" if vol.device else "") + ".")
         out.print("It holds what the story's volume held, as sparse files (real headers, "
-                  "holes for the bytes).\n")
+                  "holes for the bytes).")
+        if not vol.device:
+            out.print("[yellow]A plain directory shares its filesystem with the rest of this "
+                      "machine, so `check` reports everything that uses that filesystem; run "
+                      "as root for a volume of its own.[/]")
+        out.print("")
         commands = dict(cli.COMMANDS)
         for step in STEPS:
             if step[0] not in commands or not _exists(commands[step[0]]):
                 continue
-            out.print(f"[bold cyan]$ vacate {' '.join(step)} {vol.path}[/]")
-            rc = cli.main([*step, vol.path], env)
-            out.print("")
             if step[0] == "check":
-                status = rc
+                status = _check_with_server(vol.path, out, env, cli)
+                continue
+            out.print(f"[bold cyan]$ vacate {' '.join(step)} {vol.path}[/]")
+            cli.main([*step, vol.path], env)
+            out.print("")
+        if _exists("archive_cmd") and _exists("verify_cmd"):
+            _backup(vol.path, out, env, cli)
     finally:
         if args.keep:
             out.print(f"Kept: {vol.path}. Remove it with:")
@@ -58,6 +74,69 @@ def run(args, env: Env) -> int:
                 print(f"vacate: cleanup: {p}", file=env.stderr)
     # the demo's own success does not depend on the verdict it shows
     return EXIT_OK if status in (0, 1, 3) else status
+
+
+def _check_with_server(path: str, out, env: Env, cli) -> int:
+    """``check`` while the stand-in server maps a shard (not safe: the blocker and what to do),
+    then again once it has stopped (safe)."""
+    import glob
+    import os
+    import subprocess
+    import sys
+
+    shards = sorted(glob.glob(os.path.join(path, "models", "*", "*.safetensors")))
+    server = None
+    if shards:
+        out.print("[dim]Starting a stand-in for the story's SGLang server: it mmaps "
+                  f"{os.path.relpath(shards[0], path)} read-only, as the server maps its weights.[/]")
+        server = subprocess.Popen([sys.executable, "-c", _SERVER, "--model-path", shards[0]],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, cwd="/")
+        if server.stdout is None or server.stdout.readline().strip() != b"serving":
+            server.kill()
+            server.wait()
+            server = None
+    try:
+        out.print(f"[bold cyan]$ vacate check {path}[/]")
+        rc = cli.main(["check", path], env)
+        out.print("")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+    if server is None:
+        return rc
+    out.print(f"[dim]The stand-in server (pid {server.pid}) has stopped.[/]")
+    out.print(f"[bold cyan]$ vacate check {path}[/]")
+    rc = cli.main(["check", path], env)
+    out.print("")
+    return rc
+
+
+def _backup(path: str, out, env: Env, cli) -> None:
+    """A cold backup of the EAGLE-3 training data and the pip freeze, verified from the target."""
+    import os
+    import shutil
+    import tempfile
+
+    sources = [p for p in (os.path.join(path, "eagle3", "data"),
+                           os.path.join(path, "ml-env-backup-cuda128.txt")) if os.path.exists(p)]
+    if not sources:
+        return
+    dest = tempfile.mkdtemp(prefix="vacate-demo-backup-")
+    try:
+        rel = " ".join(os.path.relpath(p, path) for p in sources)
+        out.print(f"[bold cyan]$ vacate archive {rel} --to {dest} --name eagle3-data[/]")
+        cli.main(["archive", *sources, "--to", dest, "--name", "eagle3-data", "--no-progress"],
+                 env)
+        out.print("")
+        archive = os.path.join(dest, "eagle3-data")
+        out.print(f"[bold cyan]$ vacate verify {archive}[/]")
+        cli.main(["verify", archive, "--against", *sources[:1], "--no-progress"], env)
+        out.print(f"[dim]Restorable without vacate: see {archive}/README[/]")
+        out.print("")
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def _exists(modname: str) -> bool:

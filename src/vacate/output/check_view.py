@@ -39,6 +39,14 @@ def _used_by(ids: tuple[str, ...], by_id: dict[str, Consumer], limit: int = 3) -
     return "; ".join(names[:limit]) + more
 
 
+def _size(stats) -> str:
+    """Size on disk; sparse content (weights, images) also shows its apparent size."""
+    disk, apparent = stats.disk_bytes, stats.apparent_bytes
+    if apparent > 2 * disk and apparent - disk > 1 << 20:
+        return f"{human_bytes(disk)}\n[dim]{human_bytes(apparent)} apparent[/]"
+    return human_bytes(disk)
+
+
 def render(result: CheckResult, console) -> None:
     t = result.target
     console.print(f"[bold]{t.path}[/] on {t.mount.source} ({t.mount.fstype})  "
@@ -62,7 +70,7 @@ def render(result: CheckResult, console) -> None:
                        default=None)
             what = it.classification.label if it.classification else ""
             style = STATUS_STYLE.get(r.status, "")
-            size = human_bytes(it.stats.disk_bytes) if result.scanned or not it.is_dir else "-"
+            size = _size(it.stats) if result.scanned or not it.is_dir else "-"
             table.add_row(name, size, human_age(last), what, f"[{style}]{r.status}[/]",
                           _used_by(r.users, by_id))
     console.print(table)
