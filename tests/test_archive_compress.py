@@ -13,7 +13,10 @@ from vacate.archive import compress
 
 def _stream(writes):
     out = []
-    c = compress.LibraryCompressor(out.append, 3, -1)
+
+    def take(data):
+        out.extend(data if isinstance(data, tuple) else (data,))
+    c = compress.LibraryCompressor(take, 3, -1)
     for w in writes:
         c.write(w)
     c.close()

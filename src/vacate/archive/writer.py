@@ -118,7 +118,11 @@ class _Counter:
         self.h = hashlib.sha256()
         self.n = 0
 
-    def write(self, data: bytes) -> None:
+    def write(self, data) -> None:
+        if isinstance(data, tuple):          # raw zstd blocks: headers and views of the data
+            for piece in data:
+                self.write(piece)
+            return
         self.h.update(data)
         self.sink.write(data)
         self.n += len(data)
