@@ -119,6 +119,12 @@ def scan_json(path: str) -> dict:
     return json.loads(out.getvalue())
 
 
+def dir_records(doc: dict) -> list[dict]:
+    """The drill-down (``dirs``: a ``columns`` header and one row per directory) as records."""
+    cols = doc["dirs"]["columns"]
+    return [dict(zip(cols, row, strict=True)) for row in doc["dirs"]["rows"]]
+
+
 def test_totals_equal_du(filled):
     vol, subvol = filled
     root = vol.mountpoint
@@ -164,7 +170,12 @@ def test_counts_and_kinds(filled):
     assert tgt["fstype"] == vol.fstype
     assert tgt["mountpoint"] == root
     assert [m["mountpoint"] for m in tgt["nested_mounts"]] == [os.path.join(root, "data/nested")]
-    walked = [d["path"] for d in doc["dirs"]] + [f["path"] for f in doc["largest_files"]]
+    dirs = dir_records(doc)
+    # the drill-down's first row is the target itself: the totals again
+    assert {k: v for k, v in dirs[0].items() if k != "path"} == {
+        k: doc["totals"][k] for k in dirs[0] if k != "path"}
+    assert dirs[0]["path"] == root
+    walked = [d["path"] for d in dirs] + [f["path"] for f in doc["largest_files"]]
     assert not [p for p in walked if "/data/nested" in p]
     assert doc["warnings"] == []
     items = {os.path.basename(i["path"]): i for i in doc["items"]}
@@ -181,10 +192,10 @@ def test_odd_names_round_trip(filled):
     vol, _ = filled
     root = vol.mountpoint
     doc = scan_json(root)
-    names = {os.fsencode(d["path"]) for d in doc["dirs"]}
+    names = {os.fsencode(d["path"]) for d in dir_records(doc)}
     names |= {os.fsencode(i["path"]) for i in doc["items"]}
     assert os.path.join(os.fsencode(root), b"dir\nwith-newline") in names
-    deep = [d["path"] for d in doc["dirs"] if d["path"].endswith("/" + DEEP_NAME)]
+    deep = [d["path"] for d in dir_records(doc) if d["path"].endswith("/" + DEEP_NAME)]
     assert max(len(p) for p in deep) > 4096
     # a path with invalid UTF-8 comes back byte-exact from the JSON
     w = walk(os.path.join(root, "data"), keep_largest=100)
@@ -344,4 +355,4 @@ def test_bind_mounts_inside_and_elsewhere(ext4_volume):
     assert tgt["other_mounts"][0]["root"] == "/models"
     assert doc["totals"]["apparent_bytes"] == du("-sxb", "--exclude=again", root) + du(
         "-sxb", os.path.join(root, "again"), "--exclude=models")
-    assert not [d for d in doc["dirs"] if d["path"].startswith(inside)]
+    assert not [d for d in dir_records(doc) if d["path"].startswith(inside)]

@@ -55,7 +55,7 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
 
 def run(args, env: Env) -> int:
     from vacate.core.scan import scan
-    from vacate.output import jsonfmt, scan_view
+    from vacate.output import jsonfmt
 
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
         result = scan(args.path, host=env.host, keep_largest=max(args.top, 50),
@@ -71,6 +71,8 @@ def run(args, env: Env) -> int:
         # (json.dumps: the C encoder; json.dump to a stream would use the pure-Python one)
         env.stdout.write(json.dumps(jsonfmt.scan_doc(result), ensure_ascii=True) + "\n")
     else:
+        from vacate.output import scan_view  # (rich: not needed for --json)
+
         scan_view.render(result, env.console(), top=args.top)
         if args.ncdu:
             env.console().print(f"ncdu export: {args.ncdu}  (browse it: ncdu -f {args.ncdu})")

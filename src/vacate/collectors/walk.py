@@ -29,7 +29,7 @@ import multiprocessing.connection
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from vacate.model.common import Problem
@@ -46,11 +46,40 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 ProgressFn = Callable[[int, int], None]
 
 
+class DirTable(Sequence):
+    """The drill-down: one row per directory, sorted by path, each row
+    ``[path, apparent_bytes, disk_bytes, files, dirs, newest_mtime, newest_atime]`` (the
+    subtree's aggregates, as :class:`Stats`). Reads as a sequence of :class:`DirSummary`, made
+    on access: a walk of millions of files has tens of thousands of directories, and building
+    an object for each costs more than the JSON that prints them (``rows``). Not to be
+    modified."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[list]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(_summary(r) for r in self.rows[i])
+        return _summary(self.rows[i])
+
+    def __iter__(self) -> Iterator[DirSummary]:
+        return map(_summary, self.rows)
+
+
+def _summary(r: list) -> DirSummary:
+    return DirSummary(r[0], Stats(r[1], r[2], r[3], r[4], r[5], r[6]))
+
+
 @dataclass(frozen=True, slots=True)
 class WalkResult:
     root: Stats
     top: tuple[tuple[str, bool, Stats], ...]    # (path, is_dir, stats) per top-level entry
-    dirs: tuple[DirSummary, ...]
+    dirs: Sequence[DirSummary]                  # a DirTable
     largest: tuple[FileEntry, ...]
     warnings: tuple[Problem, ...]
     entries: int = 0
@@ -81,8 +110,9 @@ def _parent(path: str) -> str:
 class _Part:
     """What one walker found: plain lists, cheap to pickle between processes.
 
-    ``dirs``: (path, apparent, blocks, files, mtime, atime) per directory, the directory's own
-    inode plus its direct non-directory entries (hardlinked files left out: see ``links``).
+    ``dirs``: [path, apparent, disk_bytes, files, 1, mtime, atime] per directory (a
+    :class:`DirTable` row), the directory's own inode plus its direct non-directory entries
+    (hardlinked files left out: see ``links``); the parent adds them up in place.
     ``links``: (dev, ino, apparent, blocks, mtime, atime, path) per name of a multiply-linked file.
     ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
     ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
@@ -194,7 +224,7 @@ class _Walker:
                             at = m
                 except OSError as err:
                     self.warn("unreadable-dir", path, err)
-        part.dirs.append((path, app, blk, files, mt, at))
+        part.dirs.append([path, app, blk * 512, files, 1, mt, at])
         part.entries += files + 1
         part.nbytes += blk * 512
 
@@ -252,7 +282,7 @@ class _Walker:
             at = max(at, st.st_atime)
             if topfiles is not None:
                 topfiles.append((name, size, b, st.st_mtime, st.st_atime))
-        part.dirs.append((path, app, blk, files, mt, at))
+        part.dirs.append([path, app, blk * 512, files, 1, mt, at])
         part.entries += files + 1
         part.nbytes += blk * 512
         if rec is not None:
@@ -342,7 +372,8 @@ class _Walker:
             st = st or os.lstat(path)
         except OSError:
             return
-        self.part.dirs.append((path, st.st_size, st.st_blocks, 0, st.st_mtime, st.st_atime))
+        self.part.dirs.append([path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime,
+                               st.st_atime])
         self.part.entries += 1
         if self.record:
             self.part.listing.append((path, st.st_size, st.st_blocks, st.st_mtime, st.st_ino,
@@ -607,12 +638,14 @@ def _walk_one(w: _Walker, dpath: str, dst: os.stat_result, queue: list) -> None:
 
 def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             problems: list[Problem], nworkers: int, record: bool) -> WalkResult:
-    # own aggregates per directory; hardlinked files added once, at their smallest path
-    own: dict[str, list] = {d[0]: [d[1], d[2], d[3], 1, d[4], d[5]] for d in merge.dirs}
+    # own aggregates per directory (DirTable rows, added up in place); hardlinked files added
+    # once, at their smallest path
+    own: dict[str, list] = {d[0]: d for d in merge.dirs}
     first: dict[tuple[int, int], tuple] = {}
     for link in merge.links:
         key = (link[0], link[1])
-        if key not in first or link[6] < first[key][6]:
+        f = first.get(key)
+        if f is None or link[6] < f[6]:
             first[key] = link
     counted_top: dict[str, tuple] = {}
     for link in first.values():
@@ -620,33 +653,40 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
         acc = own.get(dpath)
         if acc is None:
             continue
-        acc[0] += link[2]
-        acc[1] += link[3]
-        if acc[4] is None or link[4] > acc[4]:
-            acc[4] = link[4]
-        if acc[5] is None or link[5] > acc[5]:
-            acc[5] = link[5]
+        acc[1] += link[2]
+        acc[2] += link[3] * 512
+        if link[4] > acc[5]:  # noqa: PLR1730
+            acc[5] = link[4]
+        if link[5] > acc[6]:  # noqa: PLR1730
+            acc[6] = link[5]
         if dpath == path:
             counted_top[link[6].rpartition("/")[2]] = link
-    # bottom-up: add each directory to its parent; a child's path is longer than its parent's
+    # bottom-up: add each directory to its parent. Sorted by path, a directory comes before
+    # everything below it (a prefix sorts first), so in reverse every subtree is complete
+    # before it is added to its parent.
+    rows = [own[p] for p in sorted(own)]
     get = own.get
-    for p in sorted(own, key=len, reverse=True):
-        par = get(p[:p.rindex("/")] or "/")
-        if par is None or p == path:
+    for acc in reversed(rows):
+        p = acc[0]
+        if p == path:
             continue
-        acc = own[p]
-        par[0] += acc[0]
+        par = get(p[:p.rindex("/")] or "/")
+        if par is None:
+            continue
         par[1] += acc[1]
         par[2] += acc[2]
         par[3] += acc[3]
-        par[4] = max(par[4], acc[4])
-        par[5] = max(par[5], acc[5])
+        par[4] += acc[4]
+        if acc[5] > par[5]:  # noqa: PLR1730
+            par[5] = acc[5]
+        if acc[6] > par[6]:  # noqa: PLR1730
+            par[6] = acc[6]
 
     def stats(acc: list) -> Stats:
-        return Stats(acc[0], acc[1] * 512, acc[2], acc[3], acc[4], acc[5])
+        return Stats(acc[1], acc[2], acc[3], acc[4], acc[5], acc[6])
 
-    dirs = tuple(DirSummary(p, stats(acc)) for p, acc in sorted(own.items()))
-    root_acc = own.get(path) or [st.st_size, st.st_blocks, 0, 1, st.st_mtime, st.st_atime]
+    root_acc = own.get(path) or [path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime,
+                                 st.st_atime]
     top: list[tuple[str, bool, Stats]] = []
     for name, app, blk, mt, at in topfiles:
         link = counted_top.get(name)
@@ -654,8 +694,9 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             app, blk, mt, at = link[2], link[3], link[4], link[5]
         top.append((_join(path, name), False, Stats(app, blk * 512, 1, 0, mt, at)))
     prefix = _join(path, "")
-    for p, acc in own.items():
-        if p.startswith(prefix) and "/" not in p[len(prefix):]:
+    for acc in rows:
+        p = acc[0]
+        if p.startswith(prefix) and "/" not in p[len(prefix):] and p != path:
             top.append((p, True, stats(acc)))
     top.sort(key=lambda t: t[0])
     seen: set[tuple[int, int]] = set()
@@ -668,5 +709,5 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
         if len(largest) >= merge.keep:
             break
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
-    return WalkResult(stats(root_acc), tuple(top), dirs, tuple(largest), warnings,
+    return WalkResult(stats(root_acc), tuple(top), DirTable(rows), tuple(largest), warnings,
                       merge.entries, nworkers, tuple(merge.listing) if record else None)
