@@ -355,7 +355,7 @@ class _Walker:
                 levels.append((cfd, cpath, sub))
                 self.listdir(cfd, cpath, cst, sub)
                 n += 1
-                if n & 63 == 0 and self.conn is not None:
+                if n & 15 == 0 and self.conn is not None:
                     self.tick(levels)
         finally:
             for fd, _, _ in levels:
@@ -394,18 +394,25 @@ class _Walker:
 
     # -- talking to the parent -----------------------------------------------------------
     def tick(self, levels: list) -> None:
-        """Now and then: report progress, and give work away when a worker is idle (half of
-        the shallowest pending directories, by path: they are the biggest pieces)."""
+        """Now and then: report progress, and give work away when a worker is idle: half of
+        the pending directories at every level (each level but the deepest at least one),
+        by path. Pieces that big keep the end of a walk balanced; small ones (half of one
+        level) left one worker idle between round trips for the last ~15 % of the walk."""
         if self.idle.value > 0:
-            for _, dpath, todo in levels:
-                if len(todo) > 1 or (todo and len(levels) > 1):
-                    half = max(1, len(todo) // 2)
-                    give = [(p, st.st_dev, st.st_ino) for p, st in
-                            ((_join(dpath, nm), st) for nm, st in todo[:half]) if len(p) < DEEP]
-                    if len(give) == half:     # (paths too long to open by name stay here)
-                        del todo[:half]
-                        self.conn.send(("split", give))
-                    break
+            give: list = []
+            last = len(levels) - 1
+            for i, (_, dpath, todo) in enumerate(levels):
+                half = len(todo) // 2 if i == last else (len(todo) + 1) // 2
+                if not half:
+                    continue
+                piece = [(p, st.st_dev, st.st_ino) for p, st in
+                         ((_join(dpath, nm), st) for nm, st in todo[:half]) if len(p) < DEEP]
+                if len(piece) == half:     # (paths too long to open by name stay here)
+                    del todo[:half]
+                    give.extend(piece)
+            if give:
+                self.idle.value = 0     # (the parent sets it again when it deals this out)
+                self.conn.send(("split", give))
         now = time.monotonic()
         if now - self.last_report > 0.2:
             self.last_report = now
