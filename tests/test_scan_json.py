@@ -7,6 +7,7 @@ import io
 import json
 import os
 
+from vacate import forkjob
 from vacate.core.scan import scan
 from vacate.output import jsonfmt, scan_json
 
@@ -28,10 +29,19 @@ def test_split_rows_give_the_same_document(tmp_path, monkeypatch):
     result = scan(str(tmp_path), recognise_items=False)
     expect = json.loads(json.dumps(jsonfmt.scan_doc(result), ensure_ascii=True))
     assert len(expect["dirs"]["rows"]) == 62
+    jobs = []
+    start = forkjob.start
+
+    def recording_start(*args):
+        jobs.append(start(*args))
+        return jobs[-1]
+
+    monkeypatch.setattr(forkjob, "start", recording_start)
     for split in (2, 10**9):       # forked halves; one process
         monkeypatch.setattr(scan_json, "SPLIT_ROWS", split)
         out = io.StringIO()
         scan_json.write(result, out)
+        assert len(jobs) == 1 and (jobs[0] is not None or forkjob.threaded())
         text = out.getvalue()
         assert text.endswith("}\n") and text.count("\n") == 1 and text.isascii()
         assert json.loads(text) == expect
@@ -39,12 +49,15 @@ def test_split_rows_give_the_same_document(tmp_path, monkeypatch):
     assert os.path.join(os.fsencode(str(tmp_path)), b"odd-\xff\nname") in names
 
 
-def test_no_rows(tmp_path):
+def test_no_rows_and_one_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(scan_json, "SPLIT_ROWS", 0)
     f = tmp_path / "one-file"
     f.write_bytes(b"abc")
-    result = scan(str(f), recognise_items=False)
     out = io.StringIO()
-    scan_json.write(result, out)
+    scan_json.write(scan(str(f), recognise_items=False), out)
     doc = json.loads(out.getvalue())
     assert doc["dirs"] == {"columns": list(jsonfmt.DIR_COLUMNS), "rows": []}
     assert doc["totals"]["apparent_bytes"] == 3
+    out = io.StringIO()
+    scan_json.write(scan(str(tmp_path), recognise_items=False), out)
+    assert [r[0] for r in json.loads(out.getvalue())["dirs"]["rows"]] == [str(tmp_path)]
