@@ -7,8 +7,11 @@ import io
 import os
 import subprocess
 
+import pytest
+
 from vacate.cli.env import Env
 from vacate.cli.main import main
+from vacate.collectors import walk as walk_mod
 from vacate.collectors.walk import walk
 
 
@@ -32,7 +35,10 @@ def make_tree(root: str, dirs: int = 60, files: int = 40) -> None:
             first = first or p
 
 
-def test_workers_agree_with_one_process_and_du(tmp_path):
+@pytest.mark.parametrize("send_dirs", [walk_mod.SEND_DIRS, 2])
+def test_workers_agree_with_one_process_and_du(tmp_path, monkeypatch, send_dirs):
+    # send_dirs=2: the walkers send what they found in many pieces during the walk
+    monkeypatch.setattr(walk_mod, "SEND_DIRS", send_dirs)
     root = str(tmp_path / "tree")
     make_tree(root)
     one = walk(root, workers=1)

@@ -38,6 +38,7 @@ from vacate.model.inventory import DirSummary, FileEntry, Stats
 
 DEEP = 3000            # paths this long are never opened by name (nor handed to another worker)
 INLINE_ENTRIES = 3000   # walk this many entries in-process before starting workers
+SEND_DIRS = 4096        # a walker sends what it found every this many directories
 _FMT = 0o170000
 _DIR = 0o040000
 _REG = 0o100000
@@ -414,6 +415,12 @@ class _Walker:
             if give:
                 self.idle.value = 0     # (the parent sets it again when it deals this out)
                 self.conn.send(("split", give))
+        if len(self.part.dirs) >= SEND_DIRS:
+            # what was found so far goes now, so that the parent merges it while the walk
+            # goes on instead of all of it after the walk, when the other CPUs are idle
+            self.conn.send(("part", self.part, self.reported))
+            self.part = _Part()
+            self.reported = (0, 0)
         now = time.monotonic()
         if now - self.last_report > 0.2:
             self.last_report = now
@@ -527,13 +534,14 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
                         progress(entries, nbytes)
                 elif kind == "split":
                     pending.extend(msg[1])
-                elif kind == "done":
+                elif kind in ("done", "part"):
                     part, (rep_e, rep_b) = msg[1], msg[2]
                     entries += part.entries - rep_e
                     nbytes += part.nbytes - rep_b
                     merge.add(part)
-                    busy.discard(c)
-                    free.append(c)
+                    if kind == "done":
+                        busy.discard(c)
+                        free.append(c)
                     if progress is not None:
                         progress(entries, nbytes)
             dispatch()
