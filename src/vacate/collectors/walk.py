@@ -32,6 +32,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
@@ -44,6 +45,7 @@ _DIR = 0o040000
 _REG = 0o100000
 _OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_PATH = itemgetter(0)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -452,21 +454,28 @@ def _worker(conn, root_dev, subvolumes, skip, keep, idle, record) -> None:
 
 
 class _Merge:
-    """Everything the walkers found, merged in the parent."""
+    """Everything the walkers found, merged in the parent as it arrives: ``own`` maps each
+    directory's path to its row; ``first`` maps each multiply-linked inode (dev, ino) to its
+    name with the smallest path."""
 
     def __init__(self, keep: int):
         self.keep = keep
-        self.dirs: list[tuple] = []
-        self.links: list[tuple] = []
+        self.own: dict[str, list] = {}
+        self.first: dict[tuple[int, int], tuple] = {}
         self.largest: list[tuple] = []
         self.warnings: list[tuple[str, str, str]] = []
         self.entries = 0
         self.listing: list[tuple] = []
 
     def add(self, p: _Part) -> None:
-        self.dirs.extend(p.dirs)
+        self.own.update(zip(map(_PATH, p.dirs), p.dirs))
         self.listing.extend(p.listing)
-        self.links.extend(p.links)
+        first = self.first
+        for link in p.links:
+            key = (link[0], link[1])
+            f = first.get(key)
+            if f is None or link[6] < f[6]:
+                first[key] = link
         self.warnings.extend(p.warnings)
         self.entries += p.entries
         for item in p.largest:
@@ -664,15 +673,9 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             problems: list[Problem], nworkers: int, record: bool) -> WalkResult:
     # own aggregates per directory (DirTable rows, added up in place); hardlinked files added
     # once, at their smallest path
-    own: dict[str, list] = {d[0]: d for d in merge.dirs}
-    first: dict[tuple[int, int], tuple] = {}
-    for link in merge.links:
-        key = (link[0], link[1])
-        f = first.get(key)
-        if f is None or link[6] < f[6]:
-            first[key] = link
+    own = merge.own
     counted_top: dict[str, tuple] = {}
-    for link in first.values():
+    for link in merge.first.values():
         dpath = _parent(link[6])
         acc = own.get(dpath)
         if acc is None:
