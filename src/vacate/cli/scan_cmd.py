@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
@@ -54,7 +55,7 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
 
 def run(args, env: Env) -> int:
     from vacate.core.scan import scan
-    from vacate.output import scan_json
+    from vacate.output import jsonfmt
 
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
         result = scan(args.path, host=env.host, keep_largest=max(args.top, 50),
@@ -67,7 +68,8 @@ def run(args, env: Env) -> int:
     if args.json:
         # one line: a scan of millions of files has a drill-down row per directory, and
         # indenting it would take longer than the walk (pipe it through jq to read it)
-        scan_json.write(result, env.stdout)
+        # (json.dumps: the C encoder; json.dump to a stream would use the pure-Python one)
+        env.stdout.write(json.dumps(jsonfmt.scan_doc(result), ensure_ascii=True) + "\n")
     else:
         from vacate.output import scan_view  # (rich: not needed for --json)
 
