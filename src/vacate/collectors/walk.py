@@ -9,9 +9,10 @@ Speed: each directory is opened once and its entries are stat'ed relative to tha
 fd (``fstatat``), with no per-entry object beyond the ``stat`` result. Large trees are split
 breadth-first over a few forked worker processes (the GIL makes threads slower than one
 process); a busy worker hands half of its pending directories back when another one is idle.
-Each worker returns per-directory *own* aggregates (the directory itself plus the non-directory
-entries directly in it); the parent adds them up bottom-up, so the drill-down costs one record
-per directory, not per file. Files with more than one link are reported as (dev, ino) records
+Each worker sends per-directory *own* aggregates (the directory itself plus the non-directory
+entries directly in it), in pieces while it walks; the parent merges each piece as it comes
+and adds them up bottom-up at the end, so the drill-down costs one row per directory, not per
+file, and is kept as rows (:class:`DirTable`). Files with more than one link are reported as (dev, ino) records
 and counted once, at the smallest path, after all workers are done.
 
 Paths are ``str`` decoded with ``surrogateescape`` (PEP 383), so any byte name survives.
