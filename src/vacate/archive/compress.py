@@ -1,7 +1,7 @@
 """Where a part's tar stream is compressed.
 
-python-zstandard (0.25) holds the GIL while it compresses, so in-process compression
-serialises with the hashing threads. With ``VACATE_ZSTD=process`` (and the ``zstd`` command
+python-zstandard (0.25, in-process, the default) releases the GIL while it compresses
+(measured: a sha256 thread beside it overlaps). With ``VACATE_ZSTD=process`` (and the ``zstd`` command
 installed) a part is compressed by a ``zstd -T0`` child process instead: we write the tar
 stream to its stdin and a pump thread hashes and stores what comes out of its stdout, as
 ``tar | zstd`` would. On the 2-vCPU machine of BENCHMARKS.md both measured the same (the CPU
