@@ -171,10 +171,14 @@ def test_counts_and_kinds(filled):
     assert tgt["mountpoint"] == root
     assert [m["mountpoint"] for m in tgt["nested_mounts"]] == [os.path.join(root, "data/nested")]
     dirs = dir_records(doc)
-    # the drill-down's first row is the target itself: the totals again
-    assert {k: v for k, v in dirs[0].items() if k != "path"} == {
-        k: doc["totals"][k] for k in dirs[0] if k != "path"}
-    assert dirs[0]["path"] == root
+    # the drill-down's first row is the target itself: the totals again (times in ns there)
+    first = dirs[0]
+    assert first["path"] == root
+    for k in ("apparent_bytes", "disk_bytes", "files", "dirs"):
+        assert first[k] == doc["totals"][k]
+    for k in ("mtime", "atime"):    # the same instant: st_mtime from st_mtime_ns, exactly
+        ns = first[f"newest_{k}_ns"]
+        assert divmod(ns, 10**9)[0] + divmod(ns, 10**9)[1] * 1e-9 == doc["totals"][f"newest_{k}"]
     walked = [d["path"] for d in dirs] + [f["path"] for f in doc["largest_files"]]
     assert not [p for p in walked if "/data/nested" in p]
     assert doc["warnings"] == []

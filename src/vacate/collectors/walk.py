@@ -53,7 +53,7 @@ ProgressFn = Callable[[int, int], None]
 
 class DirTable(Sequence):
     """The drill-down: one row per directory, sorted by path, each row
-    ``[path, apparent_bytes, disk_bytes, files, dirs, newest_mtime, newest_atime]`` (the
+    ``[path, apparent_bytes, disk_bytes, files, dirs, newest_mtime_ns, newest_atime_ns]`` (the
     subtree's aggregates, as :class:`Stats`). Reads as a sequence of :class:`DirSummary`, made
     on access: a walk of millions of files has tens of thousands of directories, and building
     an object for each costs more than the JSON that prints them (``rows``). Not to be
@@ -77,7 +77,14 @@ class DirTable(Sequence):
 
 
 def _summary(r: list) -> DirSummary:
-    return DirSummary(r[0], Stats(r[1], r[2], r[3], r[4], r[5], r[6]))
+    return DirSummary(r[0], Stats(r[1], r[2], r[3], r[4], _secs(r[5]), _secs(r[6])))
+
+
+def _secs(ns: int) -> float:
+    """Nanoseconds as the float seconds ``os.stat_result`` gives (``st_mtime`` from
+    ``st_mtime_ns``, bit for bit: the same arithmetic)."""
+    sec, nsec = divmod(ns, 1_000_000_000)
+    return sec + nsec * 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +122,11 @@ def _parent(path: str) -> str:
 class _Part:
     """What one walker found: plain lists, cheap to pickle between processes.
 
-    ``dirs``: [path, apparent, disk_bytes, files, 1, mtime, atime] per directory (a
+    ``dirs``: [path, apparent, disk_bytes, files, 1, mtime_ns, atime_ns] per directory (a
     :class:`DirTable` row), the directory's own inode plus its direct non-directory entries
     (hardlinked files left out: see ``links``); the parent adds them up in place.
-    ``links``: (dev, ino, apparent, blocks, mtime, atime, path) per name of a multiply-linked file.
+    ``links``: (dev, ino, apparent, blocks, mtime_ns, atime_ns, path) per name of a
+    multiply-linked file.
     ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
     ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
     ``listing`` (only when recording the whole tree, for an ncdu export): per directory
@@ -184,8 +192,8 @@ class _Walker:
             return
         app = dst.st_size
         blk = dst.st_blocks
-        mt = dst.st_mtime
-        at = dst.st_atime
+        mt = dst.st_mtime_ns        # (times in ns: exact, and ints are quicker to print)
+        at = dst.st_atime_ns
         files = 0
         thr = self.thr
         thr_b = thr // 512
@@ -216,15 +224,15 @@ class _Walker:
                             thr = self.thr
                             thr_b = thr // 512
                         if st.st_nlink > 1:
-                            links.append((st.st_dev, st.st_ino, size, b, st.st_mtime,
-                                          st.st_atime, _join(path, e.name)))
+                            links.append((st.st_dev, st.st_ino, size, b, st.st_mtime_ns,
+                                          st.st_atime_ns, _join(path, e.name)))
                             continue
                         app += size
                         blk += b
-                        m = st.st_mtime
+                        m = st.st_mtime_ns
                         if m > mt:  # noqa: PLR1730 (a compare is cheaper than max() here)
                             mt = m
-                        m = st.st_atime
+                        m = st.st_atime_ns
                         if m > at:  # noqa: PLR1730
                             at = m
                 except OSError as err:
@@ -243,8 +251,8 @@ class _Walker:
         when the whole tree is recorded (``record``)."""
         app = dst.st_size
         blk = dst.st_blocks
-        mt = dst.st_mtime
-        at = dst.st_atime
+        mt = dst.st_mtime_ns
+        at = dst.st_atime_ns
         files = 0
         part = self.part
         topfiles = part.topfiles if not part.dirs and part.topfiles is not None else None
@@ -276,15 +284,15 @@ class _Walker:
             if mode == _REG and (size > self.thr or b * 512 > self.thr):
                 self.note_large(_join(path, name), st)
             if st.st_nlink > 1:     # counted once, later (see _finish)
-                part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime, st.st_atime,
+                part.links.append((st.st_dev, st.st_ino, size, b, st.st_mtime_ns, st.st_atime_ns,
                                    _join(path, name)))
                 if topfiles is not None:
                     topfiles.append((name, 0, 0, None, None))
                 continue
             app += size
             blk += b
-            mt = max(mt, st.st_mtime)
-            at = max(at, st.st_atime)
+            mt = max(mt, st.st_mtime_ns)
+            at = max(at, st.st_atime_ns)
             if topfiles is not None:
                 topfiles.append((name, size, b, st.st_mtime, st.st_atime))
         part.dirs.append([path, app, blk * 512, files, 1, mt, at])
@@ -377,8 +385,8 @@ class _Walker:
             st = st or os.lstat(path)
         except OSError:
             return
-        self.part.dirs.append([path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime,
-                               st.st_atime])
+        self.part.dirs.append([path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime_ns,
+                               st.st_atime_ns])
         self.part.entries += 1
         if self.record:
             self.part.listing.append((path, st.st_size, st.st_blocks, st.st_mtime, st.st_ino,
@@ -711,15 +719,15 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             par[6] = acc[6]
 
     def stats(acc: list) -> Stats:
-        return Stats(acc[1], acc[2], acc[3], acc[4], acc[5], acc[6])
+        return Stats(acc[1], acc[2], acc[3], acc[4], _secs(acc[5]), _secs(acc[6]))
 
-    root_acc = own.get(path) or [path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime,
-                                 st.st_atime]
+    root_acc = own.get(path) or [path, st.st_size, st.st_blocks * 512, 0, 1, st.st_mtime_ns,
+                                 st.st_atime_ns]
     top: list[tuple[str, bool, Stats]] = []
     for name, app, blk, mt, at in topfiles:
         link = counted_top.get(name)
         if link is not None:
-            app, blk, mt, at = link[2], link[3], link[4], link[5]
+            app, blk, mt, at = link[2], link[3], _secs(link[4]), _secs(link[5])
         top.append((_join(path, name), False, Stats(app, blk * 512, 1, 0, mt, at)))
     prefix = _join(path, "")
     for acc in rows:

@@ -46,8 +46,9 @@ def scan_doc(result) -> dict[str, Any]:
     }
 
 
-DIR_COLUMNS = ("path", "apparent_bytes", "disk_bytes", "files", "dirs", "newest_mtime",
-               "newest_atime")
+# (times in the drill-down: integer nanoseconds, exact; in items and totals: float seconds)
+DIR_COLUMNS = ("path", "apparent_bytes", "disk_bytes", "files", "dirs", "newest_mtime_ns",
+               "newest_atime_ns")
 
 
 def dir_table(dirs) -> dict[str, Any]:
@@ -56,8 +57,14 @@ def dir_table(dirs) -> dict[str, Any]:
     records, and quicker to write and to read)."""
     rows = getattr(dirs, "rows", None)     # walk.DirTable: the rows as they are
     if rows is None:
-        rows = [[d.path, *(getattr(d.stats, c) for c in DIR_COLUMNS[1:])] for d in dirs]
+        rows = [[d.path, d.stats.apparent_bytes, d.stats.disk_bytes, d.stats.files,
+                 d.stats.dirs, _ns(d.stats.newest_mtime), _ns(d.stats.newest_atime)]
+                for d in dirs]
     return {"columns": list(DIR_COLUMNS), "rows": rows}
+
+
+def _ns(t: float | None) -> int | None:
+    return None if t is None else round(t * 1e9)
 
 
 def check_doc(result) -> dict[str, Any]:
