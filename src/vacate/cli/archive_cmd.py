@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from vacate.cli.archive_opts import add_common
 from vacate.cli.env import Env
 from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 
@@ -37,9 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="close a part once it holds this much tar data (default 1G); a bigger "
                    "file goes whole into one part")
     p.add_argument("--level", type=int, default=3, help="zstd level (default 3)")
-    p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
-    p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_common(p)
     return p
 
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
 from vacate.errors import EXIT_IN_USE, EXIT_OK
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("restore", help="restore all or part of an archive, checking each file")
-    p.add_argument("archive", help="the archive: DEST/NAME or s3://bucket/prefix/NAME")
+    p.add_argument("archive", help=ARCHIVE_HELP)
     p.add_argument("patterns", nargs="*", metavar="PATTERN",
                    help="archive paths or shell patterns (a directory selects what it holds)")
     p.add_argument("--to", required=True, metavar="DIR", help="restore into this directory")
     p.add_argument("--force", action="store_true", help="overwrite files that exist")
-    p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
-    p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_common(p)
     return p
 
 

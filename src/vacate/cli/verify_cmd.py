@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
 from vacate.errors import EXIT_IN_USE, EXIT_OK
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="read an archive back: every part and file checksum")
-    p.add_argument("archive", help="the archive: DEST/NAME or s3://bucket/prefix/NAME")
+    p.add_argument("archive", help=ARCHIVE_HELP)
     p.add_argument("--against", action="append", metavar="SRC",
                    help="also compare this source tree with the archive (repeatable)")
-    p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
-    p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_common(p)
     return p
 
 
