@@ -179,6 +179,13 @@ def test_verdict_rules():
     assert "/etc/fstab" in actions[fstab.id] or "x:1" in actions[fstab.id]
 
 
+def test_a_samba_share_that_is_switched_off_only_references_the_volume():
+    served = _consumer("smb-share:scratch", "smb-share", False, ["/data/x"], available=True)
+    off = _consumer("smb-share:old", "smb-share", False, ["/data/y"], available=False)
+    assert [b.consumer for b in verdict((served, off), ()).blockers] == [served.id]
+    assert verdict((off,), ()).safe_to_unmount is True
+
+
 def test_unit_in_a_private_pid_namespace_is_stopped_through_its_own_manager():
     """systemd as PID 1 of a private namespace (not a container): the host's systemctl would
     reach the wrong manager; the action enters the process's namespaces."""

@@ -223,6 +223,8 @@ def configured_action(c: Consumer) -> str:
 def is_blocker(c: Consumer) -> bool:
     if c.live:
         return True
+    if c.type == "smb-share" and c.attrs.get("available") is False:
+        return False   # `available = no`: Samba does not serve it; referenced, not in use
     if c.type in SELF_STARTING:
         return True
     return any(c.attrs.get(k) is True for k in STARTS_FLAGS)
