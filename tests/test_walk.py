@@ -93,3 +93,60 @@ def test_progress_on_request_when_not_a_terminal(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert main(["scan", str(root)], Env(stdout=out, stderr=err)) == 0
     assert err.getvalue() == ""
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()[0].decode()
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat[stat.rfind(b")") + 2:].split()[1]) == pid:
+            kids.add(int(name))
+    return kids
+
+
+def test_sigterm_during_a_walk_leaves_no_worker_behind(tmp_path):
+    """`vacate scan` stopped by SIGTERM while its walkers run: exit 143, and every walker
+    process it started is gone (none orphaned to keep reading the volume)."""
+    import signal
+    import sys
+    import time
+
+    make_tree(str(tmp_path), dirs=400, files=60)          # 24k files: workers start
+    caught = None
+    for _attempt in range(5):
+        proc = subprocess.Popen([sys.executable, "-m", "vacate", "scan", "--json",
+                                 "--no-recognise", str(tmp_path)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        workers: set[int] = set()
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and not workers and time.monotonic() < deadline:
+            workers = _children(proc.pid)
+        if workers and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+            caught = (proc.returncode, err, workers)
+            break
+        proc.communicate(timeout=20)
+    if caught is None:
+        pytest.skip("the walk finished before its workers could be seen (machine too fast)")
+    rc, err, workers = caught
+    assert rc == 143, err
+    assert b"stopped by SIGTERM" in err
+    time.sleep(0.2)
+    assert {w for w in workers if _state(w) not in (None, "Z")} == set()

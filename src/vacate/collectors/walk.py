@@ -39,6 +39,7 @@ from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
 
 DEEP = 3000            # paths this long are never opened by name (nor handed to another worker)
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 INLINE_ENTRIES = 3000   # walk this many entries in-process before starting workers
 SEND_DIRS = 4096        # a walker sends what it found every this many directories
 _FMT = 0o170000
@@ -440,11 +441,27 @@ class _Walker:
             self.reported = (e, b)
 
 
-def _worker(conn, root_dev, subvolumes, skip, keep, idle, record) -> None:
+def _die_with(parent: int) -> None:
+    """Ask the kernel to SIGKILL this walker when its parent dies (Linux prctl
+    PR_SET_PDEATHSIG), so a parent killed outright (SIGKILL, OOM) leaves no walker behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:   # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker(conn, root_dev, subvolumes, skip, keep, idle, record, parent) -> None:
     # the parent handles ^C and SIGTERM and kills its workers; they just die
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)   # blocked while forking
+    _die_with(parent)
     # one walker for the process's life: its largest-file threshold carries over from task
     # to task (files below it cannot be among the largest any more)
     w = _Walker(root_dev, subvolumes, skip, keep, conn, idle, record)
@@ -503,15 +520,22 @@ def _pool_walk(w: _Walker, merge: _Merge, queue: list, nworkers: int,
     problems: list[Problem] = []
     finished = False
     try:
-        for _ in range(nworkers):
-            a, b = ctx.Pipe()
-            p = ctx.Process(target=_worker, daemon=True,
-                            args=(b, w.root_dev, w.subvolumes, w.skip, w.keep, idle,
-                                  w.record))
-            p.start()
-            b.close()
-            procs.append(p)
-            conns.append(a)
+        # a SIGTERM/^C between start() and append() would leave a walker nobody kills:
+        # hold those signals until every started walker is on the list (they are delivered
+        # right after, inside this try, and the finally below kills the walkers)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            for _ in range(nworkers):
+                a, b = ctx.Pipe()
+                p = ctx.Process(target=_worker, daemon=True,
+                                args=(b, w.root_dev, w.subvolumes, w.skip, w.keep, idle,
+                                      w.record, os.getpid()))
+                p.start()
+                procs.append(p)
+                conns.append(a)
+                b.close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         # hand out the frontier, biggest-looking (most subdirectories) first
         pending = [(p, s.st_dev, s.st_ino) for p, s in
                    sorted(queue, key=lambda t: t[1].st_nlink, reverse=True)]
