@@ -17,6 +17,7 @@ import os
 import time
 
 from vacate.collectors import kernel, mounts, procs
+from vacate.collectors.mounts import is_under as _under
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.inventory import Item, ScanResult, Stats
@@ -34,10 +35,6 @@ DISPOSABLE = frozenset({"re-downloadable", "regenerable"})
 # Configured users that come back by themselves (at boot, on a schedule, for a client).
 SELF_STARTING = frozenset({"fstab", "cron", "nfs-export", "smb-share"})
 STARTS_FLAGS = ("active", "running", "enabled", "onboot", "autostart")
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 # -- inventory ---------------------------------------------------------------------------------

@@ -35,6 +35,11 @@ def _unquote(v: str) -> str:
     return v
 
 
+def _env_line(n: int, m: re.Match, raw: str) -> CronLine:
+    """``NAME=value`` (quotes removed) as an environment line."""
+    return CronLine(n, "env", "", None, f"{m.group(1)}={_unquote(m.group(2))}", raw)
+
+
 def parse(text: str, *, system: bool) -> tuple[tuple[CronLine, ...], tuple[str, ...]]:
     """A crontab: its jobs and environment lines, and warnings for lines that are neither."""
     out: list[CronLine] = []
@@ -45,7 +50,7 @@ def parse(text: str, *, system: bool) -> tuple[tuple[CronLine, ...], tuple[str, 
             continue
         m = _ENV.match(s)
         if m:
-            out.append(CronLine(n, "env", "", None, f"{m.group(1)}={_unquote(m.group(2))}", raw))
+            out.append(_env_line(n, m, raw))
             continue
         parts = s.split(None, 1)
         if parts[0] in NICKNAMES or (parts[0].startswith("@") and parts[0][1:].isdigit()):
@@ -78,7 +83,7 @@ def parse_anacrontab(text: str) -> tuple[tuple[CronLine, ...], tuple[str, ...]]:
         m = _ENV.match(s)
         f = s.split(None, 3)
         if m and not (len(f) == 4 and (f[0].isdigit() or f[0].startswith("@"))):
-            out.append(CronLine(n, "env", "", None, f"{m.group(1)}={_unquote(m.group(2))}", raw))
+            out.append(_env_line(n, m, raw))
             continue
         if len(f) < 4 or not (f[0].isdigit() or f[0] in NICKNAMES) or not f[1].isdigit():
             warnings.append(f"line {n}: not an anacron job: {s[:80]!r}")

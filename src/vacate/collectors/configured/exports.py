@@ -10,15 +10,12 @@ import os
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
+from vacate.collectors.mounts import is_under as _under
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer
 from vacate.parsers import exports as exports_parser
-
-
-def _under(path: str, top: str) -> bool:
-    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def collect(host: Host, target: Target, view: VolumeView

@@ -10,16 +10,13 @@ from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
+from vacate.collectors.mounts import is_under as _under
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import fstab as fstab_parser
 from vacate.parsers.fstab import FstabEntry
-
-
-def _under(path: str, top: str) -> bool:
-    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevice | None,

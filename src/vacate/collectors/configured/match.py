@@ -13,16 +13,11 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from vacate.collectors.mounts import is_under as _under
 from vacate.model.mount import Mount, Target
 
 # Characters that end a path token inside free text.
 _END = re.compile(r"""[\s"'`,;:=|<>()\[\]{}]""")
-
-
-def _under(path: str, top: str) -> bool:
-    if top == "/":
-        return path.startswith("/")
-    return path == top or path.startswith(top + "/")
 
 
 def _rebase(path: str, old: str, new: str) -> str:
