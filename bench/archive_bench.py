@@ -2,6 +2,7 @@
 """Benchmark ``vacate archive`` / ``vacate verify`` against their peers, in one run.
 
     python3 bench/archive_bench.py [--gb 2.5] [--runs 3] [--root /var/tmp/vacate-bench-archive]
+                                   [--only archive|verify|bare]
 
 Builds (once) a tree of incompressible "weights" plus compressible JSON (JSONL and many small
 files) under ROOT/tree, then runs, interleaved, RUNS times each:
@@ -94,7 +95,8 @@ def main() -> None:
     ap.add_argument("--root", default="/var/tmp/vacate-bench-archive")
     ap.add_argument("--gb", type=float, default=2.5)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=["archive", "verify"], default=None)
+    ap.add_argument("--only", choices=["archive", "verify", "bare"], default=None,
+                    help="bare: only vacate archive against bare tar|zstd (quick iteration)")
     a = ap.parse_args()
     tree = os.path.join(a.root, "tree")
     out = os.path.join(a.root, "out")
@@ -131,8 +133,10 @@ def main() -> None:
     os.makedirs(out, exist_ok=True)
     results: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
+    if a.only == "bare":
+        archive_cmds = {k: archive_cmds[k] for k in ("vacate archive", "tar|zstd -T0 -3")}
     for group, cmds in (("archive", archive_cmds), ("verify", verify_cmds)):
-        if a.only and a.only != group:
+        if a.only and a.only != group and not (a.only == "bare" and group == "archive"):
             continue
         for i in range(a.runs):
             for name, cmd in cmds.items():       # interleaved

@@ -243,6 +243,7 @@ class _Writer:
         self.hash_lane = _Lane()
         self.reused = 0
         self.out_lane = _Lane()
+        self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
 
     # -- parts -----------------------------------------------------------------------------
 
@@ -259,17 +260,22 @@ class _Writer:
         info = p.finish()
         side = {"part": info.as_json(), "inodes": p.inodes,
                 "entries": [e.as_json() for e in p.entries]}
-        try:
-            self.target.put(f"{mf.STATE_DIR}/{p.name}.json",
-                            json.dumps(side, ensure_ascii=True).encode())
-            p.sink.commit()
-        except BaseException:
-            p.sink.abort()
-            raise
+        # the sidecar and the commit (fsync, rename) run in the finisher lane, in part order,
+        # while the next part is produced; archive() waits for the lane before the manifest
+        self.finisher.call(self._commit, p.name, p.sink,
+                           json.dumps(side, ensure_ascii=True).encode())
         self.parts.append(info)
-        self.reused += getattr(p.sink, "reused_bytes", 0)
         self.entries.extend(p.entries)
         self.part = None
+
+    def _commit(self, name: str, sink, side: bytes) -> None:
+        try:
+            self.target.put(f"{mf.STATE_DIR}/{name}.json", side)
+            sink.commit()
+        except BaseException:
+            sink.abort()
+            raise
+        self.reused += getattr(sink, "reused_bytes", 0)
 
     def _tick(self, n: int) -> None:
         self.done_bytes += n
@@ -574,13 +580,16 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
             w.add(se)
         w.add_dirs(dirs)
         w._close_part()
+        w.finisher.drain()
     except BaseException:
         if w.part is not None:
             w.part.abort()             # no write may reach the sink after the abort
+        w.finisher.drain_quietly()     # finished parts still commit: a rerun keeps them
         raise
     finally:
         w.hash_lane.close()
         w.out_lane.close()
+        w.finisher.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
 
