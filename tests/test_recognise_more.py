@@ -305,3 +305,35 @@ def test_wandb_runs(tmp_path):
     items, _ = scan_tree(str(tmp_path / "vol"))
     c = items["wandb"].classification
     assert (c.kind, c.details["runs"], c.recoverable) == ("logs", 2, "unique")
+
+
+def test_reader_resolves_links_as_realpath_does(tmp_path):
+    """The hub cache's links are resolved with the directories cached (speed); what they
+    resolve to must be what os.path.realpath says, also for links through linked directories,
+    '..' after a linked name, loops, dangling and absolute links."""
+    from vacate.recognise.read import Reader
+
+    r = tmp_path / "r"
+    (r / "blobs").mkdir(parents=True)
+    (r / "snap" / "rev").mkdir(parents=True)
+    (r / "blobs" / "h").write_bytes(b"x")
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "x").write_bytes(b"y")
+    links = {
+        "r/snap/rev/config.json": "../../blobs/h", "r/snap/main": "rev",
+        "r/loop1": "loop2", "r/loop2": "loop1", "r/snap/rev/abs": "/etc/passwd",
+        "r/snap/rel2": "../blobs/../blobs/h", "r/dangling": "nothere",
+        "snaplink": str(r / "snap"), "r/b2": str(tmp_path / "elsewhere" / "deep"),
+        "r/snap/tricky": "../b2/../x",
+    }
+    for at, to in links.items():
+        os.symlink(to, tmp_path / at)
+    reader = Reader()
+    for p in ["r/snap/rev/config.json", "r/snap/main/config.json", "r/loop1", "r/snap/rev/abs",
+              "r/snap/rel2", "r/dangling", "snaplink/main/config.json", "r",
+              "r/snap/main/../main/config.json", "r/snap/tricky"]:
+        full = str(tmp_path / p)
+        assert reader.realpath(full) == os.path.realpath(full), p
+    # a link leaving the repository is still refused
+    assert reader.head(str(r / "snap" / "rev" / "abs"), 10, within=str(r)) is None
+    assert reader.head(str(r / "snap" / "rev" / "config.json"), 10, within=str(r)) == b"x"

@@ -78,7 +78,12 @@ class DirTable(Sequence):
 
 
 def _summary(r: list) -> DirSummary:
-    return DirSummary(r[0], Stats(r[1], r[2], r[3], r[4], _secs(r[5]), _secs(r[6])))
+    return DirSummary(r[0], stats_of_row(r))
+
+
+def stats_of_row(r: list) -> Stats:
+    """The :class:`Stats` of one :class:`DirTable` row."""
+    return Stats(r[1], r[2], r[3], r[4], _secs(r[5]), _secs(r[6]))
 
 
 def _secs(ns: int) -> float:

@@ -17,9 +17,11 @@ Problem codes: ``oversized-file``, ``malformed-file``, ``not-regular-file``,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 
+from vacate.collectors.walk import stats_of_row
 from vacate.model.common import Problem
-from vacate.model.inventory import Classification, DirSummary, Item
+from vacate.model.inventory import Classification, DirSummary, Item, Stats
 from vacate.recognise import (  # noqa: F401  (importing registers them)
     artifacts,
     caches,
@@ -46,7 +48,7 @@ def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...], *,
     level, with ``parent`` set to their top-level item's path) and the problems met.
     Each item gets ``budget_s`` at most, all of them together ``total_budget_s``; items left
     when that is spent are not looked at (one ``recognise-timeout`` problem says how many)."""
-    ex = Explorer({d.path: d.stats for d in dirs}, budget_s)
+    ex = Explorer(dir_stats_lookup(dirs), budget_s)
     out: list[Item] = []
     problems: list[Problem] = []
     end = time.monotonic() + total_budget_s
@@ -66,6 +68,28 @@ def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...], *,
         problems.append(Problem("recognise-timeout", f"{skipped} items were not looked at: the "
                                 f"{total_budget_s:.0f} s for recognising was spent"))
     return tuple(out), tuple(problems)
+
+
+def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None]:
+    """path -> the subtree's Stats, for the directories the walk saw. A walk's
+    :class:`~vacate.collectors.walk.DirTable` is indexed by its rows and a Stats made only for
+    the directories looked up (the explorer looks at a few thousand of tens of thousands)."""
+    rows = getattr(dirs, "rows", None)
+    if rows is None:
+        return {d.path: d.stats for d in dirs}.get
+    index = {r[0]: r for r in rows}
+    made: dict[str, Stats] = {}
+
+    def get(path: str) -> Stats | None:
+        st = made.get(path)
+        if st is None:
+            r = index.get(path)
+            if r is None:
+                return None
+            st = made[path] = stats_of_row(r)
+        return st
+
+    return get
 
 
 def unlooked(it: Item) -> Classification:

@@ -13,6 +13,8 @@ import os
 import stat as S
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
 from vacate.model.inventory import Classification, Stats
 from vacate.recognise.read import Reader, open_noatime
@@ -21,8 +23,9 @@ LIST_CAP = 5000          # entries looked at per directory
 HEAD = 4096              # bytes of a file's head read once and shared
 
 
-@dataclass(frozen=True, slots=True)
-class FileInfo:
+class FileInfo(NamedTuple):
+    """One non-directory entry of a listing (a tuple: listings make tens of thousands)."""
+
     name: str
     size: int
     disk: int
@@ -33,12 +36,18 @@ class FileInfo:
     @property
     def ext(self) -> str:
         """The extension, with compression suffixes kept: ".jsonl", ".jsonl.gz", ".tar"."""
-        parts = self.name.lower().split(".")
-        if len(parts) < 2:
-            return ""
-        if parts[-1] in ("gz", "zst", "xz", "bz2") and len(parts) > 2:
-            return "." + ".".join(parts[-2:])
-        return "." + parts[-1]
+        return extension(self.name)
+
+
+@lru_cache(maxsize=1 << 16)
+def extension(name: str) -> str:
+    """:attr:`FileInfo.ext` of a name (cached: several recognisers ask of every file)."""
+    parts = name.lower().split(".")
+    if len(parts) < 2:
+        return ""
+    if parts[-1] in ("gz", "zst", "xz", "bz2") and len(parts) > 2:
+        return "." + ".".join(parts[-2:])
+    return "." + parts[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +130,9 @@ def list_dir(path: str, reader: Reader) -> Listing:
                     break
                 reader.entries_left -= 1
                 try:
+                    if e.is_dir(follow_symlinks=False):     # the entry's type: no stat
+                        dirs.append(e.name)
+                        continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
@@ -41,8 +42,8 @@ PLURAL = {
 
 
 class Explorer:
-    def __init__(self, dir_stats: dict[str, Stats], budget_s: float = 10.0):
-        self.dir_stats = dir_stats
+    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0):
+        self.dir_stats = dir_stats      # path -> the walked directory's subtree Stats
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
@@ -84,7 +85,7 @@ class Explorer:
     def node(self, path: str, is_dir: bool, stats: Stats, depth: int, top: str,
              reader: Reader, look: bool = True) -> Node:
         self.nodes += 1
-        ctx = Ctx(path, is_dir, stats, reader, depth, top, self.dir_stats.get)
+        ctx = Ctx(path, is_dir, stats, reader, depth, top, self.dir_stats)
         if not is_dir:
             c = (base.best(ctx, base.FILES) if look else None) or generic(ctx)
             return Node(path, False, stats, c)
@@ -111,7 +112,7 @@ class Explorer:
         lst = ctx.listing()
         out: list[Node] = []
         subdirs = [(p, st) for p in (ctx.join(d) for d in lst.dirs)
-                   if (st := self.dir_stats.get(p)) is not None]   # None: not walked
+                   if (st := self.dir_stats(p)) is not None]   # None: not walked
         subdirs.sort(key=lambda ps: ps[1].apparent_bytes, reverse=True)
         named = [ps for ps in subdirs[SUBDIRS_PER_DIR:]
                  if NAMED.search(os.path.basename(ps[0]))][:NAMED_SUBDIRS]

@@ -73,7 +73,8 @@ def hub_root(ctx: Ctx) -> Classification | None:
     kids = [k for k in ctx.children or () if repo_id(os.path.basename(k.path))]
     if not kids:
         return None
-    others = [k for k in ctx.children or () if k not in kids and k.stats.apparent_bytes > 4096
+    repos = {id(k) for k in kids}
+    others = [k for k in ctx.children or () if id(k) not in repos and k.stats.apparent_bytes > 4096
               and os.path.basename(k.path) not in (".locks", "version.txt", "version_diffuser.txt")]
     n = {"model": 0, "dataset": 0, "space": 0}
     for k in kids:

@@ -42,6 +42,7 @@ class Reader:
         self.deadline = time.monotonic() + budget_s
         self.bytes_read = 0
         self.entries_left = entries     # directory entries the listings may still stat
+        self._dirs: dict[str, str] = {}  # directory -> its realpath
 
     @property
     def expired(self) -> bool:
@@ -68,9 +69,9 @@ class Reader:
         real = path
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
         if within is not None:
-            real = os.path.realpath(path)
-            root = os.path.realpath(within)
-            if os.path.commonpath([real, root]) != root:
+            real = self.realpath(path)
+            root = self.realpath(within)
+            if not (real == root or real.startswith(root.rstrip("/") + "/")):
                 if not quiet:
                     self.warn("link-outside", path, "link points outside its repository;"
                               " not followed")
@@ -99,6 +100,30 @@ class Reader:
             return None
         finally:
             os.close(fd)
+
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath``, with the directories resolved once per reader: a hub cache
+        resolves thousands of snapshot links in a few directories, and realpath lstats every
+        component of every path."""
+        for _ in range(40):                      # the kernel's limit on links followed
+            head, name = os.path.split(path)
+            d = self._dirs.get(head)
+            if d is None:
+                d = self._dirs[head] = os.path.realpath(head)
+            full = os.path.join(d, name)
+            try:
+                target = os.readlink(full)
+            except OSError:
+                return full                  # not a link (or not there): as realpath says
+            parts = target.split("/")
+            up = 0
+            while up < len(parts) and parts[up] == "..":
+                up += 1
+            if ".." in parts[up:]:
+                # "a/../b": ".." after a name that may itself be a link; realpath knows
+                return os.path.realpath(full)
+            path = os.path.normpath(os.path.join(d, target))   # leading ".." of a real dir
+        return os.path.realpath(path)            # a loop: realpath says what it makes of it
 
     def size(self, path: str, within: str | None = None) -> int | None:
         try:
