@@ -26,10 +26,12 @@ from __future__ import annotations
 import errno
 import gc
 import heapq
+import marshal
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -102,7 +104,7 @@ class WalkResult:
     warnings: tuple[Problem, ...]
     entries: int = 0
     workers: int = 0
-    listing: tuple[tuple, ...] | None = None    # the whole tree, when asked (see _Part)
+    listing: TreeRecord | None = None           # the whole tree, when asked
 
 
 def _opendir(path: str, dir_fd: int | None = None) -> int:
@@ -136,8 +138,7 @@ class _Part:
     ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
     ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
     ``listing`` (only when recording the whole tree, for an ncdu export): per directory
-    (path, size, blocks, mtime, ino, [(name, size, blocks, mtime, ino, nlink, mode)...],
-    mountpoint names left out, read_error).
+    (path, blob), the blob a ``marshal`` of what :meth:`TreeRecord.get` gives after the path.
     """
 
     __slots__ = ("dirs", "entries", "largest", "links", "listing", "nbytes", "topfiles",
@@ -159,6 +160,51 @@ class _Part:
     def __setstate__(self, state):
         for k, v in zip(self.__slots__, state):
             setattr(self, k, v)
+
+
+class TreeRecord:
+    """Every entry of a walk (``walk(..., record=True)``, for an export of the whole tree),
+    kept in an anonymous temporary file, one ``marshal`` blob per directory, and read back one
+    directory at a time: a million files cost the export tens of MB of index, not the
+    gigabytes their Python objects would. Reads like a mapping of directory path ->
+    ``(path, size, blocks, mtime, ino, [(name, size, blocks, mtime, ino, nlink, mode)...],
+    mountpoint names left out, read_error)``, in the order the directories were walked."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="vacate-tree-")  # noqa: SIM115 (lives with the record)
+        self._index: dict[str, tuple[int, int]] = {}
+        self._end = 0
+
+    def add(self, path: str, blob: bytes) -> None:
+        fd = self._file.fileno()
+        view = memoryview(blob)
+        off = self._end
+        while view:
+            view = view[os.pwrite(fd, view, off + len(blob) - len(view)):]
+        self._index[path] = (off, len(blob))
+        self._end = off + len(blob)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, path: str) -> tuple:
+        off, n = self._index[path]
+        data = os.pread(self._file.fileno(), n, off)
+        while len(data) < n:
+            more = os.pread(self._file.fileno(), n - len(data), off + len(data))
+            if not more:
+                raise OSError(f"the walk's record of {path} is cut short")
+            data += more
+        return (path, *marshal.loads(data))
+
+    def close(self) -> None:
+        self._file.close()
 
 
 class _Walker:
@@ -305,8 +351,9 @@ class _Walker:
         part.entries += files + 1
         part.nbytes += blk * 512
         if rec is not None:
-            part.listing.append((path, dst.st_size, dst.st_blocks, dst.st_mtime, dst.st_ino,
-                                 rec, tuple(sorted(skip or ())), read_error))
+            part.listing.append((path, marshal.dumps((
+                dst.st_size, dst.st_blocks, dst.st_mtime, dst.st_ino, rec,
+                tuple(sorted(skip or ())), read_error))))
 
     def note_large(self, path: str, st: os.stat_result) -> None:
         key = max(st.st_size, st.st_blocks * 512)
@@ -395,8 +442,8 @@ class _Walker:
                                st.st_atime_ns])
         self.part.entries += 1
         if self.record:
-            self.part.listing.append((path, st.st_size, st.st_blocks, st.st_mtime, st.st_ino,
-                                      [], (), True))
+            self.part.listing.append((path, marshal.dumps((
+                st.st_size, st.st_blocks, st.st_mtime, st.st_ino, [], (), True))))
 
     def open_at(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> int | None:
         try:
@@ -496,11 +543,15 @@ class _Merge:
         self.largest: list[tuple] = []
         self.warnings: list[tuple[str, str, str]] = []
         self.entries = 0
-        self.listing: list[tuple] = []
+        self.tree: TreeRecord | None = None
 
     def add(self, p: _Part) -> None:
         self.own.update(zip(map(_PATH, p.dirs), p.dirs))
-        self.listing.extend(p.listing)
+        if p.listing:
+            if self.tree is None:
+                self.tree = TreeRecord()
+            for path, blob in p.listing:
+                self.tree.add(path, blob)
         first = self.first
         for link in p.links:
             key = (link[0], link[1])
@@ -775,4 +826,4 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             break
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
     return WalkResult(stats(root_acc), tuple(top), DirTable(rows), tuple(largest), warnings,
-                      merge.entries, nworkers, tuple(merge.listing) if record else None)
+                      merge.entries, nworkers, (merge.tree or TreeRecord()) if record else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,5 +126,7 @@ class ScanResult:
     largest_files: tuple[FileEntry, ...]
     warnings: tuple[Problem, ...]
     elapsed_s: float = 0.0
-    listing: tuple[tuple, ...] | None = None   # whole tree, only when asked (ncdu export)
+    # the whole tree, only when asked (ncdu export): directory path -> its entries, read from
+    # disk on access (collectors.walk.TreeRecord)
+    listing: Mapping[str, tuple] | None = None
     entries: int = 0                            # entries walked (files + directories)

@@ -36,7 +36,7 @@ def write(result: ScanResult, out: BinaryIO) -> None:
     if result.listing is None:
         raise ValueError("the scan did not record the tree (scan(..., record_tree=True))")
     root = result.target.path
-    by_path = {d[0]: d for d in result.listing}
+    by_path = result.listing          # read one directory at a time (kept on disk)
     if root not in by_path:
         raise VacateError(f"{root}: nothing was walked, nothing to export")
     children: dict[str, list[str]] = {}
