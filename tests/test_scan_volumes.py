@@ -14,6 +14,7 @@ import pytest
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
+from vacate.collectors import walk as walk_mod
 from vacate.collectors.walk import walk
 
 pytestmark = pytest.mark.root
@@ -125,7 +126,7 @@ def dir_records(doc: dict) -> list[dict]:
     return [dict(zip(cols, row, strict=True)) for row in doc["dirs"]["rows"]]
 
 
-def test_totals_equal_du(filled):
+def test_totals_equal_du(filled, monkeypatch):
     vol, subvol = filled
     root = vol.mountpoint
     doc = scan_json(root)
@@ -151,6 +152,11 @@ def test_totals_equal_du(filled):
     assert (w.root.apparent_bytes, w.root.disk_bytes) == (tot["apparent_bytes"],
                                                           tot["disk_bytes"])
     assert (w.root.files, w.root.dirs) == (tot["files"], tot["dirs"])
+    # and with the hot loop in Python (where the C one is built, the runs above used it)
+    monkeypatch.setattr(walk_mod, "_fastwalk", None)
+    pure = walk(root, skip=frozenset({os.path.join(root, "data/nested")}),
+                subvolumes=vol.fstype == "btrfs", workers=2, inline_entries=0)
+    assert (pure.root, list(pure.dirs.rows)) == (w.root, list(w.dirs.rows))
 
 
 def test_counts_and_kinds(filled):
@@ -213,15 +219,18 @@ def test_odd_names_round_trip(filled):
         os.lstat(p)    # every reported path names a real file, exactly
 
 
-def walk_as(uid: int, path: str) -> dict:
+def walk_as(uid: int, path: str, pure: bool = False) -> dict:
     """Walk ``path`` in a forked child that runs as ``uid`` (root reads everything, so an
-    unreadable directory needs another user); the result comes back as JSON."""
+    unreadable directory needs another user); the result comes back as JSON. ``pure``: with
+    the walk's hot loop in Python even where the C one is built."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:    # child: never returns into pytest
         code = 1
         try:
             os.close(r)
+            if pure:
+                walk_mod._fastwalk = None
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
@@ -262,6 +271,29 @@ def test_unreadable_dir_is_a_warning(ext4_volume):
     assert du_nobody.returncode != 0 and b"Permission denied" in du_nobody.stderr
     assert got["apparent"] == int(du_nobody.stdout.split()[0])
     assert got["files"] == 1
+
+
+def test_entries_that_cannot_be_stated_c_and_python_loops(ext4_volume):
+    """A directory that may be listed but not entered (r-- for the user): every entry in it
+    is a warning with its path, the same from the C loop and the Python loop."""
+    vol = ext4_volume
+    os.chmod(vol.workdir, 0o755)
+    top = os.path.join(vol.mountpoint, "shared2")
+    os.makedirs(os.path.join(top, "listonly", "sub"))
+    for name in ("a.bin", "b.bin"):
+        with open(os.path.join(top, "listonly", name), "wb") as f:
+            f.write(b"y" * 10_000)
+    os.makedirs(os.path.join(top, "locked"))
+    os.chmod(top, 0o755)
+    os.chmod(os.path.join(top, "listonly"), 0o744)      # others: r-- (names, no stat)
+    os.chmod(os.path.join(top, "locked"), 0o700)
+    nobody = 65534
+    fast, pure = walk_as(nobody, top), walk_as(nobody, top, pure=True)
+    assert fast == pure
+    listonly = os.path.join(top, "listonly")
+    assert sorted(fast["warnings"]) == sorted(
+        [["unreadable-dir", os.path.join(top, "locked")]]
+        + [["unreadable", os.path.join(listonly, n)] for n in ("a.bin", "b.bin", "sub")])
 
 
 def test_files_vanishing_mid_walk(ext4_volume):
