@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
-from vacate.errors import NotFound, VacateError
+from vacate.collectors import guarded
+from vacate.errors import EXIT_UNKNOWN, NotFound, VacateError
 from vacate.host import Host
 from vacate.model.mount import Mount, Target
 from vacate.parsers import mountinfo
@@ -57,21 +59,55 @@ def zfs_dataset(m: Mount) -> str | None:
     return None
 
 
-def resolve_target(path: str, host: Host | None = None) -> Target:
-    """Resolve a path the user named to the volume under audit."""
-    host = host or Host.local()
-    abspath = os.path.realpath(os.path.abspath(path))
+def _look(real: str) -> tuple[str, int, tuple[int, int, int] | None]:
+    """(``real``, st_dev, (blocks, free, avail) in bytes or None): the calls that reach the
+    target's filesystem."""
+    st = os.lstat(real)
     try:
-        st = os.lstat(abspath)
-    except FileNotFoundError:
-        raise NotFound(f"{path}: no such file or directory") from None
-    except OSError as e:
-        raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
+        sv = os.statvfs(real)
+        space = (sv.f_blocks * sv.f_frsize, sv.f_bfree * sv.f_frsize, sv.f_bavail * sv.f_frsize)
+    except OSError:
+        space = None
+    return real, st.st_dev, space
+
+
+def _resolve_look(path: str) -> tuple[str, int, tuple[int, int, int] | None]:
+    return _look(os.path.realpath(path))
+
+
+def resolve_target(path: str, host: Host | None = None) -> Target:
+    """Resolve a path the user named to the volume under audit. A path on a filesystem that
+    may not answer (FUSE, NFS, CIFS: :mod:`vacate.collectors.guarded`) is looked at in a
+    helper process with a deadline; no answer is an error with exit status 3 (could not
+    tell)."""
+    host = host or Host.local()
     try:
         mounts, _bad = read_mounts(host)
     except OSError as e:
         raise VacateError(f"cannot read mountinfo: {e}",
                           hint="is /proc mounted?") from None
+    abspath = os.path.abspath(path)
+    risky = tuple(m.mountpoint for m in mounts if guarded.may_hang(m.fstype))
+    try:
+        try:
+            real, st_dev, space = _look(guarded.realpath(abspath, risky))
+        except guarded.Risky as r:
+            where = r.mountpoint
+            real, st_dev, space = guarded.run(_resolve_look, abspath)
+    except FileNotFoundError:
+        raise NotFound(f"{path}: no such file or directory") from None
+    except guarded.NoAnswer:
+        m = mount_of(mounts, where)
+        raise VacateError(
+            f"{path}: the filesystem at {where} ({m.fstype} {m.source}) does not answer: "
+            f"no reply in {guarded.DEADLINE_S:g} s; what uses it could not be told",
+            hint="is its FUSE daemon or its server alive? (umount -l detaches it)",
+            exit_code=EXIT_UNKNOWN) from None
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise NotFound(f"{path}: no such file or directory") from None
+        raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
+    abspath = real
     m = mount_of(mounts, abspath)
     nested = tuple(x for x in mounts
                    if x.mount_id != m.mount_id and is_under(x.mountpoint, abspath)
@@ -81,18 +117,13 @@ def resolve_target(path: str, host: Host | None = None) -> Target:
                    if x.mount_id != m.mount_id and x.mount_id not in nested_ids
                    and (x.major, x.minor) == (m.major, m.minor))
     size = used = avail = None
-    try:
-        sv = os.statvfs(abspath)
-        size = sv.f_blocks * sv.f_frsize
-        avail = sv.f_bavail * sv.f_frsize
-        used = (sv.f_blocks - sv.f_bfree) * sv.f_frsize
-    except OSError:
-        pass
+    if space is not None:
+        size, used, avail = space[0], space[0] - space[1], space[2]
     reliable, note = atime_policy(m)
     return Target(
         path=abspath,
         mount=m,
-        st_dev=st.st_dev,
+        st_dev=st_dev,
         size_bytes=size,
         used_bytes=used,
         avail_bytes=avail,

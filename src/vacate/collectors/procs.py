@@ -19,12 +19,16 @@ How a file is matched to the volume, by filesystem identity (valid in every moun
   the volume's. No extra syscall per fd;
 * processes in *another* mount namespace (containers, ``unshare -m``), and deleted files
   (whose path cannot be looked up; memfd and SYSV shm links look like deleted paths too):
-  ``stat`` of the magic
-  link gives ``st_dev``; a device not met before is resolved once through the fd's ``mnt_id``
-  (``/proc/PID/fdinfo/N``, or the link opened ``O_PATH`` and ``/proc/self/fdinfo/M``) looked up
-  in that process's own mountinfo; the result is cached per ``st_dev`` (so btrfs subvolumes are
-  learnt as they are seen). Their container-relative paths are translated to the host's path
-  with the mount's root field.
+  the link's mount, by its ``mnt_id`` (``/proc/PID/fdinfo/N``, or the link opened ``O_PATH``
+  and ``/proc/self/fdinfo/M``), looked up in that process's own mountinfo (read once per
+  namespace). Their container-relative paths are translated to the host's path with the
+  mount's root field.
+
+Nothing here touches the filesystem a link points into: ``readlink`` of a ``/proc`` link, an
+``O_PATH`` open of it and ``fdinfo`` are answered by the kernel from its own records, while a
+``stat`` through the link asks that filesystem and blocks for as long as a stopped FUSE daemon
+or an unreachable hard-mounted NFS server does not answer (``fuser`` and ``lsof`` hang there).
+A dead ``sshfs`` elsewhere on the host therefore cannot hold up the check of another volume.
 
 Errors: a process that vanishes while being read is skipped silently. Only holders pay for
 their identity (pid, start time from ``/proc/PID/stat``), read after their links; one link is
@@ -165,8 +169,6 @@ class _Pass:
     map_devs: tuple[bytes, ...]
     host_mounts: tuple[Mount, ...]
     self_ns: str | None
-    dev_yes: set[int] = field(default_factory=set)
-    dev_no: set[int] = field(default_factory=set)
     ns_mounts: dict[str, dict[int, Mount]] = field(default_factory=dict)
     ns_first: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
@@ -208,15 +210,19 @@ class _Pass:
             self.matcher = PathMatcher(self.host_mounts, self.target)
         return self.matcher(text)
 
-    def mnt_id(self, pid: int, link: str, fd: str | None) -> int | None:
-        if fd is not None:
-            try:
-                return _mnt_id_from_fdinfo(_read(self.host.proc_path(pid, "fdinfo", fd)))
-            except OSError:
-                return None
+    def mnt_id(self, pid: int, link: str, fd: str | None, strict: bool = False) -> int | None:
+        """The mount id of an fd (its fdinfo) or of a link (opened ``O_PATH``; the open follows
+        the magic link without asking the file's filesystem). None when it is gone;
+        ``strict``: other errors are raised (the caller reports them), else None too."""
         try:
-            h = os.open(link, os.O_PATH)
+            if fd is not None:
+                return _mnt_id_from_fdinfo(_read(self.host.proc_path(pid, "fdinfo", fd)))
+            h = os.open(link, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
         except OSError:
+            if strict:
+                raise
             return None
         try:
             return _mnt_id_from_fdinfo(_read(f"/proc/self/fdinfo/{h}"))
@@ -227,22 +233,13 @@ class _Pass:
 
     def other_ns_path(self, pid: int, ns: str, link: str, text: str,
                       fd: str | None) -> tuple[str, bool] | None:
-        """(host path, deleted) for a link of a process in another mount namespace."""
+        """(host path, deleted) for a link of a process in another mount namespace, or of a
+        deleted file: decided by the link's mount, never by a ``stat`` through the link."""
         if not text.startswith("/"):
             return None
-        try:
-            dev = os.stat(link).st_dev
-        except FileNotFoundError:
-            return None
-        if dev in self.dev_no:
-            return None
-        mid = self.mnt_id(pid, link, fd)
+        mid = self.mnt_id(pid, link, fd, strict=True)
         m = self.mounts_of_ns(pid, ns).get(mid) if mid is not None else None
-        if m is None:
-            return None
-        ours = (m.major, m.minor) == self.vol_dev
-        (self.dev_yes if ours else self.dev_no).add(dev)
-        if not ours:
+        if m is None or (m.major, m.minor) != self.vol_dev:
             return None
         path, deleted = _split_deleted(text)
         return self.translate(path, m), deleted
@@ -571,9 +568,6 @@ def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
         except OSError:
             self_ns = None
     p = _Pass(host, target, vol_dev, map_devs, host_mounts(host, target), self_ns)
-    p.dev_yes.add(os.makedev(*vol_dev))
-    if host.live:
-        p.dev_yes.add(target.st_dev)
     matcher = p.matcher = PathMatcher(p.host_mounts, target)
     # The cheap first look (every process; maybe started early, by the CLI), then the full
     # read (candidates only).

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import sys
 
+from vacate.collectors import guarded
+
 PF_KTHREAD = 0x00200000
 _FILE = os.O_RDONLY | os.O_CLOEXEC
 _DELETED = " (deleted)"
@@ -184,10 +186,7 @@ def _fork_probe(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
         code = 1
         try:
             os.close(r)
-            data = _encode(probe(proc, pids, hot, tokens, self_ns, live))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view):]
+            guarded.write_all(w, _encode(probe(proc, pids, hot, tokens, self_ns, live)))
             code = 0
         finally:
             os._exit(code)
@@ -197,20 +196,11 @@ def _fork_probe(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
 
 def _join(child: int, r: int) -> Probe | None:
     """The child's report; None when it failed."""
-    chunks = []
-    try:
-        while True:
-            b = os.read(r, 65536)
-            if not b:
-                break
-            chunks.append(b)
-    finally:
-        os.close(r)
-        _, status = os.waitpid(child, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    data = guarded.read_report(child, r)
+    if data is None:
         return None
     try:
-        return _decode(b"".join(chunks))
+        return _decode(data)
     except ValueError:
         return None
 
@@ -260,13 +250,18 @@ def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[by
     from our mountinfo without the full parser: what :func:`probe` needs, known before the
     target is resolved. :mod:`vacate.collectors.procs` compares it with the resolved target's
     and uses an early probe only when they agree."""
-    real = os.path.realpath(os.path.abspath(path))
-    os.stat(real)                      # a path that is not there: no guess (OSError)
     rows = []
+    risky = []
     for line in read_all(f"{proc}/self/mountinfo").decode("utf-8", "surrogateescape").split("\n"):
         f = line.split(" ")
         if len(f) > 4:
             rows.append((f[2], _unescape(f[4])))
+            fstype = line.partition(" - ")[2].partition(" ")[0]
+            if guarded.may_hang(fstype):
+                risky.append(rows[-1][1])
+    # a path on a filesystem that may not answer (FUSE, NFS): no guess (guarded.Risky)
+    real = guarded.realpath(os.path.abspath(path), tuple(risky))
+    os.stat(real)                      # a path that is not there: no guess (OSError)
     best = None
     for dev, mp in rows:
         under = real.startswith("/") if mp == "/" else (real == mp or real.startswith(mp + "/"))
@@ -300,7 +295,7 @@ class Early:
             self_ns = os.readlink(f"{proc}/self/ns/mnt")
             me = os.getpid()
             pids = sorted(int(n) for n in os.listdir(proc) if n.isdigit() and int(n) != me)
-        except (OSError, ValueError):
+        except (OSError, ValueError, guarded.Risky):
             return None
         if not _can_fork(len(pids)):
             return None
