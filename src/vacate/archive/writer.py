@@ -110,30 +110,42 @@ class _Lane:
 
 
 class _Counter:
-    """The compressed-output side of a part: hashed, counted and stored (in the compressor's
-    output thread, or in the output lane for the in-process compressor)."""
+    """The compressed-output side of a part: hashed and counted (in the compressor's output
+    thread, or in the output lane for the in-process compressor), then stored by the write
+    lane: hashing and writing each take about a core-second per GB here, so they run on
+    threads of their own."""
 
-    def __init__(self, sink):
+    def __init__(self, sink, wlane: _Lane):
         self.sink = sink
+        self.wlane = wlane
         self.h = hashlib.sha256()
         self.n = 0
 
     def write(self, data) -> None:
         if isinstance(data, tuple):          # raw zstd blocks: headers and views of the data
             for piece in data:
-                self.write(piece)
+                self.h.update(piece)
+                self.n += len(piece)
+            self.wlane.call(_write_pieces, self.sink, data)
             return
         self.h.update(data)
-        self.sink.write(data)
         self.n += len(data)
+        self.wlane.call(self.sink.write, data)
+
+
+def _write_pieces(sink, pieces: tuple) -> None:
+    for piece in pieces:
+        sink.write(piece)
 
 
 class _Part:
-    def __init__(self, target: Target, name: str, level: int, threads: int, lane: _Lane):
+    def __init__(self, target: Target, name: str, level: int, threads: int, lane: _Lane,
+                 wlane: _Lane):
         self.name = name
         self.sink = target.create(name)
-        self.out = _Counter(self.sink)
+        self.out = _Counter(self.sink, wlane)
         self.lane = lane
+        self.wlane = wlane
         if use_zstd_process():
             self.z = compress.ProcessCompressor(self.out.write, level, threads)
         else:
@@ -151,12 +163,14 @@ class _Part:
     def abort(self) -> None:
         self.z.abort()
         self.lane.drain_quietly()
+        self.wlane.drain_quietly()
         self.sink.abort()
 
     def finish(self) -> mf.PartInfo:
         self.write(tarfmt.END_OF_ARCHIVE)
         self.z.close()
         self.lane.drain()
+        self.wlane.drain()
         for i, fut in self.pending:
             self.entries[i] = replace(self.entries[i], sha256=fut.result())
         for v in self.inodes.values():
@@ -243,6 +257,7 @@ class _Writer:
         self.hash_lane = _Lane()
         self.reused = 0
         self.out_lane = _Lane()
+        self.write_lane = _Lane()
         self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
 
     # -- parts -----------------------------------------------------------------------------
@@ -250,7 +265,7 @@ class _Writer:
     def _open_part(self) -> _Part:
         if self.part is None:
             self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.level,
-                              self.threads, self.out_lane)
+                              self.threads, self.out_lane, self.write_lane)
         return self.part
 
     def _close_part(self) -> None:
@@ -589,6 +604,7 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
     finally:
         w.hash_lane.close()
         w.out_lane.close()
+        w.write_lane.close()
         w.finisher.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
