@@ -975,3 +975,78 @@ def test_item_budget_is_kept(tmp_path):
     assert time.monotonic() - t0 < 1.0
     assert "recognise-timeout" in {p.code for p in problems}
     assert out[0].classification is not None
+
+
+def _side_by_side_tree(root: str) -> tuple:
+    for i in range(3):
+        small_model(os.path.join(root, f"model-{i}"))
+    nvfp4_model(os.path.join(root, "big-model"), shards=3, rows=64)
+    for d in range(20):
+        os.makedirs(os.path.join(root, "runs", f"checkpoint-{d * 100}"))
+        with open(os.path.join(root, "runs", f"checkpoint-{d * 100}", "optimizer.pt"), "wb") as f:
+            f.write(b"o" * 100)
+    (os.mkdir(os.path.join(root, "empty")))
+    with open(os.path.join(root, "requirements-freeze.txt"), "w") as f:
+        f.write("torch==2.5.1+cu124\nnumpy==1.26.4\n")
+    w = walk.walk(root)
+    items = tuple(Item("item:" + os.path.relpath(p, root), p, None, d, s) for p, d, s in w.top)
+    return items, w.dirs
+
+
+def test_side_by_side_gives_what_one_process_gives(tmp_path, monkeypatch):
+    """Two processes looking at the items (the default on a big tree) say exactly what one
+    says, item for item, in the same order, with the same problems."""
+    from vacate.recognise import sidebyside
+
+    monkeypatch.setattr(sidebyside, "MIN_ENTRIES", 0)      # side by side even on a small tree
+    items, dirs = _side_by_side_tree(str(tmp_path / "vol"))
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    one = annotate(items, dirs, parallel=False)
+    assert not forks
+    two = annotate(items, dirs, parallel=True)
+    assert forks == [1]                                    # it did run side by side
+    assert two == one
+    kinds = {os.path.basename(i.path): i.classification.kind for i in one[0] if i.parent is None}
+    assert kinds["big-model"] == kinds["model-0"] == "model"
+
+
+def test_side_by_side_child_failing_costs_only_time(tmp_path, monkeypatch):
+    """If the forked child cannot report (here: it cannot pickle its findings), whatever it
+    had taken is looked at again in this process: the result is still complete."""
+    import pickle as real_pickle
+    import types
+
+    from vacate.recognise import sidebyside
+
+    monkeypatch.setattr(sidebyside, "MIN_ENTRIES", 0)
+    items, dirs = _side_by_side_tree(str(tmp_path / "vol"))
+    one = annotate(items, dirs, parallel=False)
+
+    def broken(*a, **k):
+        raise RuntimeError("cannot report")
+
+    monkeypatch.setattr(sidebyside, "pickle", types.SimpleNamespace(
+        dumps=broken, loads=real_pickle.loads, HIGHEST_PROTOCOL=real_pickle.HIGHEST_PROTOCOL))
+    assert annotate(items, dirs, parallel=True) == one
+
+
+def test_entry_budgets_share_fairly():
+    """Each item may list what it holds (at most ITEM_ENTRIES); past TOTAL_ENTRIES in all,
+    the small items keep theirs and the big ones share the rest equally."""
+    from vacate.model.inventory import Stats
+    from vacate.recognise.explore import (
+        ITEM_ENTRIES,
+        MIN_ITEM_ENTRIES,
+        TOTAL_ENTRIES,
+        entry_budgets,
+    )
+
+    def items(*sizes):
+        return [Item("item:x", "/x", None, True, Stats(0, 0, n, 0)) for n in sizes]
+
+    assert entry_budgets(items(5, 3000, 10**6)) == [MIN_ITEM_ENTRIES, 3000, ITEM_ENTRIES]
+    many = entry_budgets(items(*[10**6] * 40, 1000))
+    assert many[-1] == 1000 and len(set(many[:-1])) == 1
+    assert sum(many) <= TOTAL_ENTRIES and many[0] == (TOTAL_ENTRIES - 1000) // 40

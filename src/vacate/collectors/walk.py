@@ -42,6 +42,7 @@ try:                      # the hot loop in C, when it was built (see _fastwalk.
 except ImportError:
     _fastwalk = None
 
+from vacate.collectors.forking import die_with_parent
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
 
@@ -545,27 +546,13 @@ class _Walker:
             self.reported = (e, b)
 
 
-def _die_with(parent: int) -> None:
-    """Ask the kernel to SIGKILL this walker when its parent dies (Linux prctl
-    PR_SET_PDEATHSIG), so a parent killed outright (SIGKILL, OOM) leaves no walker behind."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:   # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _worker(conn, root_dev, subvolumes, skip, keep, idle, record, parent) -> None:
     # the parent handles ^C and SIGTERM and kills its workers; they just die
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)   # blocked while forking
-    _die_with(parent)
+    die_with_parent(parent)
     # one walker for the process's life: its largest-file threshold carries over from task
     # to task (files below it cannot be among the largest any more)
     w = _Walker(root_dev, subvolumes, skip, keep, conn, idle, record)

@@ -38,29 +38,31 @@ from vacate.recognise import (  # noqa: F401  (importing registers them)
     source,
     training,
 )
-from vacate.recognise.explore import Explorer
+from vacate.recognise.explore import entry_budgets
+from vacate.recognise.sidebyside import look_all
 
 
-def annotate(items: tuple[Item, ...], dirs: tuple[DirSummary, ...], *,
-             budget_s: float = 10.0, total_budget_s: float = 60.0,
+def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
+             budget_s: float = 10.0, total_budget_s: float = 60.0, parallel: bool = True,
              ) -> tuple[tuple[Item, ...], tuple[Problem, ...]]:
     """Classify each item; return the items (plus the recognised artifacts below the top
     level, with ``parent`` set to their top-level item's path) and the problems met.
     Each item gets ``budget_s`` at most, all of them together ``total_budget_s``; items left
-    when that is spent are not looked at (one ``recognise-timeout`` problem says how many)."""
-    ex = Explorer(dir_stats_lookup(dirs), budget_s)
+    when that is spent are not looked at (one ``recognise-timeout`` problem says how many).
+    ``parallel``: two CPUs look at the items side by side where that pays (see
+    :mod:`~vacate.recognise.sidebyside`); the result is the same either way."""
+    budgets = entry_budgets(items)
+    found = look_all(items, budgets, dir_stats_lookup(dirs), budget_s,
+                     time.monotonic() + total_budget_s, parallel)
     out: list[Item] = []
     problems: list[Problem] = []
-    end = time.monotonic() + total_budget_s
     skipped = 0
-    for it in items:
-        left = end - time.monotonic()
-        if left <= 0:
+    for i, it in enumerate(items):
+        if i not in found:
             skipped += 1
             out.append(Item(it.id, it.path, it.parent, it.is_dir, it.stats, unlooked(it)))
             continue
-        ex.budget_s = min(budget_s, left)
-        c, subs, probs = ex.item(it)
+        c, subs, probs = found[i]
         out.append(Item(it.id, it.path, it.parent, it.is_dir, it.stats, c))
         out.extend(subs)
         problems.extend(probs)

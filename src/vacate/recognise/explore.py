@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
@@ -41,21 +41,40 @@ PLURAL = {
 }
 
 
+MIN_ITEM_ENTRIES = 256  # ... and at least this many for each
+
+
+def entry_budgets(items: Sequence[Item]) -> list[int]:
+    """The directory entries each top-level item may list: what it holds, at most
+    ``ITEM_ENTRIES``; when those add up to more than ``TOTAL_ENTRIES``, a fair share of it
+    (the smaller items get what they hold, the rest share what is left equally), and never
+    less than ``MIN_ITEM_ENTRIES``. Fixed before anything is looked at, so the items can be
+    looked at in any order, or side by side, with the same result."""
+    caps = [min(ITEM_ENTRIES, it.stats.files + it.stats.dirs if it.is_dir else 1)
+            for it in items]
+    level = ITEM_ENTRIES
+    left, n = TOTAL_ENTRIES, len(caps)
+    for k, cap in enumerate(sorted(caps)):
+        share = left // (n - k)
+        if cap > share:
+            level = share
+            break
+        left -= cap
+    return [max(MIN_ITEM_ENTRIES, min(cap, level)) for cap in caps]
+
+
 class Explorer:
     def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0):
         self.dir_stats = dir_stats      # path -> the walked directory's subtree Stats
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
-        self.entries_left = TOTAL_ENTRIES
 
-    def item(self, it: Item) -> tuple[Classification, list[Item], list]:
-        entries = max(256, min(ITEM_ENTRIES, self.entries_left))
-        reader = Reader(self.budget_s, entries)
-        try:
-            return self._item(it, reader)
-        finally:
-            self.entries_left -= entries - max(reader.entries_left, 0)
+    def item(self, it: Item, entries: int = ITEM_ENTRIES,
+             ) -> tuple[Classification, list[Item], list]:
+        """What ``it`` is, the artifacts recognised below it, and the problems met, listing at
+        most ``entries`` directory entries (see :func:`entry_budgets`)."""
+        return self._item(it, Reader(self.budget_s, entries))
 
     def _item(self, it: Item, reader: Reader) -> tuple[Classification, list[Item], list]:
         self.nodes = 0
