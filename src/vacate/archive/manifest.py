@@ -113,13 +113,22 @@ class Manifest:
                 "parts": [p.as_json() for p in self.parts], "entries": len(self.entries),
                 **self.extra}
 
-    def dumps(self) -> bytes:
-        lines = [json.dumps(self.header_json(), ensure_ascii=True)]
-        lines += [json.dumps(e.as_json(), ensure_ascii=True) for e in self.entries]
-        return ("\n".join(lines) + "\n").encode("ascii")
+    def dumps(self, lines: list[str] | None = None) -> bytes:
+        """``lines``: ``entry_lines(self.entries)``, where the caller made them already."""
+        if lines is None:
+            lines = entry_lines(self.entries)
+        if len(lines) != len(self.entries):
+            raise ValueError(f"{len(lines)} manifest lines for {len(self.entries)} entries")
+        return ("\n".join([json.dumps(self.header_json(), ensure_ascii=True), *lines])
+                + "\n").encode("ascii")
 
     def part(self, name: str) -> PartInfo | None:
         return next((p for p in self.parts if p.name == name), None)
+
+
+def entry_lines(entries) -> list[str]:
+    """The manifest's line for each entry."""
+    return [json.dumps(e.as_json(), ensure_ascii=True) for e in entries]
 
 
 def loads(data: bytes) -> Manifest:

@@ -259,6 +259,8 @@ class _Writer:
         self.out_lane = _Lane()
         self.write_lane = _Lane()
         self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
+        self.entry_lines: list[str] = []  # MANIFEST.jsonl lines of the committed parts
+        self.sums: list[bytes] = []       # their SHA256SUMS lines
 
     # -- parts -----------------------------------------------------------------------------
 
@@ -273,24 +275,28 @@ class _Writer:
         if p is None:
             return
         info = p.finish()
-        side = {"part": info.as_json(), "inodes": p.inodes,
-                "entries": [e.as_json() for e in p.entries]}
-        # the sidecar and the commit (fsync, rename) run in the finisher lane, in part order,
-        # while the next part is produced; archive() waits for the lane before the manifest
-        self.finisher.call(self._commit, p.name, p.sink,
-                           json.dumps(side, ensure_ascii=True).encode())
+        # the sidecar, the commit (fsync, rename) and the part's manifest and SHA256SUMS lines
+        # are made in the finisher lane, in part order, while the next part is produced;
+        # archive() waits for the lane before it writes the manifest
+        self.finisher.call(self._commit, p.sink, info, p.inodes, p.entries)
         self.parts.append(info)
         self.entries.extend(p.entries)
         self.part = None
 
-    def _commit(self, name: str, sink, side: bytes) -> None:
+    def _commit(self, sink, info: mf.PartInfo, inodes: dict, entries: list) -> None:
+        lines = mf.entry_lines(entries)
+        side = (f'{{"part": {json.dumps(info.as_json())}, '
+                f'"inodes": {json.dumps(inodes, ensure_ascii=True)}, '
+                f'"entries": [{", ".join(lines)}]}}').encode("ascii")
         try:
-            self.target.put(f"{mf.STATE_DIR}/{name}.json", side)
+            self.target.put(f"{mf.STATE_DIR}/{info.name}.json", side)
             sink.commit()
         except BaseException:
             sink.abort()
             raise
         self.reused += getattr(sink, "reused_bytes", 0)
+        self.entry_lines += lines
+        self.sums.append(mf.sums_file(entries))
 
     def _tick(self, n: int) -> None:
         self.done_bytes += n
@@ -571,6 +577,8 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         resumed = 0
     else:
         w.parts, w.entries, w.hardlinks = state[0], list(state[1]), state[2]
+        w.entry_lines = mf.entry_lines(w.entries)
+        w.sums = [mf.sums_file(w.entries)]
         done_paths = {e.path for e in w.entries}
         resumed = len(w.parts)
     created = json.loads(target.get(f"{mf.STATE_DIR}/state.json"))["created"]
@@ -612,11 +620,11 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
     m = mf.Manifest(name=name, created=created, sources=tuple(src_list), parts=tuple(w.parts),
                     entries=tuple(w.entries), tool=f"vacate {__version__}",
                     extra={"part_size": part_size, "zstd_level": level})
-    target.put(mf.SUMS, mf.sums_file(m.entries))
+    target.put(mf.SUMS, b"".join(w.sums))
     target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
     target.put(mf.README, mf.README_TEXT.format(
         tool=m.tool, created=created, sources=", ".join(src_list)).encode())
-    target.put(mf.MANIFEST, m.dumps())      # last: marks the archive complete
+    target.put(mf.MANIFEST, m.dumps(w.entry_lines))      # last: marks the archive complete
     _drop_state(target)
     target.cleanup_unfinished()
     return ArchiveResult(
