@@ -77,6 +77,24 @@ def build_tree(tree: str, gb: float) -> None:
     open(marker, "w").close()
 
 
+def settle(*trees: str) -> None:
+    """Before each timed command, outside its time: write back what earlier commands left
+    dirty (so no command pays for another's writeback), and read the tree so that it is in
+    the page cache (other work on the machine may have evicted it; every command gets the
+    same warm cache; for verify, the archives: vacate writes its parts with O_DIRECT, past
+    the page cache, where `tar | zstd` leaves its output cached)."""
+    subprocess.run(["sync"], check=True)
+    buf = bytearray(1 << 20)
+    for d, _, files in (w for t in trees for w in os.walk(t)):
+        for f in files:
+            fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            try:
+                while os.readv(fd, [buf]):
+                    pass
+            finally:
+                os.close(fd)
+
+
 def timed(cmd: str, env=None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its children)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,6 +158,7 @@ def main() -> None:
             continue
         for i in range(a.runs):
             for name, cmd in cmds.items():       # interleaved
+                settle(tree) if group == "archive" else settle(*(f"{out}/{x}" for x in "vbh"))
                 dt, ct = timed(cmd, env)
                 results.setdefault(name, []).append(dt)
                 cpu.setdefault(name, []).append(ct)

@@ -72,6 +72,7 @@ PROBE_MIN = 64 << 10           # smaller writes are not probed
 KEEP_MODE = 2048               # tar headers and padding stay in whatever frame is open
 SAMPLE = 4 << 10               # four samples of this size per probe (~5-40 us at level -1)
 INCOMPRESSIBLE = 0.97          # compressed/original of the sample at or above this: store
+BATCH = 256 << 10              # small writes are gathered up to this before compressing
 RAW_BLOCK = 128 << 10          # zstd's largest block; also the raw frame's window
 RAW_FRAME_HEADER = b"\x28\xb5\x2f\xfd" + b"\x00" + b"\x38"   # magic, descriptor, 128 KiB
 RAW_LAST_EMPTY = b"\x01\x00\x00"                               # last block, raw, size 0
@@ -103,6 +104,7 @@ class LibraryCompressor:
         self.out = out
         self.probe = zstandard.ZstdCompressor(level=-1)
         self.mode = ""              # "z": a compressed frame is open, "raw": a stored one
+        self.pending = bytearray()  # small writes for the compressed frame, gathered
 
     def incompressible(self, data) -> bool:
         mv = memoryview(data)
@@ -110,7 +112,13 @@ class LibraryCompressor:
         sample = b"".join(mv[i * step:i * step + SAMPLE] for i in range(4))
         return len(self.probe.compress(sample)) >= INCOMPRESSIBLE * len(sample)
 
+    def _flush_pending(self) -> None:
+        if self.pending:
+            self.zw.write(self.pending)        # consumed whole before write() returns
+            del self.pending[:]
+
     def _switch(self, mode: str) -> None:
+        self._flush_pending()
         if self.mode == "z":
             self.zw.flush(zstandard.FLUSH_FRAME)
         elif self.mode == "raw":
@@ -131,10 +139,16 @@ class LibraryCompressor:
             self._switch(mode)
         if mode == "raw":
             self.out(raw_blocks(data))
+        elif n < BATCH:                  # small members (tar headers, small files): one
+            self.pending += data         # compressor call per BATCH bytes, not per write
+            if len(self.pending) >= BATCH:
+                self._flush_pending()
         else:
+            self._flush_pending()
             self.zw.write(data)
 
     def close(self) -> None:
+        self._flush_pending()
         if self.mode == "raw":
             self._switch("")
         else:

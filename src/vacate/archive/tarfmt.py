@@ -15,6 +15,7 @@ What GNU tar 1.34 restores from what we write (checked in the tests):
 from __future__ import annotations
 
 import stat as S
+import struct
 from dataclasses import dataclass
 
 BLOCK = 512
@@ -73,26 +74,16 @@ def pax_mtime(mtime_ns: int) -> bytes:
     return sign + b"%d.%s" % (sec, (b"%09d" % ns).rstrip(b"0"))
 
 
+_USTAR = struct.Struct("100s8s8s8s12s12s8ss100s8s32s32s8s8s167x")
+
+
 def _ustar(name: bytes, mode: int, uid: int, gid: int, size: int, mtime: int, flag: bytes,
            linkname: bytes = b"", uname: bytes = b"", gname: bytes = b"",
            devmajor: int = 0, devminor: int = 0) -> bytes:
-    h = bytearray(BLOCK)
-    h[0:len(name)] = name
-    h[100:108] = _octal(mode & 0o7777, 8)
-    h[108:116] = _octal(uid, 8)
-    h[116:124] = _octal(gid, 8)
-    h[124:136] = _octal(size, 12)
-    h[136:148] = _octal(mtime, 12)
-    h[148:156] = b"        "
-    h[156:157] = flag
-    h[157:157 + len(linkname)] = linkname
-    h[257:265] = b"ustar\x0000"
-    h[265:265 + len(uname)] = uname
-    h[297:297 + len(gname)] = gname
-    h[329:337] = _octal(devmajor, 8)
-    h[337:345] = _octal(devminor, 8)
-    h[148:156] = b"%06o\0 " % sum(h)
-    return bytes(h)
+    h = _USTAR.pack(name, b"%07o" % (mode & 0o7777), b"%07o" % uid, b"%07o" % gid,
+                    b"%011o" % size, b"%011o" % mtime, b"        ", flag, linkname,
+                    b"ustar\x0000", uname, gname, b"%07o" % devmajor, b"%07o" % devminor)
+    return b"".join((h[:148], b"%06o\0 " % sum(h), h[156:]))
 
 
 def _ascii_fits(b: bytes, width: int) -> bool:

@@ -381,10 +381,11 @@ class _Writer:
         size = st.st_size
         part = self._open_part()
         segs = _data_segments(fd, size, st)
-        e = mf.Entry(se.arcpath, "file", part.name, size=size, sparse=segs is not None,
-                     **common)
         h = hashlib.sha256()
-        hdr = tarfmt.header(self._member(e, segs))
+        hdr = tarfmt.header(tarfmt.Member(
+            path=se.arcpath, type="file", size=size, mode=common["mode"], uid=common["uid"],
+            gid=common["gid"], uname=common["user"].encode(), gname=common["group"].encode(),
+            mtime_ns=common["mtime_ns"], sparse=segs))
         short = False
         small = segs is None and size <= CHUNK
         if small:
