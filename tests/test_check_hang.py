@@ -136,3 +136,40 @@ def test_dead_filesystem_nested_in_volume(volume):
     doc = json.loads(out)
     assert doc["verdict"]["safe_to_unmount"] is not True
     assert took < 15
+
+
+def test_loop_device_on_dead_fuse_is_a_warning(volume):
+    """A loop device set up from another mount namespace (its path means nothing here) on a
+    file of the dead filesystem: asking the kernel about its backing file would block; it
+    is left out with a warning, and the volume, which answered, is still judged."""
+    if not can_fuse():
+        pytest.skip("needs root, /dev/fuse, fusermount and mfusepy")
+    v, _h, holder = volume
+    top = tempfile.mkdtemp(prefix="vacate-fuse-")
+    mnt = os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    dev = ""
+    try:
+        with fuse_mount(mnt) as daemon:
+            with open(f"{mnt}/img", "wb") as f:
+                f.write(bytes(1 << 20))
+            dev = subprocess.run(
+                ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                 (f"mkdir '{top}/ns' && mount --bind '{mnt}' '{top}/ns' && "
+                  f"losetup -r -f --show '{top}/ns/img'")],
+                capture_output=True, text=True, check=True).stdout.strip()
+            try:
+                with stopped(daemon):
+                    time.sleep(0.2)
+                    rc, out, err, took = vacate("check", "--json", "--no-config", v.mountpoint)
+            finally:
+                subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert rc == 1, err
+    doc = json.loads(out)
+    assert holder in _pids(doc)
+    warned = [w for w in doc["warnings"] if w["code"] == "unanswered-loop"]
+    assert [w["path"] for w in warned] == [dev]
+    assert doc["verdict"]["unknowns"] == []
+    assert took < 15, f"took {took:.1f} s"

@@ -52,3 +52,17 @@ def test_run_returns_raises_and_gives_up(tmp_path):
     with pytest.raises(guarded.NoAnswer):
         guarded.run(time.sleep, 30, deadline=0.3)
     assert time.monotonic() - t0 < 2
+
+
+def _nap(x):
+    time.sleep(x)
+    return x
+
+
+def test_each_goes_on_after_an_item_with_no_answer(tmp_path):
+    t0 = time.monotonic()
+    got = guarded.each(_nap, [0, 30, 0.01, 30, 0], deadline=0.3)
+    assert got == [0, guarded.NO_ANSWER, 0.01, guarded.NO_ANSWER, 0]
+    assert time.monotonic() - t0 < 3
+    assert guarded.each(os.readlink, [str(tmp_path / "missing")]) == [None]
+    assert guarded.each(_nap, []) == []

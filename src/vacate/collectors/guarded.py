@@ -95,12 +95,9 @@ def realpath(path: str, risky: tuple[str, ...]) -> str:
     return done
 
 
-def run(fn, *args, deadline: float = DEADLINE_S):
-    """``fn(*args)`` in a forked child; its value must be marshal-able. Raises what ``fn``
-    raised as OSError (errno and message kept), or :class:`NoAnswer` after ``deadline``
-    seconds."""
-    import marshal
-
+def _fork(body) -> tuple[int, int]:
+    """Fork a child that runs ``body(w)`` (``w``: the pipe it reports through) with nothing
+    else of ours open, then leaves: (its pid, the read end)."""
     r, w = os.pipe()
     child = os.fork()
     if child == 0:                                    # the child: answer, leave
@@ -111,16 +108,28 @@ def run(fn, *args, deadline: float = DEADLINE_S):
                 os.dup2(null, fd)
             os.closerange(3, w)
             os.closerange(w + 1, 1 << 16)
-            try:
-                out = (0, fn(*args))
-            except OSError as e:
-                out = (1, (e.errno or 0, e.strerror or str(e)))
-            write_all(w, marshal.dumps(out))
+            body(w)
             code = 0
         finally:
             os._exit(code)
     os.close(w)
-    data = read_report(child, r, deadline)
+    return child, r
+
+
+def run(fn, *args, deadline: float = DEADLINE_S):
+    """``fn(*args)`` in a forked child; its value must be marshal-able. Raises what ``fn``
+    raised as OSError (errno and message kept), or :class:`NoAnswer` after ``deadline``
+    seconds."""
+    import marshal
+
+    def body(w: int) -> None:
+        try:
+            out = (0, fn(*args))
+        except OSError as e:
+            out = (1, (e.errno or 0, e.strerror or str(e)))
+        write_all(w, marshal.dumps(out))
+
+    data = read_report(*_fork(body), deadline)
     if data is None:
         raise OSError(0, "the helper process failed")
     try:
@@ -130,6 +139,64 @@ def run(fn, *args, deadline: float = DEADLINE_S):
     if kind:
         raise OSError(*value)
     return value
+
+
+NO_ANSWER = "no answer"
+
+
+def each(fn, items: list, deadline: float = DEADLINE_S) -> list:
+    """``[fn(item) for item in items]`` in a forked child that reports each value as it has it
+    (values marshal-able; an OSError gives None), with ``deadline`` seconds for each. An item
+    not answered in time gives :data:`NO_ANSWER`; the child is left and a fresh one takes the
+    items after it. One fork when everything answers."""
+    import marshal
+
+    def body(w: int) -> None:
+        for item in items[len(out):]:
+            try:
+                v = fn(item)
+            except OSError:
+                v = None
+            rec = marshal.dumps(v)
+            write_all(w, len(rec).to_bytes(4, "little") + rec)
+
+    out: list = []
+    while len(out) < len(items):
+        child, r = _fork(body)
+        buf = b""
+        try:
+            while True:
+                data = _read_within(child, r, deadline)
+                if data is None:
+                    break
+                buf += data
+                while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "little"):
+                    n = int.from_bytes(buf[:4], "little")
+                    out.append(marshal.loads(buf[4:4 + n]))
+                    buf = buf[4 + n:]
+        except NoAnswer:
+            out.append(NO_ANSWER)
+            continue
+        except BaseException:
+            _abandon(child)
+            raise
+        finally:
+            os.close(r)
+        os.waitpid(child, 0)
+        while len(out) < len(items):             # the child failed: no value for the rest
+            out.append(None)
+    return out
+
+
+def _read_within(child: int, r: int, deadline: float) -> bytes | None:
+    """What the child wrote next (None at its end), or :class:`NoAnswer` (the child killed
+    and left) when nothing came within ``deadline`` seconds."""
+    import select
+
+    if not select.select([r], [], [], deadline)[0]:
+        _abandon(child)
+        raise NoAnswer(0, f"no answer in {deadline:g} s")
+    return os.read(r, 65536) or None
 
 
 def read_report(child: int, r: int, deadline: float | None = None) -> bytes | None:

@@ -13,6 +13,7 @@ import os
 import struct
 from collections.abc import Iterable
 
+from vacate.collectors import guarded
 from vacate.collectors.procs import fs_to_target, host_mounts, on_volume
 from vacate.host import Host
 from vacate.model.common import Problem
@@ -69,12 +70,26 @@ def _loop_status(dev: str) -> tuple[int, int] | None:
         os.close(fd)
 
 
-def loops(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
-    """Loop devices whose backing file lies on the volume."""
+def _statuses(devs: list[str], guard: bool) -> dict[str, object]:
+    """dev -> (st_dev, inode) of its backing file, None, or ``guarded.NO_ANSWER``. The ioctl
+    asks the backing file's filesystem for its attributes (and waits as long as a stopped FUSE
+    daemon does not answer); with ``guard`` it runs in a helper with a deadline."""
+    if not guard:
+        return {d: _loop_status(d) for d in devs}
+    return dict(zip(devs, guarded.each(_loop_status, devs)))
+
+
+def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = False
+          ) -> tuple[list[Consumer], list[Problem]]:
+    """Loop devices whose backing file lies on the volume. ``guard``: a filesystem that may
+    not answer (FUSE, NFS) is mounted somewhere; the devices set up in another mount
+    namespace are then asked with a deadline, and one whose backing file's filesystem does not
+    answer is a warning (it blocks the verdict only when the volume itself is such a
+    filesystem: one that answered cannot be the one that does not)."""
     vol_devs = {os.makedev(target.mount.major, target.mount.minor)}
     if host.live:
         vol_devs.add(target.st_dev)
-    out = []
+    rows = []
     for bf in sorted(glob.glob(host.sys_path("block", "loop*", "loop", "backing_file"))):
         name = bf.split(os.sep)[-3]
         try:
@@ -82,24 +97,33 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consume
         except OSError:
             continue
         got = on_volume(mounts, target, text)
-        if not got and host.live:
-            # set up from another mount namespace: the path is theirs; the backing file's
-            # st_dev (LOOP_GET_STATUS64) still tells whether it lies on the volume
-            ident = _loop_status(f"/dev/{name}")
+        if got or host.live:
+            rows.append((f"/dev/{name}", bf, text, got))
+    # set up from another mount namespace: the path is theirs; the backing file's st_dev
+    # (LOOP_GET_STATUS64) still tells whether it lies on the volume
+    idents = _statuses([dev for dev, _, _, got in rows if not got], guard and bool(rows))
+    out: list[Consumer] = []
+    problems: list[Problem] = []
+    for dev, bf, text, got in rows:
+        if not got:
+            ident = idents.get(dev)
+            if ident == guarded.NO_ANSWER:
+                problems.append(Problem(
+                    "unanswered-loop", f"{dev}: the filesystem of its backing file ({text}) "
+                    "does not answer; whether it lies on the volume was not asked", dev,
+                    blocks_verdict=guarded.may_hang(target.mount.fstype)))
+                continue
             if ident is None or ident[0] not in vol_devs:
                 continue
             got = (text.removesuffix(" (deleted)"), text.endswith(" (deleted)"))
-        elif not got:
-            continue
         path, deleted = got
-        dev = f"/dev/{name}"
         users = [m.mountpoint for m in mounts if m.source == dev]
         action = " && ".join([f"umount {mp}" for mp in reversed(users)] + [f"losetup -d {dev}"])
         out.append(Consumer(
             id=f"loop-device:{dev}", type="loop-device", name=dev, live=True, paths=(path,),
             evidence=(Evidence("loop", path, bf, text, deleted),),
             attrs={"device": dev, "backing_file": path, "mounted_at": users, "action": action}))
-    return out
+    return out, problems
 
 
 def _mount_consumer(m: Mount, target: Target, where: str, source: str, action: str,
@@ -117,9 +141,11 @@ def _mount_consumer(m: Mount, target: Target, where: str, source: str, action: s
 
 def mounts_of_volume(host: Host, target: Target,
                      namespaces: Iterable[tuple[str, int]] = (),
-                     self_ns: str | None = None) -> tuple[list[Consumer], list[Problem]]:
+                     self_ns: str | None = None, may_hang: set[str] | None = None
+                     ) -> tuple[list[Consumer], list[Problem]]:
     """Mounts nested under the target, other mounts of its filesystem in our namespace, and
-    mounts of it in every other mount namespace (one pid read per namespace)."""
+    mounts of it in every other mount namespace (one pid read per namespace). ``may_hang``:
+    the types of the filesystems that may not answer seen in those namespaces are added."""
     out: list[Consumer] = []
     problems: list[Problem] = []
     src = host.proc_path("self", "mountinfo")
@@ -143,6 +169,8 @@ def mounts_of_volume(host: Host, target: Target,
                                     blocks_verdict=pid != 1))
             continue
         for m in ms:
+            if may_hang is not None and guarded.may_hang(m.fstype):
+                may_hang.add(m.fstype)
             if (m.major, m.minor) != vol or m.mount_id in seen:
                 continue
             seen.add(m.mount_id)
@@ -191,7 +219,8 @@ def collect(host: Host, target: Target, namespaces: Iterable[tuple[str, int]] = 
             self_ns = os.readlink(host.proc_path("self", "ns", "mnt"))
         except OSError:
             pass
-    ms, problems = mounts_of_volume(host, target, namespaces, self_ns)
-    out = swaps(host, target, mounts) + loops(host, target, mounts) + ms \
-        + nfs_active(host, target, mounts)
-    return tuple(out), tuple(problems)
+    hang = {m.fstype for m in mounts if guarded.may_hang(m.fstype)}
+    ms, problems = mounts_of_volume(host, target, namespaces, self_ns, hang)
+    lo, lprob = loops(host, target, mounts, guard=bool(hang) and host.live)
+    out = swaps(host, target, mounts) + lo + ms + nfs_active(host, target, mounts)
+    return tuple(out), (*problems, *lprob)
