@@ -37,7 +37,9 @@ from vacate.archive.target import Target
 from vacate.errors import UsageError
 from vacate.model.common import Problem
 
-CHUNK = 1 << 20
+CHUNK = 4 << 20        # read size of big files (4 MiB: a quarter of the lane handoffs of 1 MiB,
+                       # measured ~0.2 CPU-s less on the benchmark tree)
+SMALL = 1 << 20        # files up to this are read, hashed and written whole, on the main thread
 _ZEROS = memoryview(bytes(CHUNK))
 Progress = Callable[[int, int], None]     # (bytes done, bytes total)
 
@@ -387,7 +389,7 @@ class _Writer:
             gid=common["gid"], uname=common["user"].encode(), gname=common["group"].encode(),
             mtime_ns=common["mtime_ns"], sparse=segs))
         short = False
-        small = segs is None and size <= CHUNK
+        small = segs is None and size <= SMALL
         if small:
             data = os.read(fd, size) if size else b""
             while len(data) < size:
