@@ -17,7 +17,6 @@ here, component by component, and stops with :class:`Risky` before it would touc
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import time
 
@@ -237,6 +236,8 @@ def write_all(fd: int, data: bytes) -> None:
 def _abandon(child: int) -> None:
     """Kill a child that does not answer; reap it only if it is already gone (a child stuck
     in an uninterruptible sleep cannot be waited for)."""
+    import signal
+
     try:
         os.kill(child, signal.SIGKILL)
     except ProcessLookupError:

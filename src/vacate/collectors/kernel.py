@@ -7,7 +7,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import os
 import struct
@@ -56,6 +55,8 @@ def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consume
 
 def _loop_status(dev: str) -> tuple[int, int] | None:
     """(st_dev, inode) of a loop device's backing file, from LOOP_GET_STATUS64."""
+    import fcntl  # only where a loop device's path does not tell: off check's start
+
     try:
         fd = os.open(dev, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 
 from vacate.collectors import guarded
@@ -103,9 +102,7 @@ def resolve_target(path: str, host: Host | None = None) -> Target:
             f"no reply in {guarded.DEADLINE_S:g} s; what uses it could not be told",
             hint="is its FUSE daemon or its server alive? (umount -l detaches it)",
             exit_code=EXIT_UNKNOWN) from None
-    except OSError as e:
-        if e.errno == errno.ENOENT:
-            raise NotFound(f"{path}: no such file or directory") from None
+    except OSError as e:        # (a helper's ENOENT arrives as FileNotFoundError, above)
         raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
     abspath = real
     m = mount_of(mounts, abspath)

@@ -42,9 +42,7 @@ swaps and its child processes, so that case is a warning that does not block the
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -60,7 +58,6 @@ from vacate.parsers import mountinfo
 
 PF_KTHREAD = 0x00200000
 _DELETED = " (deleted)"
-_NVIDIA_DEV = re.compile(r"^/dev/nvidia(\d+)$")
 _ACCESS_ORDER = ("fd", "mmap", "cwd", "root", "exe")
 
 
@@ -83,6 +80,12 @@ class _Hit:
     detail: str
     deleted: bool
     writing: bool = False
+
+
+def _gpu_index(text: str) -> int | None:
+    """N of ``/dev/nvidiaN`` (an NVIDIA GPU), else None."""
+    n = text[11:]
+    return int(n) if text.startswith("/dev/nvidia") and n.isascii() and n.isdigit() else None
 
 
 def fs_to_target(target: Target, fs: str) -> str | None:
@@ -361,7 +364,7 @@ class _Pass:
                 continue      # closed meanwhile
             if text[:1] != "/":
                 continue      # socket:, pipe:, anon_inode:
-            if text.startswith("/dev/nvidia") and _NVIDIA_DEV.match(text):
+            if text.startswith("/dev/nvidia") and _gpu_index(text) is not None:
                 gpus.append(text)
             got = check(link, text, fd)
             if got:
@@ -429,6 +432,8 @@ class _Pass:
         ``--data-root`` of every running dockerd (read only when a docker holder is found)."""
         if self.docker_dirs is not None:
             return self.docker_dirs
+        import json  # docker holders only: kept off the start of every check
+
         roots = ["/var/lib/docker"]
         try:
             cfg = json.loads(_read(self.host.etc_path("docker", "daemon.json")))
@@ -458,6 +463,8 @@ class _Pass:
 
     def docker_name(self, cid: str) -> str | None:
         """A docker container's name, from ``DATA_ROOT/containers/ID/config.v2.json``."""
+        import json
+
         for root in self.docker_roots():
             try:
                 doc = json.loads(_read(self.host.path(f"{root}/containers/{cid}/config.v2.json")))
@@ -532,7 +539,7 @@ class _Pass:
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,
             "pid_namespace": self.pid_namespace(pid),
-            "gpus": [{"device": g, "index": int(_NVIDIA_DEV.match(g).group(1))}
+            "gpus": [{"device": g, "index": _gpu_index(g)}
                      for g in sorted(set(gpus))],
         }
         return Consumer(id=f"process:{pid}:{start}", type="process", name=comm, live=True,
