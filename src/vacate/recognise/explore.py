@@ -30,6 +30,7 @@ TOTAL_ENTRIES = 200_000  # ... and for all of them (each still lists at least it
 MAX_ITEMS = 500         # sub-items reported per top-level item
 SURE = 0.75             # a leaf recogniser this sure ends the descent
 GENERIC = ("directory", "file")
+AHEAD = 8               # subdirectories whose reads are started before their turn
 
 PLURAL = {
     "model": "models", "draft-model": "draft models", "gguf": "GGUF files",
@@ -143,9 +144,12 @@ class Explorer:
                 rest = Stats(rest.apparent_bytes + st.apparent_bytes,
                              rest.disk_bytes + st.disk_bytes, rest.files + st.files,
                              rest.dirs + st.dirs)
-        for p, st in look:
+        for k, (p, st) in enumerate(look):
             if self.nodes >= MAX_NODES or reader.expired:
                 break
+            for q, _ in look[k + (AHEAD if k else 1):k + 1 + AHEAD]:
+                for fn in base.LOOKAHEAD:      # (each subdirectory once, AHEAD in advance)
+                    fn(q, reader)
             out.append(self.node(p, True, st, depth + 1, top, reader))
         files = sorted(lst.files.values(), key=lambda f: f.size, reverse=True)
         looked = 0

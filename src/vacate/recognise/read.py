@@ -19,6 +19,7 @@ TEXT_CAP = 1024 * 1024
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_FADVISE = hasattr(os, "posix_fadvise")
 
 
 def open_noatime(path: str, flags: int) -> int:
@@ -43,6 +44,7 @@ class Reader:
         self.bytes_read = 0
         self.entries_left = entries     # directory entries the listings may still stat
         self._dirs: dict[str, str] = {}  # directory -> its realpath
+        self._real: dict[str, str] = {}  # path -> its realpath (a link's target is a disk read)
 
     @property
     def expired(self) -> bool:
@@ -101,10 +103,60 @@ class Reader:
         finally:
             os.close(fd)
 
+    def prefetch(self, paths: list[str], n: int, *, within: str | None = None) -> None:
+        """Ask the kernel to start reading the first ``n`` bytes of each of ``paths`` now
+        (``posix_fadvise(WILLNEED)`` returns at once): the reads that follow, one by one,
+        find them in the page cache or in flight. On a cold cache this turns a model's
+        config and shard headers from one disk round trip each into about one for all.
+        Only regular files, by the same rules as :meth:`head`; anything odd is skipped
+        quietly (the read that follows reports it)."""
+        if not _FADVISE:
+            return
+        for path in paths:
+            real = path
+            try:
+                if within is not None:
+                    real = self.realpath(path)
+                    root = self.realpath(within)
+                    if not real.startswith(root.rstrip("/") + "/"):
+                        continue
+                if not S.S_ISREG(os.lstat(real).st_mode):
+                    continue
+                fd = open_noatime(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
+                                  | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def names(self, path: str) -> list[str]:
+        """The names in directory ``path`` (not a symlink), listed without touching its
+        access time; [] when it cannot be listed."""
+        try:
+            fd = open_noatime(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return []
+        try:
+            return os.listdir(fd)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+
     def realpath(self, path: str) -> str:
         """``os.path.realpath``, with the directories resolved once per reader: a hub cache
         resolves thousands of snapshot links in a few directories, and realpath lstats every
         component of every path."""
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = self._resolve(path)
+        return real
+
+    def _resolve(self, path: str) -> str:
         for _ in range(40):                      # the kernel's limit on links followed
             head, name = os.path.split(path)
             d = self._dirs.get(head)
