@@ -16,7 +16,7 @@
 
 /* list_dir(fd, thr) -> (dirs, files, apparent, blocks, mtime_ns, atime_ns, links, large,
    errors, read_errno)
-   dirs: [name]; links: [(dev, ino, size, blocks, mtime_ns, atime_ns, name)] (nlink > 1, not
+   dirs: [(name, (mode, ino, dev, nlink, size, blocks, mtime_ns, atime_ns))]; links: [(dev, ino, size, blocks, mtime_ns, atime_ns, name)] (nlink > 1, not
    counted in the aggregates); large: [(name, size, blocks, mtime_ns, atime_ns, nlink, dev, ino)]
    regular files with size > thr or blocks*512 > thr; errors: [(name, errno)]. The fd is not
    closed (a dup is read). */
@@ -73,15 +73,20 @@ static PyObject *list_dir(PyObject *self, PyObject *args) {
             Py_DECREF(t);
             continue;
         }
+        long long mns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        long long ans = (long long)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec;
         if (S_ISDIR(st.st_mode)) {
-            PyObject *n = PyUnicode_DecodeFSDefault(de->d_name);
-            if (!n || PyList_Append(dirs, n) < 0) { Py_XDECREF(n); goto fail; }
-            Py_DECREF(n);
+            PyObject *t = Py_BuildValue("(O&(kKKkLLLL))", PyUnicode_DecodeFSDefault, de->d_name,
+                                        (unsigned long)st.st_mode,
+                                        (unsigned long long)st.st_ino,
+                                        (unsigned long long)st.st_dev,
+                                        (unsigned long)st.st_nlink, (long long)st.st_size,
+                                        (long long)st.st_blocks, mns, ans);
+            if (!t || PyList_Append(dirs, t) < 0) { Py_XDECREF(t); goto fail; }
+            Py_DECREF(t);
             continue;
         }
         files++;
-        long long mns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-        long long ans = (long long)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec;
         if (S_ISREG(st.st_mode) && ((long long)st.st_size > thr ||
                                      (long long)st.st_blocks > thr / 512)) {
             PyObject *t = Py_BuildValue("(O&LLLLkKK)", PyUnicode_DecodeFSDefault, de->d_name,

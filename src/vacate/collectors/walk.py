@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 try:                      # the hot loop in C, when it was built (see _fastwalk.c)
     from vacate.collectors import _fastwalk
@@ -166,6 +167,31 @@ class _Part:
     def __setstate__(self, state):
         for k, v in zip(self.__slots__, state):
             setattr(self, k, v)
+
+
+class DirStat(NamedTuple):
+    """What the walk uses of a subdirectory's ``lstat`` (from the C loop: the same fields,
+    the same names as ``os.stat_result``)."""
+
+    st_mode: int
+    st_ino: int
+    st_dev: int
+    st_nlink: int
+    st_size: int
+    st_blocks: int
+    st_mtime_ns: int
+    st_atime_ns: int
+
+    @property
+    def st_mtime(self) -> float:
+        return _secs(self.st_mtime_ns)
+
+    @property
+    def st_atime(self) -> float:
+        return _secs(self.st_atime_ns)
+
+
+_dirstat = DirStat._make
 
 
 class TreeRecord:
@@ -304,7 +330,7 @@ class _Walker:
 
     def listdir_c(self, fd: int, path: str, dst: os.stat_result, pending: list) -> None:
         """:meth:`listdir` with the per-entry loop in C (``_fastwalk.list_dir``): the same
-        results, entry for entry. Subdirectories come back by name and are stat'ed here."""
+        results, entry for entry; a subdirectory's stat comes as a :class:`DirStat`."""
         part = self.part
         try:
             (dirs, files, app, blk, mt, at, links, large, errors,
@@ -315,17 +341,7 @@ class _Walker:
                 (), 0, 0, 0, 0, 0, (), (), (), 0)
         for name, err in errors:
             self.bad_entry(path, name, OSError(err, os.strerror(err)))
-        for name in dirs:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError as err:
-                self.bad_entry(path, name, err)
-                continue
-            if st.st_mode & _FMT == _DIR:
-                pending.append((name, st))
-            else:
-                self.warn("changed", _join(path, name), "replaced while it was being walked;"
-                          " skipped")
+        pending.extend([(name, _dirstat(st)) for name, st in dirs])
         if read_errno:
             self.warn("unreadable-dir", path, OSError(read_errno, os.strerror(read_errno)))
         for name, size, b, mns, ans, nlink, dev, ino in large:
