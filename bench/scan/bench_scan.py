@@ -132,13 +132,22 @@ def main() -> int:
             tree.umount()      # the image stays cached for the next run
 
 
+def walk_loop() -> str:
+    """Which per-entry loop the vacate under test walks with (the C one is optional)."""
+    code = "from vacate.collectors import walk; print(walk._fastwalk is not None)"
+    built = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.strip() == "True"
+    return ("walk loop: C (vacate.collectors._fastwalk)" if built
+            else "walk loop: Python (the C loop is not built)")
+
+
 def run_all(mnt: str, a: argparse.Namespace) -> int:
     cmds = commands(mnt)
     n = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
                                   text=True).stdout)["totals"]
     out = [(f"tree: {n['files']:,} files, {n['dirs']:,} directories, "
             f"{n['apparent_bytes'] / 1e12:.1f} TB apparent, {n['disk_bytes'] / 1e9:.1f} GB on "
-            f"disk; load average before: {os.getloadavg()[0]:.1f}"), ""]
+            f"disk; load average before: {os.getloadavg()[0]:.1f}"), walk_loop(), ""]
     if a.only != "cold":
         out += report(f"warm page cache, {a.warm} interleaved rounds",
                       series(cmds, a.warm, False))
