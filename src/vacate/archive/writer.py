@@ -124,20 +124,9 @@ class _Counter:
         self.n = 0
 
     def write(self, data) -> None:
-        if isinstance(data, tuple):          # raw zstd blocks: headers and views of the data
-            for piece in data:
-                self.h.update(piece)
-                self.n += len(piece)
-            self.wlane.call(_write_pieces, self.sink, data)
-            return
         self.h.update(data)
         self.n += len(data)
         self.wlane.call(self.sink.write, data)
-
-
-def _write_pieces(sink, pieces: tuple) -> None:
-    for piece in pieces:
-        sink.write(piece)
 
 
 class _Part:
