@@ -30,7 +30,7 @@ PREFETCH = ("config.json", "hf_quant_config.json", ".safetensors", ".index.json"
 @lookahead
 def hub_repo_ahead(path: str, reader: Reader) -> None:
     """A hub repo coming up: start reading its snapshots' configs and shard headers."""
-    if reader.expired or repo_id(os.path.basename(path)) is None:
+    if reader.expired or reader.warm or repo_id(os.path.basename(path)) is None:
         return
     snaps = os.path.join(path, "snapshots")
     for rev in sorted(reader.names(snaps))[:2]:

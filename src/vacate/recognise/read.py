@@ -20,6 +20,8 @@ TEXT_CAP = 1024 * 1024
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
 _FADVISE = hasattr(os, "posix_fadvise")
+_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+WARM_AFTER = 32                 # files looked at before prefetching may stop (Reader._cached)
 
 
 def open_noatime(path: str, flags: int) -> int:
@@ -45,6 +47,9 @@ class Reader:
         self.entries_left = entries     # directory entries the listings may still stat
         self._dirs: dict[str, str] = {}  # directory -> its realpath
         self._real: dict[str, str] = {}  # path -> its realpath (a link's target is a disk read)
+        self._warm = not _NOWAIT          # prefetch off (see _cached)
+        self._tries = self._hits = 0
+        self._byte = bytearray(1)
 
     @property
     def expired(self) -> bool:
@@ -110,7 +115,7 @@ class Reader:
         config and shard headers from one disk round trip each into about one for all.
         Only regular files, by the same rules as :meth:`head`; anything odd is skipped
         quietly (the read that follows reports it)."""
-        if not _FADVISE:
+        if not _FADVISE or self._warm:
             return
         for path in paths:
             real = path
@@ -127,11 +132,32 @@ class Reader:
             except OSError:
                 continue
             try:
-                os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
+                if not self._cached(fd):
+                    os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
             except OSError:
                 pass
             finally:
                 os.close(fd)
+
+    def _cached(self, fd: int) -> bool:
+        """Whether the file's first page is in the page cache (a read that may not wait).
+        After ``WARM_AFTER`` files nearly all cached, :meth:`prefetch` stops: on a warm cache
+        it would only cost time."""
+        try:
+            os.preadv(fd, [self._byte], 0, _NOWAIT)
+            hit = True
+        except OSError:                  # EAGAIN: not cached; EOPNOTSUPP: cannot tell
+            hit = False
+        self._tries += 1
+        self._hits += hit
+        if self._tries >= WARM_AFTER and self._hits >= 0.9 * self._tries:
+            self._warm = True
+        return hit
+
+    @property
+    def warm(self) -> bool:
+        """What was read ahead so far was in the page cache already: reading ahead is off."""
+        return self._warm
 
     def names(self, path: str) -> list[str]:
         """The names in directory ``path`` (not a symlink), listed without touching its
