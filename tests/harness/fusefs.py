@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -38,24 +39,26 @@ def _mounted(mnt: str) -> bool:
 @contextlib.contextmanager
 def fuse_mount(mnt: str):
     """Mount the filesystem at ``mnt`` (an empty directory); yields the daemon's Popen."""
-    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), mnt],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        end = time.monotonic() + 15
-        while not _mounted(mnt):
-            if p.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(f"FUSE daemon did not mount {mnt}: "
-                                   f"{p.stderr.read().decode(errors='replace')}")
-            time.sleep(0.02)
-        yield p
-    finally:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, sig)
-        p.wait(timeout=10)
-        p.stderr.close()
-        subprocess.run(["fusermount", "-u", "-z", mnt], capture_output=True, check=False)
+    # its log goes to a file, not a pipe: a chatty daemon must never block on it
+    with tempfile.TemporaryFile() as log:
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), mnt],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=log, start_new_session=True)
+        try:
+            end = time.monotonic() + 15
+            while not _mounted(mnt):
+                if p.poll() is not None or time.monotonic() > end:
+                    log.seek(0)
+                    raise RuntimeError(f"FUSE daemon did not mount {mnt}: "
+                                       f"{log.read().decode(errors='replace')}")
+                time.sleep(0.02)
+            yield p
+        finally:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, sig)
+            p.wait(timeout=10)
+            subprocess.run(["fusermount", "-u", "-z", mnt], capture_output=True, check=False)
 
 
 def stopped(p: subprocess.Popen):
