@@ -24,11 +24,14 @@ How a file is matched to the volume, by filesystem identity (valid in every moun
   namespace). Their container-relative paths are translated to the host's path with the
   mount's root field.
 
-Nothing here touches the filesystem a link points into: ``readlink`` of a ``/proc`` link, an
+Nothing here asks the filesystem a link points into: ``readlink`` of a ``/proc`` link, an
 ``O_PATH`` open of it and ``fdinfo`` are answered by the kernel from its own records, while a
 ``stat`` through the link asks that filesystem and blocks for as long as a stopped FUSE daemon
-or an unreachable hard-mounted NFS server does not answer (``fuser`` and ``lsof`` hang there).
-A dead ``sshfs`` elsewhere on the host therefore cannot hold up the check of another volume.
+or an unreachable hard-mounted NFS server does not answer (``lsof`` hangs there). Measured on
+FUSE (``tests/test_check_hang.py``); on NFS the ``O_PATH`` open (other namespaces' root, cwd
+and exe; map_files) may still revalidate the file, which no test here can show (this kernel
+has no NFS client). A dead ``sshfs`` elsewhere on the host cannot hold up the check of
+another volume.
 
 Errors: a process that vanishes while being read is skipped silently. Only holders pay for
 their identity (pid, start time from ``/proc/PID/stat``), read after their links; one link is
