@@ -102,7 +102,7 @@ def test_flipped_byte_in_the_bucket_is_found(s3, tmp_path):
 def test_interrupted_upload_resumes(s3, tmp_path):
     src = make_awkward_tree(str(tmp_path), big_mb=20)
     with open(os.path.join(src, "more-weights.bin"), "wb") as f:
-        f.write(os.urandom(30 << 20))
+        f.write(os.urandom(60 << 20))     # long enough a run to be caught mid-upload
     url = f"s3://{BUCKET}/backups/t3"
     cmd = [sys.executable, "-m", "vacate", "archive", src, "--to", url, "--part-size", "9M",
            "--json", "--level", "6"]
@@ -135,7 +135,10 @@ def s3_server_uploads(c, prefix):
     """Pieces already sent by unfinished multipart uploads under ``prefix``."""
     out = []
     for u in c.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix).get("Uploads", []):
-        parts = c.list_parts(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+        try:
+            parts = c.list_parts(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+        except c.exceptions.NoSuchUpload:
+            continue            # completed (or aborted) since it was listed
         out += parts.get("Parts", [])
     return out
 
