@@ -118,9 +118,6 @@ def test_dead_filesystem_itself_cannot_be_told(dead_fuse, where):
     assert took < 15, f"took {took:.1f} s"
 
 
-@pytest.mark.xfail(strict=True, reason="the walk (and --no-scan's listing) lstat a mountpoint "
-                   "below the volume before leaving it out, and that lstat enters the dead "
-                   "filesystem (collectors/walk.py, core/check.py list_top)")
 def test_dead_filesystem_nested_in_volume(volume):
     """A dead FUSE mount below the volume: bounded time, and never "safe"."""
     if not can_fuse():

@@ -381,6 +381,8 @@ class _Walker:
         try:
             with os.scandir(fd) as it:
                 for e in it:
+                    if skip is not None and e.name in skip:
+                        continue    # a mountpoint: not even stat'ed (a dead FUSE/NFS hangs it)
                     try:
                         entries.append((e.name, e.stat(follow_symlinks=False)))
                     except OSError as err:
@@ -389,8 +391,6 @@ class _Walker:
             self.warn("unreadable-dir", path, e)
             read_error = True
         for name, st in entries:
-            if skip is not None and name in skip:
-                continue        # a mountpoint: not ours
             mode = st.st_mode & _FMT
             if mode == _DIR:
                 pending.append((name, st))

@@ -49,7 +49,10 @@ def list_top(target: Target) -> ScanResult:
     except OSError as e:
         entries = []
         warnings.append(Problem("unreadable-dir", f"{target.path}: {e.strerror}", target.path))
+    nested = {m.mountpoint for m in target.nested_mounts}
     for e in entries:
+        if e.path in nested:
+            continue        # a mount below: not the volume's (and a dead one would hang stat)
         try:
             st = e.stat(follow_symlinks=False)
         except OSError:
