@@ -172,9 +172,6 @@ def test_loop_device_on_dead_fuse_is_a_warning(volume):
     assert took < 15, f"took {took:.1f} s"
 
 
-@pytest.mark.xfail(strict=True, reason="configured/symlinks.py lstats a directory entry before "
-                   "testing whether it is a mountpoint to skip, and skips only some FUSE "
-                   "types: the search of /root and homes enters the dead filesystem")
 def test_dead_filesystem_in_a_home_dir(volume):
     """A dead sshfs in root's home (where people mount them): the search for symlinks into
     the volume must not enter it."""

@@ -23,7 +23,9 @@ from vacate.model.usage import Consumer, Evidence
 ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
 MAX_ENTRIES = 200_000  # directory entries looked at, all roots together
-# never walked: network filesystems (slow, may hang) and automount points (a walk mounts them)
+# never walked: network filesystems (slow, may hang), every FUSE filesystem (a stopped daemon
+# hangs whatever touches it, even a stat of its mountpoint) and automount points (a walk
+# mounts them). Tested against their mountpoints before anything there is stat'ed.
 SKIP_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "9p",
                           "afs", "autofs", "fuse.sshfs", "fuse.rclone", "fuse.s3fs",
                           "fuse.glusterfs", "fuse.cephfs", "proc", "sysfs"})
@@ -38,7 +40,8 @@ def skipped_mountpoints(host: Host) -> frozenset[str]:
         mounts, _bad = read_mounts(host)
     except OSError:
         return frozenset()
-    return frozenset(m.mountpoint for m in mounts if m.fstype in SKIP_FSTYPES)
+    return frozenset(m.mountpoint for m in mounts
+                     if m.fstype in SKIP_FSTYPES or m.fstype.startswith("fuse"))
 
 
 def home_dirs(host: Host) -> list[str]:
@@ -67,8 +70,8 @@ def collect(host: Host, target: Target, view: VolumeView
     seen_dirs: set[tuple[int, int]] = set()
     skip = skipped_mountpoints(host)
     for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
-        if view.to_host(root) is not None:
-            continue        # the root itself is on the volume: never walk into it
+        if view.to_host(root) is not None or root in skip:
+            continue        # the root itself is on the volume (or a FUSE/network mount)
         try:
             st = os.lstat(host.path(root))
         except OSError:
@@ -78,7 +81,7 @@ def collect(host: Host, target: Target, view: VolumeView
             if c is not None:
                 consumers.append(c)
             continue
-        if st.st_dev in vol_devs or root in skip:
+        if st.st_dev in vol_devs:
             continue
         stack = [(root, 0)]
         while stack:
@@ -104,12 +107,14 @@ def collect(host: Host, target: Target, view: VolumeView
                     if depth >= MAX_DEPTH or entry.name in SKIP_NAMES or \
                             not entry.is_dir(follow_symlinks=False):
                         continue
+                    spelled = prefix + entry.name
+                    if spelled in skip:
+                        continue
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                spelled = prefix + entry.name
                 key = (st.st_dev, st.st_ino)
-                if st.st_dev in vol_devs or key in seen_dirs or spelled in skip or \
+                if st.st_dev in vol_devs or key in seen_dirs or \
                         view.to_host(spelled) is not None:
                     continue
                 seen_dirs.add(key)
