@@ -11,7 +11,7 @@ import pytest
 from harness.holders import MMAP_ONLY, Crowd, Holders
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.collectors import mounts, procs, procs_probe
+from vacate.collectors import forking, mounts, procs, procs_probe
 from vacate.host import Host
 
 pytestmark = pytest.mark.root
@@ -66,7 +66,7 @@ def _collect(target, split: bool, monkeypatch):
 
 
 def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch):
-    if procs_probe._cpus() < 2:
+    if forking.cpus() < 2:
         pytest.skip("one CPU: the pass is never split")
     _m, target, holders, _others = crowd_volume
     one = _collect(target, False, monkeypatch)
@@ -104,7 +104,7 @@ def test_a_broken_child_report_is_refused():
 def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypatch):
     """The CLI forks the first look off before its imports: the result is the normal pass's,
     and a guess that does not match the resolved target is thrown away (child reaped)."""
-    if procs_probe._cpus() < 2:
+    if forking.cpus() < 2:
         pytest.skip("one CPU: nothing is forked early")
     m, target, holders, _others = crowd_volume
     monkeypatch.setattr(procs_probe, "SPLIT_MIN", 1)

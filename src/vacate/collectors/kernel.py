@@ -77,6 +77,8 @@ def _statuses(devs: list[str], guard: bool) -> dict[str, object]:
     daemon does not answer); with ``guard`` it runs in a helper with a deadline."""
     if not guard:
         return {d: _loop_status(d) for d in devs}
+    import fcntl  # noqa: F401  (imported before the fork: a child must not import)
+
     return dict(zip(devs, guarded.each(_loop_status, devs)))
 
 

@@ -24,9 +24,8 @@ here again.
 from __future__ import annotations
 
 import os
-import sys
 
-from vacate.collectors import guarded
+from vacate.collectors import forking, guarded
 
 PF_KTHREAD = 0x00200000
 _FILE = os.O_RDONLY | os.O_CLOEXEC
@@ -164,19 +163,6 @@ def _decode(data: bytes) -> Probe:
     return p
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _threaded() -> bool:
-    """Other threads running here (a test's helper, an embedding program): no fork then."""
-    threading = sys.modules.get("threading")
-    return threading is not None and threading.active_count() > 1
-
-
 def _fork_probe(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
                 self_ns: str | None, live: bool) -> tuple[int, int]:
     """A forked child probing ``pids``: (its pid, the pipe its report comes through)."""
@@ -215,7 +201,7 @@ def _merge(first: Probe, second: Probe) -> Probe:
 
 
 def _can_fork(n: int) -> bool:
-    return n >= SPLIT_MIN and hasattr(os, "fork") and _cpus() >= 2 and not _threaded()
+    return n >= SPLIT_MIN and forking.can_fork()
 
 
 def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
