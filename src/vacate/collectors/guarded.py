@@ -9,6 +9,11 @@ deadline: the child reports through a pipe; when it does not answer in time it i
 child holds nothing of ours that anyone waits on: its stdin, stdout and stderr are
 ``/dev/null`` and every other fd but its pipe is closed.
 
+The fork is made even while other threads run (there is no other way to leave a stuck call
+behind): the child only makes system calls and marshals plain values, and everything it
+uses is imported before the fork (a child must not import: another thread may have held the
+import lock when it was copied).
+
 Only paths that lie on such a filesystem pay for the fork: :func:`realpath` resolves a path
 here, component by component, and stops with :class:`Risky` before it would touch one
 (mountpoints are compared by name, as mountinfo spells them).
