@@ -14,6 +14,7 @@ import stat
 from vacate.collectors.configured.cfgfiles import read_text
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import resolve
+from vacate.collectors.guarded import may_hang
 from vacate.collectors.mounts import read_mounts
 from vacate.host import Host
 from vacate.model.common import Problem
@@ -26,9 +27,7 @@ MAX_ENTRIES = 200_000  # directory entries looked at, all roots together
 # never walked: network filesystems (slow, may hang), every FUSE filesystem (a stopped daemon
 # hangs whatever touches it, even a stat of its mountpoint) and automount points (a walk
 # mounts them). Tested against their mountpoints before anything there is stat'ed.
-SKIP_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "9p",
-                          "afs", "autofs", "fuse.sshfs", "fuse.rclone", "fuse.s3fs",
-                          "fuse.glusterfs", "fuse.cephfs", "proc", "sysfs"})
+SKIP_FSTYPES = frozenset({"autofs", "proc", "sysfs"})     # and whatever guarded.may_hang says
 
 # directories that only tools write, never links a person made: not walked
 SKIP_NAMES = frozenset({"__pycache__", ".git"})
@@ -41,7 +40,7 @@ def skipped_mountpoints(host: Host) -> frozenset[str]:
     except OSError:
         return frozenset()
     return frozenset(m.mountpoint for m in mounts
-                     if m.fstype in SKIP_FSTYPES or m.fstype.startswith("fuse"))
+                     if m.fstype in SKIP_FSTYPES or may_hang(m.fstype))
 
 
 def home_dirs(host: Host) -> list[str]:
