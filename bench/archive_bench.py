@@ -124,8 +124,11 @@ def main() -> None:
     nfiles = sum(len(f) for _, _, f in os.walk(tree)) - 1
     print(f"tree: {size / 1e9:.2f} GB, {nfiles} files; {os.cpu_count()} CPUs; "
           f"load {os.getloadavg()[0]:.1f}")
+    # the vacate of this checkout, whatever an editable install elsewhere points at
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     env = dict(os.environ, RESTIC_PASSWORD="bench", RESTIC_CACHE_DIR=os.path.join(a.root,
-                                                                                  "rcache"))
+                                                                                  "rcache"),
+               PYTHONPATH=src)
     vac = f"{sys.executable} -m vacate"
     parent, base = os.path.split(tree)
     archive_cmds = {
