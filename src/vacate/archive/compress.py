@@ -126,11 +126,12 @@ def raw_blocks_into(data, buf) -> int:
     mv = memoryview(data)
     k = RAW_BLOCK
     o = 0
-    for i in range(0, len(mv), k):
-        b = mv[i:i + k]
-        buf[o:o + 3] = (len(b) << 3).to_bytes(3, "little")
-        buf[o + 3:o + 3 + len(b)] = b
-        o += 3 + len(b)
+    with memoryview(buf) as dst:          # (a bytearray slice assignment copies twice)
+        for i in range(0, len(mv), k):
+            b = mv[i:i + k]
+            dst[o:o + 3] = (len(b) << 3).to_bytes(3, "little")
+            dst[o + 3:o + 3 + len(b)] = b
+            o += 3 + len(b)
     return o
 
 
