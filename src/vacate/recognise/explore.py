@@ -65,11 +65,15 @@ def entry_budgets(items: Sequence[Item]) -> list[int]:
 
 
 class Explorer:
-    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0):
+    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0,
+                 ahead: Callable[..., None] | None = None):
         self.dir_stats = dir_stats      # path -> the walked directory's subtree Stats
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
+        # runs a look-ahead, ahead(fn, path, reader): inline, or handed to helpers
+        # (readahead.Ahead)
+        self.ahead = ahead or (lambda fn, path, reader: fn(path, reader))
 
     def item(self, it: Item, entries: int = ITEM_ENTRIES,
              ) -> tuple[Classification, list[Item], list]:
@@ -149,7 +153,7 @@ class Explorer:
                 break
             for q, _ in look[k + (AHEAD if k else 1):k + 1 + AHEAD]:
                 for fn in base.LOOKAHEAD:      # (each subdirectory once, AHEAD in advance)
-                    fn(q, reader)
+                    self.ahead(fn, q, reader)
             out.append(self.node(p, True, st, depth + 1, top, reader))
         files = sorted(lst.files.values(), key=lambda f: f.size, reverse=True)
         looked = 0

@@ -159,6 +159,16 @@ class Reader:
         """What was read ahead so far was in the page cache already: reading ahead is off."""
         return self._warm
 
+    @property
+    def cold(self) -> bool:
+        """Enough was read ahead to tell, and most of it was not in the page cache."""
+        return not self._warm and self._tries >= WARM_AFTER
+
+    def force_cold(self) -> None:
+        """Read ahead whatever is asked, without probing (a read-ahead helper's reader)."""
+        self._warm = False
+        self._tries = -(1 << 62)
+
     def names(self, path: str) -> list[str]:
         """The names in directory ``path`` (not a symlink), listed without touching its
         access time; [] when it cannot be listed."""
