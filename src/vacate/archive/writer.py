@@ -11,6 +11,13 @@ itself (temp name -> fsync -> rename, or S3 multipart completion). A part counts
 when both exist and the size matches; a rerun with the same name skips every path that a done
 part holds and carries on. The manifest is written last: its presence marks the archive
 complete.
+
+Threads (the tree of BENCHMARKS.md "archive (issue 5)" keeps two cores busy): the main thread
+walks, reads (into reused buffers) and feeds zstd (whose workers compress); the hash lane
+hashes each file; the output lane hashes each part; the write lane stores it; the finisher
+lane commits each finished part (sidecar, fsync, rename) while the next one is produced, in
+part order, so a part is renamed only once it is synced and every part before it is renamed.
+Memory is bounded by the lanes' queue depths (each lane holds at most ``depth`` chunks).
 """
 
 from __future__ import annotations
