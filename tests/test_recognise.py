@@ -1050,37 +1050,3 @@ def test_entry_budgets_share_fairly():
     many = entry_budgets(items(*[10**6] * 40, 1000))
     assert many[-1] == 1000 and len(set(many[:-1])) == 1
     assert sum(many) <= TOTAL_ENTRIES and many[0] == (TOTAL_ENTRIES - 1000) // 40
-
-
-def test_cold_cache_read_ahead_by_helpers_changes_nothing(tmp_path, monkeypatch):
-    """With the cache found cold, a hub cache's repos are read ahead by forked helpers (so
-    their links and headers are read side by side); what is recognised is exactly what the
-    warm, inline run says, and no helper is left running afterwards."""
-    from vacate.recognise import read, readahead
-
-    src = tmp_path / "src"
-    small_model(str(src))
-    weights = (src / "model.safetensors").read_bytes()
-    conf = (src / "config.json").read_bytes()
-    hub = tmp_path / "vol" / "hub"
-    for i in range(40):
-        hub_repo(str(hub), f"org/model-{i:02d}", {"c" * 40: {
-            "config.json": conf, "model.safetensors": weights + bytes(i)}}, main="c" * 40)
-    w = walk.walk(str(tmp_path / "vol"))
-    items = tuple(Item("item:" + os.path.relpath(p, tmp_path / "vol"), p, None, d, s)
-                  for p, d, s in w.top)
-    warm = annotate(items, w.dirs, parallel=False)
-
-    started = []
-    real_start = readahead.Ahead._start
-    monkeypatch.setattr(readahead.Ahead, "_start",
-                        lambda self: (real_start(self), started.append(list(self.pids))))
-    monkeypatch.setattr(read.Reader, "_cached", lambda self, fd: (
-        setattr(self, "_tries", self._tries + 1), False)[1])      # every page: not cached
-    cold = annotate(items, w.dirs, parallel=False)
-    assert started and len(started[0]) == readahead.HELPERS
-    assert cold == warm
-    assert warm[0][0].classification.label.startswith("Hugging Face hub cache: 40 models")
-    for pid in started[0]:
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)                            # reaped: gone

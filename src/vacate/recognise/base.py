@@ -154,15 +154,6 @@ Recogniser = Callable[[Ctx], Classification | None]
 FILES: list[Recogniser] = []
 DIRS: list[Recogniser] = []
 COMPOSITES: list[Recogniser] = []
-# (path, reader) -> None: told about a directory a few steps before it is looked at, a
-# look-ahead may start the reads its recogniser will make (Reader.prefetch), so that on a
-# cold cache they are in flight together instead of one disk round trip each
-LOOKAHEAD: list[Callable[[str, Reader], None]] = []
-
-
-def lookahead(fn: Callable[[str, Reader], None]) -> Callable[[str, Reader], None]:
-    LOOKAHEAD.append(fn)
-    return fn
 
 
 def files(fn: Recogniser) -> Recogniser:

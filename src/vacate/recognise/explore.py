@@ -30,7 +30,6 @@ TOTAL_ENTRIES = 200_000  # ... and for all of them (each still lists at least it
 MAX_ITEMS = 500         # sub-items reported per top-level item
 SURE = 0.75             # a leaf recogniser this sure ends the descent
 GENERIC = ("directory", "file")
-AHEAD = 8               # subdirectories whose reads are started before their turn
 
 PLURAL = {
     "model": "models", "draft-model": "draft models", "gguf": "GGUF files",
@@ -65,15 +64,11 @@ def entry_budgets(items: Sequence[Item]) -> list[int]:
 
 
 class Explorer:
-    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0,
-                 ahead: Callable[..., None] | None = None):
+    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0):
         self.dir_stats = dir_stats      # path -> the walked directory's subtree Stats
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
-        # runs a look-ahead, ahead(fn, path, reader): inline, or handed to helpers
-        # (readahead.Ahead)
-        self.ahead = ahead or (lambda fn, path, reader: fn(path, reader))
 
     def item(self, it: Item, entries: int = ITEM_ENTRIES,
              ) -> tuple[Classification, list[Item], list]:
@@ -148,12 +143,9 @@ class Explorer:
                 rest = Stats(rest.apparent_bytes + st.apparent_bytes,
                              rest.disk_bytes + st.disk_bytes, rest.files + st.files,
                              rest.dirs + st.dirs)
-        for k, (p, st) in enumerate(look):
+        for p, st in look:
             if self.nodes >= MAX_NODES or reader.expired:
                 break
-            for q, _ in look[k + (AHEAD if k else 1):k + 1 + AHEAD]:
-                for fn in base.LOOKAHEAD:      # (each subdirectory once, AHEAD in advance)
-                    self.ahead(fn, q, reader)
             out.append(self.node(p, True, st, depth + 1, top, reader))
         files = sorted(lst.files.values(), key=lambda f: f.size, reverse=True)
         looked = 0

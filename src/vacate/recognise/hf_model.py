@@ -14,7 +14,7 @@ from vacate.recognise import draft_model, quant
 from vacate.recognise.base import Ctx, Listing, cls, dirs
 from vacate.recognise.formats.text import LFS_HEAD, front_matter, lfs_pointer
 from vacate.recognise.read import INDEX_CAP, Reader
-from vacate.recognise.safetensors_header import HEAD, dtype_summary, human_params, read_header
+from vacate.recognise.safetensors_header import dtype_summary, human_params, read_header
 
 SHARD = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.(?P<ext>safetensors|bin)$")
 BIN = re.compile(r"^(pytorch_model|model|adapter_model).*\.bin$")
@@ -50,9 +50,6 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         return None
     evidence: list[str] = []
     conf = 0.9
-    reader.prefetch([join(n) for n in ("config.json", "hf_quant_config.json", *st_files)
-                     if n in lst.files and not (lst.files[n].is_link and within is None)],
-                    HEAD, within=within)
     cfg = reader.json(join("config.json"), within=within, what="config.json") if has_cfg else None
     if has_cfg and not isinstance(cfg, dict):
         cfg, conf = None, 0.5

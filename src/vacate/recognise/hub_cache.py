@@ -9,9 +9,7 @@ import re
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import hf_model
-from vacate.recognise.base import Ctx, cls, composite, dirs, list_dir, lookahead
-from vacate.recognise.read import Reader
-from vacate.recognise.safetensors_header import HEAD
+from vacate.recognise.base import Ctx, cls, composite, dirs, list_dir
 
 REPO_DIR = re.compile(r"^(models|datasets|spaces)--(.+)$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -22,21 +20,6 @@ def repo_id(name: str) -> tuple[str, str] | None:
     if not m:
         return None
     return m.group(1)[:-1], m.group(2).replace("--", "/")
-
-
-PREFETCH = ("config.json", "hf_quant_config.json", ".safetensors", ".index.json")
-
-
-@lookahead
-def hub_repo_ahead(path: str, reader: Reader) -> None:
-    """A hub repo coming up: start reading its snapshots' configs and shard headers."""
-    if reader.expired or reader.warm or repo_id(os.path.basename(path)) is None:
-        return
-    snaps = os.path.join(path, "snapshots")
-    for rev in sorted(reader.names(snaps))[:2]:
-        d = os.path.join(snaps, rev)
-        reader.prefetch([os.path.join(d, n) for n in reader.names(d)[:64]
-                         if n.endswith(PREFETCH)], HEAD, within=path)
 
 
 @dirs

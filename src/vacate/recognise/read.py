@@ -19,9 +19,6 @@ TEXT_CAP = 1024 * 1024
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
-_FADVISE = hasattr(os, "posix_fadvise")
-_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
-WARM_AFTER = 32                 # files looked at before prefetching may stop (Reader._cached)
 
 
 def open_noatime(path: str, flags: int) -> int:
@@ -47,9 +44,6 @@ class Reader:
         self.entries_left = entries     # directory entries the listings may still stat
         self._dirs: dict[str, str] = {}  # directory -> its realpath
         self._real: dict[str, str] = {}  # path -> its realpath (a link's target is a disk read)
-        self._warm = not _NOWAIT          # prefetch off (see _cached)
-        self._tries = self._hits = 0
-        self._byte = bytearray(1)
 
     @property
     def expired(self) -> bool:
@@ -105,81 +99,6 @@ class Reader:
             if not quiet:
                 self.warn("unreadable", path, e.strerror or str(e))
             return None
-        finally:
-            os.close(fd)
-
-    def prefetch(self, paths: list[str], n: int, *, within: str | None = None) -> None:
-        """Ask the kernel to start reading the first ``n`` bytes of each of ``paths`` now
-        (``posix_fadvise(WILLNEED)`` returns at once): the reads that follow, one by one,
-        find them in the page cache or in flight. On a cold cache this turns a model's
-        config and shard headers from one disk round trip each into about one for all.
-        Only regular files, by the same rules as :meth:`head`; anything odd is skipped
-        quietly (the read that follows reports it)."""
-        if not _FADVISE or self._warm:
-            return
-        for path in paths:
-            real = path
-            try:
-                if within is not None:
-                    real = self.realpath(path)
-                    root = self.realpath(within)
-                    if not real.startswith(root.rstrip("/") + "/"):
-                        continue
-                if not S.S_ISREG(os.lstat(real).st_mode):
-                    continue
-                fd = open_noatime(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
-                                  | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not self._cached(fd):
-                    os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-
-    def _cached(self, fd: int) -> bool:
-        """Whether the file's first page is in the page cache (a read that may not wait).
-        After ``WARM_AFTER`` files nearly all cached, :meth:`prefetch` stops: on a warm cache
-        it would only cost time."""
-        try:
-            os.preadv(fd, [self._byte], 0, _NOWAIT)
-            hit = True
-        except OSError:                  # EAGAIN: not cached; EOPNOTSUPP: cannot tell
-            hit = False
-        self._tries += 1
-        self._hits += hit
-        if self._tries >= WARM_AFTER and self._hits >= 0.9 * self._tries:
-            self._warm = True
-        return hit
-
-    @property
-    def warm(self) -> bool:
-        """What was read ahead so far was in the page cache already: reading ahead is off."""
-        return self._warm
-
-    @property
-    def cold(self) -> bool:
-        """Enough was read ahead to tell, and most of it was not in the page cache."""
-        return not self._warm and self._tries >= WARM_AFTER
-
-    def force_cold(self) -> None:
-        """Read ahead whatever is asked, without probing (a read-ahead helper's reader)."""
-        self._warm = False
-        self._tries = -(1 << 62)
-
-    def names(self, path: str) -> list[str]:
-        """The names in directory ``path`` (not a symlink), listed without touching its
-        access time; [] when it cannot be listed."""
-        try:
-            fd = open_noatime(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return []
-        try:
-            return os.listdir(fd)
-        except OSError:
-            return []
         finally:
             os.close(fd)
 

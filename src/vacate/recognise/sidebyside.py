@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from vacate.collectors.forking import can_fork, die_with_parent
 from vacate.model.inventory import Item, Stats
 from vacate.recognise.explore import Explorer
-from vacate.recognise.readahead import Ahead
 
 Found = dict[int, tuple]          # item number -> (Classification, sub-items, problems)
 _REC = struct.Struct("=I")
@@ -92,19 +91,15 @@ def _entries(it: Item) -> int:
 def _look(items: Sequence[Item], budgets: Sequence[int],
           stats_of: Callable[[str], Stats | None], budget_s: float, deadline: float,
           take: Callable[[], int | None]) -> Found:
-    ahead = Ahead()                     # (this process's own helpers, if the cache is cold)
-    try:
-        ex = Explorer(stats_of, budget_s, ahead)
-        found: Found = {}
-        while (i := take()) is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                continue                # not looked at: the caller says how many
-            ex.budget_s = min(budget_s, left)
-            found[i] = ex.item(items[i], budgets[i])
-        return found
-    finally:
-        ahead.close()
+    ex = Explorer(stats_of, budget_s)
+    found: Found = {}
+    while (i := take()) is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            continue                    # not looked at: the caller says how many
+        ex.budget_s = min(budget_s, left)
+        found[i] = ex.item(items[i], budgets[i])
+    return found
 
 
 def _taker(fd: int) -> Callable[[], int | None]:
