@@ -62,18 +62,22 @@ def run_once(cmd: list[str]) -> tuple[float, float, int]:
 
 
 def series(cmds: dict[str, list[str]], rounds: int, cold: bool) -> dict[str, list]:
-    """``rounds`` interleaved rounds, the order shuffled each round (seeded)."""
+    """``rounds`` interleaved rounds, the order shuffled each round (seeded). Warm: each
+    timed run right after an untimed run of the same command, so that what that tool reads
+    is in the cache when it is timed. (This machine runs DAMON reclaim, ``kdamond``: pages
+    unused for some seconds are evicted, so a cache warmed once at the start is partly cold
+    again a few runs later, and most for the tool that reads file contents, not only
+    metadata: vacate's recognisers.)"""
     rnd = random.Random(7)
     res: dict[str, list] = {k: [] for k in cmds}
-    if not cold:
-        for cmd in cmds.values():       # warm everything up once, not measured
-            run_once(cmd)
     for _ in range(rounds):
         order = list(cmds)
         rnd.shuffle(order)
         for name in order:
             if cold:
                 drop_caches()
+            else:
+                run_once(cmds[name])
             res[name].append(run_once(cmds[name]))
     return res
 
