@@ -25,6 +25,8 @@ import os
 import stat
 import time
 
+from vacate.parsers.mountinfo import is_under
+
 # Filesystems whose answers come from a daemon or a server (fuse, fuseblk, fuse.sshfs, ...).
 _REMOTE = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "afs",
                      "lustre", "coda", "ncpfs", "orangefs", "gfs2", "ocfs2", "virtiofs"})
@@ -50,14 +52,10 @@ def may_hang(fstype: str) -> bool:
     return fstype.split(".", 1)[0] in _REMOTE
 
 
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/") or top == "/"
-
-
 def _risky_for(path: str, risky: tuple[str, ...]) -> str | None:
     best = None
     for mp in risky:
-        if _under(path, mp) and (best is None or len(mp) > len(best)):
+        if is_under(path, mp) and (best is None or len(mp) > len(best)):
             best = mp
     return best
 

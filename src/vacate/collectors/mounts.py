@@ -9,6 +9,7 @@ from vacate.errors import EXIT_UNKNOWN, NotFound, VacateError
 from vacate.host import Host
 from vacate.model.mount import Mount, Target
 from vacate.parsers import mountinfo
+from vacate.parsers.mountinfo import is_under  # (its callers import it from here too)
 
 
 def read_mounts(host: Host, pid: str | int = "self") -> tuple[tuple[Mount, ...], tuple[str, ...]]:
@@ -16,13 +17,6 @@ def read_mounts(host: Host, pid: str | int = "self") -> tuple[tuple[Mount, ...],
     with open(host.proc_path(pid, "mountinfo"), "rb") as f:
         text = f.read().decode("utf-8", "surrogateescape")
     return mountinfo.parse(text)
-
-
-def is_under(path: str, top: str) -> bool:
-    """``path`` is ``top`` or inside it (purely by name)."""
-    if top == "/":
-        return path.startswith("/")
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def mount_of(mounts: tuple[Mount, ...], path: str) -> Mount:

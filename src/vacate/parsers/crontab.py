@@ -40,14 +40,20 @@ def _env_line(n: int, m: re.Match, raw: str) -> CronLine:
     return CronLine(n, "env", "", None, f"{m.group(1)}={_unquote(m.group(2))}", raw)
 
 
+def _content(text: str):
+    """(line number, raw line, stripped line) of each line that is neither blank nor a
+    comment."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if s and not s.startswith("#"):
+            yield n, raw, s
+
+
 def parse(text: str, *, system: bool) -> tuple[tuple[CronLine, ...], tuple[str, ...]]:
     """A crontab: its jobs and environment lines, and warnings for lines that are neither."""
     out: list[CronLine] = []
     warnings: list[str] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s or s.startswith("#"):
-            continue
+    for n, raw, s in _content(text):
         m = _ENV.match(s)
         if m:
             out.append(_env_line(n, m, raw))
@@ -76,10 +82,7 @@ def parse_anacrontab(text: str) -> tuple[tuple[CronLine, ...], tuple[str, ...]]:
     """``period delay job-id command`` jobs (run as root) and environment lines."""
     out: list[CronLine] = []
     warnings: list[str] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s or s.startswith("#"):
-            continue
+    for n, raw, s in _content(text):
         m = _ENV.match(s)
         f = s.split(None, 3)
         if m and not (len(f) == 4 and (f[0].isdigit() or f[0].startswith("@"))):

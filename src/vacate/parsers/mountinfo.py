@@ -13,6 +13,13 @@ import re
 from vacate.model.mount import Mount
 
 
+def is_under(path: str, top: str) -> bool:
+    """``path`` is ``top`` or inside it (purely by name)."""
+    if top == "/":
+        return path.startswith("/")
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
 def unescape(field: str) -> str:
     """Undo the kernel's octal escapes (``\\040`` -> space). Bytes above 0x7f stay as they are
     in the surrogate-escaped string, so the result round-trips through ``os.fsencode``."""
