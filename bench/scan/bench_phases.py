@@ -1,0 +1,138 @@
+"""The pieces of `vacate scan`, measured in-process on the bench tree (root; the tree of
+bench_scan_tree.py, mounted as bench_scan.py does), for the figures in BENCHMARKS.md that no
+whole-command run shows:
+
+    python3 bench/scan/bench_phases.py loops               # per-entry loop: C vs Python, 1 process
+    python3 bench/scan/bench_phases.py workers --rounds 3  # walk with 2/3/4 walkers, warm and cold
+    python3 bench/scan/bench_phases.py recognise           # recognising right after a walk, and
+                                                           # again after 20 s idle (DAMON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_scan_tree as tree
+
+from vacate.collectors import walk
+from vacate.model.inventory import Item
+
+_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def loop_c(fd: int) -> int:
+    n = 0
+    dirs, files = walk._fastwalk.list_dir(fd, 1 << 62)[:2]
+    for name, _st in dirs:
+        sub = os.open(name, _OPEN, dir_fd=fd)
+        try:
+            n += loop_c(sub) + 1
+        finally:
+            os.close(sub)
+    return n + files
+
+
+def loop_py(fd: int) -> int:
+    n, dirs = 0, []
+    with os.scandir(fd) as it:
+        for e in it:
+            st = e.stat(follow_symlinks=False)
+            if st.st_mode & 0o170000 == 0o040000:
+                dirs.append(e.name)
+            else:
+                n += 1
+    for name in dirs:
+        sub = os.open(name, _OPEN, dir_fd=fd)
+        try:
+            n += loop_py(sub) + 1
+        finally:
+            os.close(sub)
+    return n
+
+
+def loops(mnt: str, rounds: int) -> None:
+    if walk._fastwalk is None:
+        sys.exit("the C loop is not built")
+    res: dict[str, list[float]] = {"C": [], "Python": []}
+    for _ in range(rounds):
+        for name, fn in (("C", loop_c), ("Python", loop_py)):
+            fd = os.open(mnt, _OPEN)
+            c = cpu()
+            fn(fd)
+            res[name].append(cpu() - c)
+            os.close(fd)
+    for name, v in res.items():
+        print(f"{name} loop, one process: median {statistics.median(v):.2f} CPU-s "
+              f"({' '.join(f'{x:.2f}' for x in v)})")
+
+
+def workers(mnt: str, rounds: int) -> None:
+    for cold in (False, True):
+        res: dict[int, list[float]] = {}
+        for _ in range(rounds):
+            for n in (2, 3, 4):
+                if cold:
+                    drop_caches()
+                else:
+                    walk.walk(mnt, workers=n)          # this run's cache, untimed
+                t = time.perf_counter()
+                walk.walk(mnt, workers=n)
+                res.setdefault(n, []).append(time.perf_counter() - t)
+        for n, v in res.items():
+            print(f"{'cold' if cold else 'warm'} walk, {n} walkers: median "
+                  f"{statistics.median(v):.2f} s ({' '.join(f'{x:.2f}' for x in v)})")
+    print(f"load average: {os.getloadavg()[0]:.1f}")
+
+
+def recognise(mnt: str, rounds: int) -> None:
+    from vacate import recognise as rec
+
+    w = walk.walk(mnt)
+    items = tuple(Item("item:" + os.path.relpath(p, mnt), p, None, d, s) for p, d, s in w.top)
+    for label, pause in (("right after the last", 0), ("after 20 s idle", 20)):
+        v = []
+        for _ in range(rounds):
+            rec.annotate(items, w.dirs)            # warm what it reads
+            time.sleep(pause)
+            t = time.perf_counter()
+            rec.annotate(items, w.dirs)
+            v.append(time.perf_counter() - t)
+        print(f"recognising, {label}: median {statistics.median(v):.2f} s "
+              f"({' '.join(f'{x:.2f}' for x in v)})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=("loops", "workers", "recognise"))
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root (loop mount, drop_caches)")
+    was_mounted = tree.mounted()
+    mnt = tree.mount()
+    try:
+        {"loops": loops, "workers": workers, "recognise": recognise}[a.what](mnt, a.rounds)
+    finally:
+        if not was_mounted:
+            tree.umount()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
