@@ -64,10 +64,9 @@ def run_once(cmd: list[str]) -> tuple[float, float, int]:
 def series(cmds: dict[str, list[str]], rounds: int, cold: bool) -> dict[str, list]:
     """``rounds`` interleaved rounds, the order shuffled each round (seeded). Warm: each
     timed run right after an untimed run of the same command, so that what that tool reads
-    is in the cache when it is timed. (This machine runs DAMON reclaim, ``kdamond``: pages
-    unused for some seconds are evicted, so a cache warmed once at the start is partly cold
-    again a few runs later, and most for the tool that reads file contents, not only
-    metadata: vacate's recognisers.)"""
+    is in the cache when it is timed. (This machine runs DAMON reclaim, ``kdamond``, which
+    evicts pages it sees unused; whether that reaches a series of runs is not settled, see
+    BENCHMARKS.md, and warming each run rules it out.)"""
     rnd = random.Random(7)
     res: dict[str, list] = {k: [] for k in cmds}
     for _ in range(rounds):
