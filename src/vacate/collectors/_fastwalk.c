@@ -14,6 +14,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static int is_dot(const char *n) {
+    return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
+}
+
+/* A DIR reading a dup of `fd` from its start (the caller's fd stays open); NULL with an
+   OSError set on failure. */
+static DIR *open_dup(int fd) {
+    int dfd = dup(fd);
+    if (dfd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    DIR *d = fdopendir(dfd);
+    if (d == NULL) {
+        int e = errno;
+        close(dfd);
+        errno = e;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    rewinddir(d);
+    return d;
+}
+
 /* list_dir(fd, thr) -> (dirs, files, apparent, blocks, mtime_ns, atime_ns, links, large,
    errors, read_errno)
    dirs: [(name, (mode, ino, dev, nlink, size, blocks, mtime_ns, atime_ns))]; links: [(dev, ino, size, blocks, mtime_ns, atime_ns, name)] (nlink > 1, not
@@ -25,17 +49,9 @@ static PyObject *list_dir(PyObject *self, PyObject *args) {
     long long thr;
     if (!PyArg_ParseTuple(args, "iL", &fd, &thr))
         return NULL;
-    int dfd = dup(fd);
-    if (dfd < 0)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    DIR *d = fdopendir(dfd);
-    if (d == NULL) {
-        int e = errno;
-        close(dfd);
-        errno = e;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    rewinddir(d);
+    DIR *d = open_dup(fd);
+    if (d == NULL)
+        return NULL;
     PyObject *dirs = PyList_New(0), *links = PyList_New(0), *large = PyList_New(0),
              *errors = PyList_New(0);
     if (!dirs || !links || !large || !errors)
@@ -51,8 +67,7 @@ static PyObject *list_dir(PyObject *self, PyObject *args) {
         de = readdir(d);
         if (de == NULL)
             serr = errno;
-        else if (de->d_name[0] == '.' && (de->d_name[1] == 0 ||
-                 (de->d_name[1] == '.' && de->d_name[2] == 0)))
+        else if (is_dot(de->d_name))
             rc = 0;
         else {
             rc = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW);
@@ -64,8 +79,7 @@ static PyObject *list_dir(PyObject *self, PyObject *args) {
             read_errno = serr;
             break;
         }
-        if (de->d_name[0] == '.' && (de->d_name[1] == 0 ||
-            (de->d_name[1] == '.' && de->d_name[2] == 0)))
+        if (is_dot(de->d_name))
             continue;
         if (serr) {
             PyObject *t = Py_BuildValue("(O&i)", PyUnicode_DecodeFSDefault, de->d_name, serr);
@@ -120,8 +134,108 @@ fail:
     return NULL;
 }
 
+/* entries(fd, cap, FileInfo) -> (dirs, files, listed, truncated, read_errno)
+   One directory's listing for the recognisers (recognise/base.py list_dir keeps the same loop
+   in Python): at most `cap` entries in readdir order; dirs: [name] (by d_type, else lstat);
+   files: {name: FileInfo(name, size, blocks * 512, is_link, mtime, atime)} with the times as
+   float seconds made as os.stat_result makes them; an entry whose lstat fails is left out
+   (and counted); truncated: a further entry was there. The fd is not closed (a dup is read). */
+static PyObject *entries(PyObject *self, PyObject *args) {
+    int fd;
+    long long cap;
+    PyTypeObject *info;
+    if (!PyArg_ParseTuple(args, "iLO!", &fd, &cap, &PyType_Type, &info))
+        return NULL;
+    if (!PyType_IsSubtype(info, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "FileInfo must be a tuple type");
+        return NULL;
+    }
+    DIR *d = open_dup(fd);
+    if (d == NULL)
+        return NULL;
+    PyObject *dirs = PyList_New(0), *files = PyDict_New();
+    if (!dirs || !files)
+        goto fail;
+    long long listed = 0;
+    int truncated = 0, read_errno = 0;
+    for (;;) {
+        struct dirent *de;
+        struct stat st;
+        int rc = 0, serr = 0, isdir = 0, dot = 0;
+        Py_BEGIN_ALLOW_THREADS
+        errno = 0;
+        de = readdir(d);
+        if (de == NULL)
+            serr = errno;
+        else if (is_dot(de->d_name))
+            dot = 1;
+        else if (listed < cap) {
+            if (de->d_type == DT_DIR)
+                isdir = 1;
+            else {
+                rc = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW);
+                if (rc == 0 && S_ISDIR(st.st_mode))
+                    isdir = 1;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (de == NULL) {
+            read_errno = serr;
+            break;
+        }
+        if (dot)
+            continue;
+        if (listed >= cap) {
+            truncated = 1;
+            break;
+        }
+        listed++;
+        if (rc != 0)
+            continue;
+        PyObject *name = PyUnicode_DecodeFSDefault(de->d_name);
+        if (!name)
+            goto fail;
+        if (isdir) {
+            int bad = PyList_Append(dirs, name) < 0;
+            Py_DECREF(name);
+            if (bad)
+                goto fail;
+            continue;
+        }
+        PyObject *f = info->tp_alloc(info, 6);
+        if (!f) { Py_DECREF(name); goto fail; }
+        Py_INCREF(name);
+        PyTuple_SET_ITEM(f, 0, name);
+        PyTuple_SET_ITEM(f, 1, PyLong_FromLongLong((long long)st.st_size));
+        PyTuple_SET_ITEM(f, 2, PyLong_FromLongLong((long long)st.st_blocks * 512));
+        PyTuple_SET_ITEM(f, 3, PyBool_FromLong(S_ISLNK(st.st_mode)));
+        PyTuple_SET_ITEM(f, 4, PyFloat_FromDouble((double)st.st_mtim.tv_sec +
+                                                  (double)st.st_mtim.tv_nsec * 1e-9));
+        PyTuple_SET_ITEM(f, 5, PyFloat_FromDouble((double)st.st_atim.tv_sec +
+                                                  (double)st.st_atim.tv_nsec * 1e-9));
+        int bad = 0;
+        for (int i = 1; i < 6; i++)
+            if (PyTuple_GET_ITEM(f, i) == NULL)
+                bad = 1;
+        if (!bad)
+            bad = PyDict_SetItem(files, name, f) < 0;
+        Py_DECREF(name);
+        Py_DECREF(f);
+        if (bad)
+            goto fail;
+    }
+    closedir(d);
+    return Py_BuildValue("(NNLii)", dirs, files, listed, truncated, read_errno);
+fail:
+    closedir(d);
+    Py_XDECREF(dirs); Py_XDECREF(files);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"list_dir", list_dir, METH_VARARGS, "Stat every entry of an open directory (see walk.py)."},
+    {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
+     "recognise/base.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
+from vacate.collectors import walk
 from vacate.model.inventory import Classification, Stats
 from vacate.recognise.read import Reader, open_noatime
 
 LIST_CAP = 5000          # entries looked at per directory
 HEAD = 4096              # bytes of a file's head read once and shared
+# the listing loop in C (collectors/_fastwalk.c), when it was built: _list_py otherwise
+_entries = getattr(walk._fastwalk, "entries", None)
 
 
 class FileInfo(NamedTuple):
@@ -123,31 +126,44 @@ def list_dir(path: str, reader: Reader) -> Listing:
             reader.warn("unreadable-dir", path, e.strerror or str(e))
         return Listing((), {}, False, True)
     try:
-        with os.scandir(fd) as it:
-            for n, e in enumerate(it):
-                if n >= cap:
-                    truncated = True
-                    break
-                reader.entries_left -= 1
-                try:
-                    if e.is_dir(follow_symlinks=False):     # the entry's type: no stat
-                        dirs.append(e.name)
-                        continue
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if S.S_ISDIR(st.st_mode):
-                    dirs.append(e.name)
-                else:
-                    files[e.name] = FileInfo(e.name, st.st_size, st.st_blocks * 512,
-                                             S.S_ISLNK(st.st_mode), st.st_mtime, st.st_atime)
+        if _entries is not None:
+            dirs, files, listed, truncated, err = _entries(fd, cap, FileInfo)
+            reader.entries_left -= listed
+            if err:
+                raise OSError(err, os.strerror(err))
+        else:
+            truncated = _list_py(fd, cap, reader, dirs, files)
     except OSError as e:
         reader.warn("unreadable-dir", path, e.strerror or str(e))
         return Listing((), {}, False, True)
     finally:
         os.close(fd)
     dirs.sort()
-    return Listing(tuple(dirs), files, truncated)
+    return Listing(tuple(dirs), files, bool(truncated))
+
+
+def _list_py(fd: int, cap: int, reader: Reader, dirs: list[str],
+             files: dict[str, FileInfo]) -> bool:
+    """:func:`list_dir`'s loop where the C one (``_fastwalk.entries``) is not built: the
+    same entries, in the same order; True when there were more than ``cap``."""
+    with os.scandir(fd) as it:
+        for n, e in enumerate(it):
+            if n >= cap:
+                return True
+            reader.entries_left -= 1
+            try:
+                if e.is_dir(follow_symlinks=False):     # the entry's type: no stat
+                    dirs.append(e.name)
+                    continue
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if S.S_ISDIR(st.st_mode):
+                dirs.append(e.name)
+            else:
+                files[e.name] = FileInfo(e.name, st.st_size, st.st_blocks * 512,
+                                         S.S_ISLNK(st.st_mode), st.st_mtime, st.st_atime)
+    return False
 
 
 Recogniser = Callable[[Ctx], Classification | None]
