@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import stat as S
 import struct
+import zlib
 from dataclasses import dataclass
 
 BLOCK = 512
@@ -83,7 +84,13 @@ def _ustar(name: bytes, mode: int, uid: int, gid: int, size: int, mtime: int, fl
     h = _USTAR.pack(name, b"%07o" % (mode & 0o7777), b"%07o" % uid, b"%07o" % gid,
                     b"%011o" % size, b"%011o" % mtime, b"        ", flag, linkname,
                     b"ustar\x0000", uname, gname, b"%07o" % devmajor, b"%07o" % devminor)
-    return b"".join((h[:148], b"%06o\0 " % sum(h), h[156:]))
+    return b"".join((h[:148], b"%06o\0 " % _byte_sum(h), h[156:]))
+
+
+def _byte_sum(block: bytes) -> int:
+    """Sum of a 512-byte block's bytes, by two Adler-32s (at most 256 * 255 < 65521 per
+    half, so each one's low word is exactly 1 + the sum): 1 us against 2.5 for ``sum()``."""
+    return (zlib.adler32(block[:256]) & 0xFFFF) + (zlib.adler32(block[256:]) & 0xFFFF) - 2
 
 
 def _ascii_fits(b: bytes, width: int) -> bool:
@@ -168,6 +175,23 @@ def header(m: Member) -> bytes:
     if mapblock:
         out.append(mapblock)
     return b"".join(out)
+
+
+def file_header(path: bytes, size: int, mode: int, uid: int, gid: int, uname: bytes,
+                gname: bytes, mtime_ns: int) -> bytes:
+    """``header()`` of a dense regular file, the same bytes, without the ``Member`` and the
+    checks that only odd members need (10,000 small files: ~0.1 s less)."""
+    if size > _MAX_OCTAL[12] or uid > _MAX_OCTAL[8] or gid > _MAX_OCTAL[8] or mtime_ns < 0 \
+            or not (_ascii_fits(path, 100) and _ascii_fits(uname, 32)
+                    and _ascii_fits(gname, 32)):
+        return header(Member(path=path, type="file", size=size, mode=mode, uid=uid, gid=gid,
+                             uname=uname, gname=gname, mtime_ns=mtime_ns))
+    pax = _pax_record(b"path", path) + _pax_record(b"mtime", pax_mtime(mtime_ns))
+    sec = mtime_ns // 1_000_000_000
+    return b"".join((
+        _ustar(b"PaxHeaders/" + path.rsplit(b"/", 1)[-1][:80], 0o644, 0, 0, len(pax), sec, PAX),
+        pax, bytes(padding(len(pax))),
+        _ustar(path, mode, uid, gid, size, sec, REG, b"", uname, gname)))
 
 
 def _short_name(name: bytes) -> bytes:

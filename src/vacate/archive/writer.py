@@ -388,13 +388,10 @@ class _Writer:
         part = self._open_part()
         segs = _data_segments(fd, size, st)
         h = hashlib.sha256()
-        hdr = tarfmt.header(tarfmt.Member(
-            path=se.arcpath, type="file", size=size, mode=common["mode"], uid=common["uid"],
-            gid=common["gid"], uname=common["user"].encode(), gname=common["group"].encode(),
-            mtime_ns=common["mtime_ns"], sparse=segs))
         short = False
         small = segs is None and size <= SMALL
         if small:
+            # the lean path of the many small files: one header call, one read, one write
             data = os.read(fd, size) if size else b""
             while len(data) < size:
                 more = os.read(fd, size - len(data))
@@ -405,11 +402,17 @@ class _Writer:
             if short:
                 data += bytes(size - len(data))
             h.update(data)
-            part.write(hdr + data + bytes(tarfmt.padding(size)))
+            part.write(b"".join((tarfmt.file_header(
+                se.arcpath, size, common["mode"], common["uid"], common["gid"],
+                common["user"].encode(), common["group"].encode(), common["mtime_ns"]),
+                data, _ZEROS[:tarfmt.padding(size)])))
             self.bytes_read += size
             self._tick(size)
         else:
-            part.write(hdr)
+            part.write(tarfmt.header(tarfmt.Member(
+                path=se.arcpath, type="file", size=size, mode=common["mode"],
+                uid=common["uid"], gid=common["gid"], uname=common["user"].encode(),
+                gname=common["group"].encode(), mtime_ns=common["mtime_ns"], sparse=segs)))
             stored = 0
             pos = 0
             for off, length in segs or ((0, size),):
