@@ -1,7 +1,8 @@
 """The fast first look over /proc (``procs_probe``): on a real btrfs volume with holders of
-every kind and a crowd of plain sleepers, the pass split across a forked child finds exactly
-what the single pass finds, every real holder is a candidate, and kernel threads and plain
-sleepers are not."""
+every kind and a crowd of plain sleepers, the pass split across threads (C) or a forked child
+(Python) finds exactly what the single pass finds, the C look and the Python look agree pid for
+pid, every real holder is a candidate, and kernel threads and plain sleepers are not. Most
+tests run twice: with the C module (``_fastproc``) and with the Python look alone."""
 
 import os
 import subprocess
@@ -51,6 +52,60 @@ def crowd_volume():
         v.close()
 
 
+@pytest.fixture(params=["c", "python"])
+def impl(request, monkeypatch):
+    """The look in C (skipped where it was not built) or in Python alone."""
+    if request.param == "c":
+        if procs_probe._fastproc is None:
+            pytest.skip("the C look was not built")
+    else:
+        monkeypatch.setattr(procs_probe, "_fastproc", None)
+    return request.param
+
+
+def _running(early) -> bool:
+    """The early look is still out: C threads not joined, or a child not reaped."""
+    return early.job is not None or early.child > 0
+
+
+def test_c_look_is_built():
+    """The install builds the C look where a compiler is (scripts/test-deps.sh installs one):
+    without it the look runs in Python, correct but slower, and this says so."""
+    assert procs_probe._fastproc is not None, (
+        "vacate.collectors._fastproc was not built: reinstall with a C compiler and the Python"
+        " headers")
+
+
+def _alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+def test_c_look_and_python_look_agree(crowd_volume):
+    """The C look (one thread and several) gives the Python look's candidates, namespaces and
+    count over the whole real /proc: holders of every kind, kernel threads, a private mount
+    namespace, the crowd. Processes of other suites may exit in between: only those may
+    differ."""
+    if procs_probe._fastproc is None:
+        pytest.skip("the C look was not built")
+    m, target, holders, others = crowd_volume
+    ns = os.readlink("/proc/self/ns/mnt")
+    tokens = (f" {target.mount.major:02x}:{target.mount.minor:02x} ".encode(),)
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    py = procs_probe.probe("/proc", pids, (m,), tokens, ns, True)
+    for threads in (1, 2, 3):
+        c = procs_probe._c_result(procs_probe._c_start("/proc", pids, (m,), tokens, ns, True,
+                                                       threads))
+        differ = set(py.candidates) ^ set(c.candidates)
+        assert not [p for p in differ if _alive(p)], (threads, differ)
+        assert c.candidates == sorted(c.candidates)
+        assert holders <= set(c.candidates) and not (others & set(c.candidates))
+        assert {k: v for k, v in c.namespaces.items() if _alive(v)} == \
+            {k: v for k, v in py.namespaces.items() if _alive(v)}
+        assert abs(c.count - py.count) <= len([p for p in pids if not _alive(p)])
+    nothing = procs_probe._c_result(procs_probe._c_start("/proc", [], (m,), tokens, ns, True, 2))
+    assert nothing.candidates == [] and nothing.count == 0
+
+
 def _is_kthread(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -65,7 +120,7 @@ def _collect(target, split: bool, monkeypatch):
     return procs.collect(Host.local(), target)
 
 
-def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch):
+def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch, impl):
     if forking.cpus() < 2:
         pytest.skip("one CPU: the pass is never split")
     _m, target, holders, _others = crowd_volume
@@ -79,7 +134,7 @@ def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch):
     assert not [p for p in two.problems if p.blocks_verdict]
 
 
-def test_probe_flags_every_holder_and_leaves_out_plain_sleepers(crowd_volume):
+def test_probe_flags_every_holder_and_leaves_out_plain_sleepers(crowd_volume, impl):
     m, target, holders, others = crowd_volume
     ns = os.readlink("/proc/self/ns/mnt")
     tokens = (f" {target.mount.major:02x}:{target.mount.minor:02x} ".encode(),)
@@ -101,20 +156,22 @@ def test_a_broken_child_report_is_refused():
     assert back.count == 0 and back.candidates == [] and back.namespaces == {}
 
 
-def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypatch):
-    """The CLI forks the first look off before its imports: the result is the normal pass's,
-    and a guess that does not match the resolved target is thrown away (child reaped)."""
-    if forking.cpus() < 2:
+def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypatch, impl):
+    """The CLI starts the first look before its imports (C threads, or a forked child): the
+    result is the normal pass's, and a guess that does not match the resolved target is thrown
+    away (threads joined, child reaped)."""
+    if forking.cpus() < 2 and impl == "python":
         pytest.skip("one CPU: nothing is forked early")
     m, target, holders, _others = crowd_volume
     monkeypatch.setattr(procs_probe, "SPLIT_MIN", 1)
     early = procs_probe.Early.start(f"{m}/work")
-    assert early is not None and early.key[0] == {m}
+    assert early is not None and early.key[0] == {m} and _running(early)
     child = early.child
     got = procs.collect(Host.local(), target, early=early)
-    assert early.child == -1
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)                 # joined and reaped
+    assert not _running(early)
+    if impl == "python":
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)             # joined and reaped
     plain = procs.collect(Host.local(), target)
     assert {c.id for c in got.consumers} == {c.id for c in plain.consumers}
     assert holders <= {c.attrs["pid"] for c in got.consumers}
@@ -123,14 +180,16 @@ def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypa
     assert wrong is not None and wrong.key[0] != {m}
     child = wrong.child
     again = procs.collect(Host.local(), target, early=wrong)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)
+    assert not _running(wrong)
+    if impl == "python":
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)
     assert {c.id for c in again.consumers} == {c.id for c in plain.consumers}
 
 
 def test_check_command_with_the_early_look(crowd_volume):
-    """``vacate check --json`` as a user runs it (the early look forked in the CLI) reports
-    every holder."""
+    """``vacate check --json`` as a user runs it (the early look started in the CLI's entry
+    point) reports every holder."""
     import json
 
     m, _target, holders, _others = crowd_volume
@@ -141,26 +200,36 @@ def test_check_command_with_the_early_look(crowd_volume):
     assert holders <= {c["pid"] for c in doc["consumers"] if c["type"] == "process"}
 
 
-def test_entry_point_starts_the_look_for_check_only(crowd_volume):
-    """``vacate check [flags] PATH`` forks the first look before argparse is imported; it is
-    handed over for that path only, and reaped when nobody takes it."""
+def test_entry_point_starts_the_look_for_check_only(crowd_volume, impl):
+    """``vacate check [flags] PATH`` starts the first look before argparse is imported; it is
+    handed over for that path only, and ended (threads joined, child reaped) when nobody takes
+    it."""
+    if forking.cpus() < 2 and impl == "python":
+        pytest.skip("one CPU: nothing is forked early")
     m, _target, _holders, _others = crowd_volume
     procs_probe.start_for_argv(["scan", m])
     assert procs_probe._pending is None
     procs_probe.start_for_argv(["check", "--json", "--no-scan", m])
     early = procs_probe.take_pending(m)
-    assert early is not None and early.path == m and early.child > 0
+    assert early is not None and early.path == m and _running(early)
     early.close()
+    assert not _running(early)
     assert procs_probe.take_pending(m) is None                 # handed over once
     procs_probe.start_for_argv(["check", m])
-    child = procs_probe._pending.child
+    pending = procs_probe._pending
+    child = pending.child
     assert procs_probe.take_pending(f"{m}/work") is None       # another spelling: not used
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)                         # ...and reaped
+    assert not _running(pending)                               # ...and ended
+    if impl == "python":
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)
     procs_probe.start_for_argv(["check", "--help"])
     assert procs_probe._pending is None
     procs_probe.start_for_argv(["check", m])
-    child = procs_probe._pending.child
+    pending = procs_probe._pending
+    child = pending.child
     procs_probe.close_pending()                                # --help, an early error
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)
+    assert not _running(pending)
+    if impl == "python":
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TextIO
 
 from vacate.host import Host
+
+# typing is imported only by type checkers (its import is a measurable part of start-up)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 @dataclass(slots=True)

@@ -4,14 +4,14 @@ exit codes. ``main(argv, env)`` returns the exit status instead of exiting."""
 from __future__ import annotations
 
 import importlib
-import signal
+import os
 import sys
 
 from vacate import __version__
 from vacate.errors import EXIT_ERROR, VacateError
 
-# argparse and Env (dataclasses) are imported when used: `vacate check` forks its /proc pass
-# off in entry() first, so that it runs while they are imported.
+# argparse, signal and Env (dataclasses) are imported when used: `vacate check` starts its
+# /proc pass in entry() first, so that it runs while they are imported.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -54,7 +54,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with only the command ``only``."""
     import argparse
 
-    p = argparse.ArgumentParser(
+    class Formatter(argparse.HelpFormatter):
+        def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+            super().__init__(prog, indent_increment, max_help_position, width or _columns())
+
+    class Parser(argparse.ArgumentParser):      # every command's parser uses Formatter
+        def __init__(self, *args, formatter_class=Formatter, **kwargs):
+            super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+    p = Parser(
         prog="vacate",
         description="Is anything still using this volume? Audit it, back it up cold, retire it.",
     )
@@ -71,7 +79,22 @@ class _Terminated(Exception):
 
 
 def _on_term(signum, frame):
+    import signal
+
     raise _Terminated(signal.Signals(signum).name)
+
+
+def _columns() -> int:
+    """The terminal's width for --help, as argparse would find it, without the import of
+    shutil (and bz2, lzma) that argparse's formatter makes for it."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
@@ -104,11 +127,13 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
 
 def entry() -> None:
-    signal.signal(signal.SIGTERM, _on_term)
-    signal.signal(signal.SIGHUP, _on_term)
     from vacate.collectors import procs_probe
 
     procs_probe.start_for_argv(sys.argv[1:])      # `vacate check PATH`: the /proc pass starts
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGHUP, _on_term)
     try:
         sys.exit(main())
     except BrokenPipeError:

@@ -9,7 +9,6 @@ thread (a thread's locks would be copied held), and worth it only with a CPU to 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 
@@ -38,7 +37,7 @@ def die_with_parent(parent: int) -> None:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+        libc.prctl(1, 9, 0, 0, 0)       # PR_SET_PDEATHSIG, SIGKILL
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:   # the parent died before prctl took effect

@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from vacate.parsers.mountinfo import is_under
+from vacate.parsers.paths import is_under
 
 # Filesystems whose answers come from a daemon or a server (fuse, fuseblk, fuse.sshfs, ...).
 _REMOTE = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "afs",

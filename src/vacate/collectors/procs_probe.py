@@ -14,11 +14,14 @@ Measured on 2 cores with ~1,100 processes: opening ``/proc/PID`` once and readin
 it (``dir_fd``) was no faster than plain paths (kernel path lookup is cheap; ``listdir`` of an
 fd costs extra syscalls), so plain paths are used; the syscalls themselves are the floor.
 
-With many processes and more than one CPU the pids are split between this process and one
-forked child (:func:`probe_split`); the child sends its candidates back through a pipe as
-text. :class:`Early` forks that child before the target is even resolved, so that it works
-while the rest of vacate is imported. A child that fails costs only time: its share is probed
-here again.
+Where the optional C module ``_fastproc`` was built (``pip install`` with a compiler), the
+same look runs in C on threads of its own, without the GIL: one per CPU (up to 4) when there
+are many processes. Its rules are :func:`probe`'s, line for line; the tests compare the two
+over the real /proc. Without it, with many processes and more than one CPU the pids are split
+between this process and one forked child (:func:`probe_split`); the child sends its
+candidates back through a pipe as text. Either way :class:`Early` starts the look before the
+target is even resolved, so that it runs while the rest of vacate is imported. A child that
+fails costs only time: its share is probed here again.
 """
 
 from __future__ import annotations
@@ -26,13 +29,20 @@ from __future__ import annotations
 import os
 
 from vacate.collectors import forking, guarded
+from vacate.parsers.paths import is_under, unescape
+
+try:                      # the first look in C, when it was built (see _fastproc.c)
+    from vacate.collectors import _fastproc
+except ImportError:       # no compiler at install time, or only the collectors were sent
+    _fastproc = None
 
 PF_KTHREAD = 0x00200000
 _FILE = os.O_RDONLY | os.O_CLOEXEC
 _DELETED = " (deleted)"
 _VANISHED = (FileNotFoundError, ProcessLookupError)
-# Below this many processes a fork costs more than it saves.
+# Below this many processes a fork (or a second thread) costs more than it saves.
 SPLIT_MIN = 400
+MAX_THREADS = 4
 
 
 class Probe:
@@ -200,14 +210,41 @@ def _merge(first: Probe, second: Probe) -> Probe:
     return first
 
 
+def _threads(n: int) -> int:
+    """Threads for the C look over ``n`` processes."""
+    return min(forking.cpus(), MAX_THREADS) if n >= SPLIT_MIN else 1
+
+
+def _c_start(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
+             self_ns: str | None, live: bool, threads: int):
+    """The C look over ``pids``, already running on ``threads`` threads (``.result()``
+    waits)."""
+    return _fastproc.probe(os.fsencode(proc), pids, tuple(os.fsencode(h) for h in hot),
+                           tokens, None if self_ns is None else os.fsencode(self_ns), live,
+                           threads)
+
+
+def _c_result(job) -> Probe:
+    cands, namespaces, count = job.result()
+    out = Probe()
+    out.candidates = cands
+    for ns, pid in namespaces:
+        out.namespaces.setdefault(os.fsdecode(ns), pid)   # the lower pids come first
+    out.count = count
+    return out
+
+
 def _can_fork(n: int) -> bool:
     return n >= SPLIT_MIN and forking.can_fork()
 
 
 def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
                 self_ns: str | None, live: bool) -> Probe:
-    """:func:`probe` over ``pids`` (ascending), with the upper half probed by a forked child
-    when there are many processes, more than one CPU and no other thread here."""
+    """:func:`probe` over ``pids`` (ascending): in C where it was built, else with the upper
+    half probed by a forked child when there are many processes, more than one CPU and no
+    other thread here."""
+    if _fastproc is not None:
+        return _c_result(_c_start(proc, pids, hot, tokens, self_ns, live, _threads(len(pids))))
     if not _can_fork(len(pids)):
         return probe(proc, pids, hot, tokens, self_ns, live)
     half = len(pids) // 2
@@ -223,14 +260,6 @@ def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
 
 
 # -- started early: the first look overlaps the interpreter's imports --------------------------
-def _unescape(field: str) -> str:
-    if "\\" not in field:
-        return field
-    import re
-
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[bytes, ...]]:
     """(the mountpoints of ``path``'s filesystem in our mount namespace, its maps token),
     from our mountinfo without the full parser: what :func:`probe` needs, known before the
@@ -241,7 +270,7 @@ def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[by
     for line in read_all(f"{proc}/self/mountinfo").decode("utf-8", "surrogateescape").split("\n"):
         f = line.split(" ")
         if len(f) > 4:
-            rows.append((f[2], _unescape(f[4])))
+            rows.append((f[2], unescape(f[4])))
             fstype = line.partition(" - ")[2].partition(" ")[0]
             if guarded.may_hang(fstype):
                 risky.append(rows[-1][1])
@@ -250,8 +279,7 @@ def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[by
     os.stat(real)                      # a path that is not there: no guess (OSError)
     best = None
     for dev, mp in rows:
-        under = real.startswith("/") if mp == "/" else (real == mp or real.startswith(mp + "/"))
-        if under and (best is None or len(mp) >= len(best[1])):
+        if is_under(real, mp) and (best is None or len(mp) >= len(best[1])):
             best = (dev, mp)
     if best is None:
         raise ValueError(f"no mount holds {real}")
@@ -261,21 +289,22 @@ def volume_key(path: str, proc: str = "/proc") -> tuple[frozenset[str], tuple[by
 
 
 class Early:
-    """A first look forked off before the heavy imports: a child probes the upper share of
-    the pids meanwhile; :meth:`finish` probes the rest here and joins the child."""
+    """A first look started before the heavy imports: the whole look in C on threads of its
+    own, or (without the C module) a forked child probing the upper share of the pids while
+    :meth:`finish` probes the rest here."""
 
-    __slots__ = ("child", "key", "mine", "path", "pipe", "proc", "self_ns", "theirs")
+    __slots__ = ("child", "job", "key", "mine", "path", "pipe", "proc", "self_ns", "theirs")
 
     def __init__(self, proc: str, key, self_ns: str, mine: list[int], theirs: list[int],
-                 child: int, pipe: int, path: str = ""):
+                 child: int = -1, pipe: int = -1, path: str = "", job=None):
         self.proc, self.key, self.self_ns = proc, key, self_ns
         self.mine, self.theirs, self.child, self.pipe = mine, theirs, child, pipe
-        self.path = path
+        self.path, self.job = path, job
 
     @classmethod
     def start(cls, path: str, proc: str = "/proc", share: float = 0.7) -> Early | None:
-        """Fork the child, or None where that does not pay (few processes, one CPU, threads)
-        or anything is odd (the normal pass then runs as usual)."""
+        """Start the look, or None where a forked child would not pay (few processes, one
+        CPU, threads) or anything is odd (the normal pass then runs as usual)."""
         try:
             key = volume_key(path, proc)
             self_ns = os.readlink(f"{proc}/self/ns/mnt")
@@ -283,6 +312,11 @@ class Early:
             pids = sorted(int(n) for n in os.listdir(proc) if n.isdigit() and int(n) != me)
         except (OSError, ValueError, guarded.Risky):
             return None
+        if _fastproc is not None:
+            # this thread goes on importing meanwhile: it keeps a CPU for itself
+            threads = max(1, _threads(len(pids)) - 1)
+            job = _c_start(proc, pids, tuple(key[0]), key[1], self_ns, True, threads)
+            return cls(proc, key, self_ns, pids, [], path=path, job=job)
         if not _can_fork(len(pids)):
             return None
         cut = len(pids) - int(len(pids) * share)
@@ -293,12 +327,15 @@ class Early:
     def finish(self, hot: frozenset[str], tokens: tuple[bytes, ...],
                self_ns: str | None) -> tuple[list[int], Probe] | None:
         """(every pid looked at, the first look) when the resolved target agrees with the
-        guess made at the start; None otherwise (the child is reaped; probe again)."""
-        if self.child < 0:
+        guess made at the start; None otherwise (the look is ended; probe again)."""
+        if self.child < 0 and self.job is None:
             return None
         if (hot, tokens, self_ns) != (self.key[0], self.key[1], self.self_ns):
             self.close()
             return None
+        if self.job is not None:
+            job, self.job = self.job, None
+            return self.mine, _c_result(job)
         args = (tuple(hot), tokens, self_ns, True)
         child, self.child = self.child, -1
         try:
@@ -310,7 +347,12 @@ class Early:
         return self.mine + self.theirs, _merge(first, second)
 
     def close(self) -> None:
-        """Stop and reap the child if it was never joined."""
+        """End a look that was never joined: wait for the C threads (they finish their pass,
+        tens of milliseconds) or stop and reap the child."""
+        if self.job is not None:
+            job, self.job = self.job, None
+            job.result()
+            return
         if self.child < 0:
             return
         child, self.child = self.child, -1

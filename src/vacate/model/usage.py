@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from vacate.model.common import Problem
 from vacate.model.inventory import Item, ScanResult
 from vacate.model.mount import Target
+
+# typing is imported only by type checkers (its import is a measurable part of start-up)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Item statuses, strongest first: a directory takes the strongest status found inside it.
 STATUS_ORDER = ("active", "referenced", "cold", "disposable", "artifact")

@@ -10,7 +10,11 @@ exact original bytes; for other readers, ``\\udc80``-``\\udcff`` stand for bytes
 from __future__ import annotations
 
 import json
-from typing import Any
+
+# typing is imported only by type checkers (its import is a measurable part of start-up)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def dumps(doc: dict[str, Any]) -> str:

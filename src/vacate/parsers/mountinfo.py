@@ -8,26 +8,8 @@ everything after the source is taken as one field and split on commas.
 
 from __future__ import annotations
 
-import re
-
 from vacate.model.mount import Mount
-
-
-def is_under(path: str, top: str) -> bool:
-    """``path`` is ``top`` or inside it (purely by name)."""
-    if top == "/":
-        return path.startswith("/")
-    return path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def unescape(field: str) -> str:
-    """Undo the kernel's octal escapes (``\\040`` -> space). Bytes above 0x7f stay as they are
-    in the surrogate-escaped string, so the result round-trips through ``os.fsencode``."""
-    if "\\" not in field:
-        return field
-    raw = field.encode("utf-8", "surrogateescape")
-    raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8) & 0xFF]), raw)
-    return raw.decode("utf-8", "surrogateescape")
+from vacate.parsers.paths import is_under, unescape  # noqa: F401 (re-exported)
 
 
 class MountinfoError(ValueError):
