@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
@@ -63,12 +64,25 @@ def entry_budgets(items: Sequence[Item]) -> list[int]:
     return [max(MIN_ITEM_ENTRIES, min(cap, level)) for cap in caps]
 
 
+class Subtree(NamedTuple):
+    """A subdirectory of a top-level item looked at on its own (elsewhere, side by side), with
+    what looking at it took: it stands in for looking at it in order when the item's budget
+    had room for all of that (see :meth:`Explorer.subtree`)."""
+
+    node: Node
+    entries: int          # directory entries its listings took
+    nodes: int
+    problems: tuple
+
+
 class Explorer:
-    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0):
+    def __init__(self, dir_stats: Callable[[str], Stats | None], budget_s: float = 10.0,
+                 looked: Callable[[str], Subtree | None] | None = None):
         self.dir_stats = dir_stats      # path -> the walked directory's subtree Stats
         self.budget_s = budget_s
         self.nodes = 0                  # per top-level item
         self.top_stats = Stats()
+        self.looked = looked            # path -> that subdirectory of the item, looked at already
 
     def item(self, it: Item, entries: int = ITEM_ENTRIES,
              ) -> tuple[Classification, list[Item], list]:
@@ -127,10 +141,10 @@ class Explorer:
         c = c or generic(ctx)
         return Node(path, True, stats, c, ctx.children)
 
-    def children(self, ctx: Ctx, depth: int, top: str, reader: Reader) -> list[Node]:
-        lst = ctx.listing()
-        out: list[Node] = []
-        subdirs = [(p, st) for p in (ctx.join(d) for d in lst.dirs)
+    def subdirs(self, path: str, lst: base.Listing) -> tuple[list[tuple[str, Stats]], Stats]:
+        """The subdirectories of ``path`` to look into, in order (largest first, then those
+        whose names say what they are), and the Stats of the others together."""
+        subdirs = [(p, st) for p in (os.path.join(path, d) for d in lst.dirs)
                    if (st := self.dir_stats(p)) is not None]   # None: not walked
         subdirs.sort(key=lambda ps: ps[1].apparent_bytes, reverse=True)
         named = [ps for ps in subdirs[SUBDIRS_PER_DIR:]
@@ -143,10 +157,16 @@ class Explorer:
                 rest = Stats(rest.apparent_bytes + st.apparent_bytes,
                              rest.disk_bytes + st.disk_bytes, rest.files + st.files,
                              rest.dirs + st.dirs)
+        return look, rest
+
+    def children(self, ctx: Ctx, depth: int, top: str, reader: Reader) -> list[Node]:
+        lst = ctx.listing()
+        out: list[Node] = []
+        look, rest = self.subdirs(ctx.path, lst)
         for p, st in look:
             if self.nodes >= MAX_NODES or reader.expired:
                 break
-            out.append(self.node(p, True, st, depth + 1, top, reader))
+            out.append(self.subtree(p, st, depth + 1, top, reader))
         files = sorted(lst.files.values(), key=lambda f: f.size, reverse=True)
         looked = 0
         stop = self.nodes >= MAX_NODES or reader.expired
@@ -166,6 +186,62 @@ class Explorer:
                                   rest.disk_bytes + sum(f.disk for f in other),
                                   rest.files + len(other), rest.dirs),
                             Classification("file", "other files", confidence=0.0)))
+        return out
+
+    def subtree(self, path: str, st: Stats, depth: int, top: str, reader: Reader) -> Node:
+        """:meth:`node` of a subdirectory, or, for one of the item's own subdirectories looked
+        at already (``self.looked``), that result, when looking at it here would have listed
+        and counted the same: the entries and nodes it took are left in this item's budgets
+        (a listing's cap depends on the entries left, and a budget spent midway stops the
+        looking). Otherwise it is looked at here."""
+        done = self.looked(path) if self.looked is not None and depth == 1 else None
+        if done is None or done.entries >= reader.entries_left or (
+                self.nodes + done.nodes >= MAX_NODES):
+            return self.node(path, True, st, depth, top, reader)
+        reader.entries_left -= done.entries
+        self.nodes += done.nodes
+        reader.problems.extend(done.problems)
+        return done.node
+
+    def look_ahead(self, it: Item, entries: int) -> list[str]:
+        """The subdirectories of ``it`` worth looking at elsewhere, side by side with it: the
+        second half, by the entries they hold, of those its entry budget is expected to
+        reach (the first half is looked at here meanwhile)."""
+        lst = base.list_dir(it.path, Reader(self.budget_s, entries))
+        look, _ = self.subdirs(it.path, lst)
+        left = entries - len(lst.dirs) - len(lst.files)
+        reach: list[tuple[str, int]] = []
+        for p, st in look[:MAX_NODES]:
+            if left <= 0:
+                break
+            cost = min(max(st.files + st.dirs - 1, 1), left)   # what is below it, listed
+            reach.append((p, cost))
+            left -= cost
+        half, acc = sum(c for _, c in reach) / 2, 0
+        for k, (_p, c) in enumerate(reach):
+            acc += c
+            if acc >= half:
+                return [p for p, _ in reach[k + 1:]]
+        return []
+
+    def subtrees(self, it: Item, paths: Sequence[str]) -> dict[str, Subtree]:
+        """``paths`` (subdirectories of ``it``) looked at one by one, each as if the item's
+        budgets were untouched, for :meth:`subtree` to take in order. Stops when the time
+        budget is spent (what was cut short is left out)."""
+        reader = Reader(self.budget_s, 1 << 62)
+        self.top_stats = it.stats
+        out: dict[str, Subtree] = {}
+        for p in paths:
+            st = self.dir_stats(p)
+            if st is None:
+                continue
+            self.nodes = 0
+            before, probs = reader.entries_left, len(reader.problems)
+            node = self.node(p, True, st, 1, it.path, reader)
+            if reader.timed_out:
+                break
+            out[p] = Subtree(node, before - reader.entries_left, self.nodes,
+                             tuple(reader.problems[probs:]))
         return out
 
     def emit(self, node: Node, top: str, parent: str, out: list[Item]) -> None:

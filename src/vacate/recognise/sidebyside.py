@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from vacate.collectors.forking import can_fork, die_with_parent
 from vacate.model.inventory import Item, Stats
-from vacate.recognise.explore import Explorer
+from vacate.recognise.explore import Explorer, Subtree
 
 Found = dict[int, tuple]          # item number -> (Classification, sub-items, problems)
 _REC = struct.Struct("=I")
@@ -38,10 +38,14 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
             and sum(_entries(it) for it in items) >= MIN_ENTRIES):
         queue = iter(order)
         return _look(items, budgets, stats_of, budget_s, deadline, lambda: next(queue, None))
+    big = order[0]
+    ahead = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big]) \
+        if items[big].is_dir else []
     tr, tw = os.pipe()
     rr, rw = os.pipe()
+    mr, mw = os.pipe()
     try:
-        _write_all(tw, b"".join(_REC.pack(i) for i in order))
+        _write_all(tw, b"".join(_REC.pack(i) for i in (order[1:] if ahead else order)))
     finally:
         os.close(tw)
     take = _taker(tr)
@@ -51,16 +55,30 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
         code = 1
         try:
             os.close(rr)
+            os.close(mr)
             die_with_parent(parent)
+            if ahead:
+                _send(mw, Explorer(stats_of, max(0.0, min(budget_s, deadline - time.monotonic())))
+                      .subtrees(items[big], ahead))
+            os.close(mw)
             found = _look(items, budgets, stats_of, budget_s, deadline, take)
             _write_all(rw, pickle.dumps(found, pickle.HIGHEST_PROTOCOL))
             code = 0
         finally:
             os._exit(code)
     os.close(rw)
+    os.close(mw)
     theirs: Found | None = None
     try:
-        mine = _look(items, budgets, stats_of, budget_s, deadline, take)
+        mine: Found = {}
+        if ahead:
+            # the biggest item here, its later subdirectories there meanwhile
+            looked = _Received(mr, frozenset(ahead))
+            mine = _look(items, budgets, stats_of, budget_s, deadline,
+                         iter((big, None)).__next__, looked.get)
+        os.close(mr)
+        mr = -1
+        mine.update(_look(items, budgets, stats_of, budget_s, deadline, take))
         data = _read_all(rr)
         _, status = os.waitpid(child, 0)
         child = 0
@@ -69,6 +87,8 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
     finally:
         os.close(rr)
         os.close(tr)
+        if mr >= 0:
+            os.close(mr)
         if child:                       # interrupted here (^C, SIGTERM): no child left behind
             try:
                 os.kill(child, 9)
@@ -90,8 +110,9 @@ def _entries(it: Item) -> int:
 
 def _look(items: Sequence[Item], budgets: Sequence[int],
           stats_of: Callable[[str], Stats | None], budget_s: float, deadline: float,
-          take: Callable[[], int | None]) -> Found:
-    ex = Explorer(stats_of, budget_s)
+          take: Callable[[], int | None],
+          looked: Callable[[str], Subtree | None] | None = None) -> Found:
+    ex = Explorer(stats_of, budget_s, looked)
     found: Found = {}
     while (i := take()) is not None:
         left = deadline - time.monotonic()
@@ -100,6 +121,34 @@ def _look(items: Sequence[Item], budgets: Sequence[int],
         ex.budget_s = min(budget_s, left)
         found[i] = ex.item(items[i], budgets[i])
     return found
+
+
+class _Received:
+    """The subtrees the child looked at (:meth:`Explorer.subtrees`), read from ``fd`` when
+    first asked for one of ``paths`` (the child sends them all at once; nothing, if it
+    failed: then each is looked at here)."""
+
+    def __init__(self, fd: int, paths: frozenset[str]):
+        self.fd, self.paths = fd, paths
+        self.got: dict[str, Subtree] | None = None
+
+    def get(self, path: str) -> Subtree | None:
+        if path not in self.paths:
+            return None
+        if self.got is None:
+            try:
+                self.got = pickle.loads(_read_all(self.fd))
+            except (pickle.UnpicklingError, EOFError, ValueError):   # the child died midway
+                self.got = {}
+        return self.got.get(path)
+
+
+def _send(fd: int, found) -> None:
+    """Pickled down ``fd``; a reader that has left (it no longer needs it) is no error."""
+    try:
+        _write_all(fd, pickle.dumps(found, pickle.HIGHEST_PROTOCOL))
+    except BrokenPipeError:
+        pass
 
 
 def _taker(fd: int) -> Callable[[], int | None]:

@@ -1,0 +1,109 @@
+"""The biggest item split over the two processes: while this process looks at the first
+subdirectories of the biggest item, the forked child looks at the later ones, and this one takes
+them over in order. The result is what one process says, item for item and problem for
+problem, also where the item's entry budget runs out among the child's subdirectories and
+where the child fails. Nothing here needs root."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_recognise import hub_repo, small_model
+
+from vacate.collectors import walk
+from vacate.model.inventory import Item
+from vacate.recognise import annotate, explore, sidebyside
+
+
+def hub_volume(root: str, repos: int = 40) -> tuple:
+    src = os.path.join(root, "..", "src")
+    small_model(src)
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        weights = f.read()
+    with open(os.path.join(src, "config.json"), "rb") as f:
+        conf = f.read()
+    hub = os.path.join(root, "hub")
+    for i in range(repos):
+        files = {"config.json": conf, "model.safetensors": weights + b"\0" * i}
+        if i % 7 == 3:
+            files["config.json"] = b"{not json"              # a problem, in its place
+        if i % 5 == 0:
+            files.update({f"model-{k:05d}-of-00004.safetensors": weights for k in (1, 2)})
+        hub_repo(hub, f"org/model-{i:03d}", {f"{i:040x}": files}, main=f"{i:040x}")
+    small_model(os.path.join(root, "other-model"))
+    os.makedirs(os.path.join(root, "runs", "checkpoint-100"))
+    w = walk.walk(root)
+    items = tuple(Item("item:" + os.path.relpath(p, root), p, None, d, s) for p, d, s in w.top)
+    return items, w.dirs
+
+
+@pytest.fixture
+def side_by_side(monkeypatch):
+    monkeypatch.setattr(sidebyside, "MIN_ENTRIES", 0)     # side by side even on a small tree
+    taken: list[str] = []
+    real_get = sidebyside._Received.get
+
+    def get(self, path):
+        got = real_get(self, path)
+        if got is not None:
+            taken.append(path)
+        return got
+
+    monkeypatch.setattr(sidebyside._Received, "get", get)
+    return taken
+
+
+FULL = explore.ITEM_ENTRIES
+
+
+@pytest.mark.parametrize("item_entries", [FULL, 300, 150])
+def test_split_gives_what_one_process_gives(tmp_path, monkeypatch, side_by_side,
+                                            item_entries):
+    # 300 and 150: the hub's entry budget runs out among the subdirectories the child looked at
+    monkeypatch.setattr(explore, "ITEM_ENTRIES", item_entries)
+    items, dirs = hub_volume(str(tmp_path / "vol"))
+    one = annotate(items, dirs, parallel=False)
+    two = annotate(items, dirs, parallel=True)
+    assert side_by_side                                    # the child's subtrees were taken
+    assert two == one
+    repos = [i for i in one[0] if i.parent and "models--" in i.path]
+    assert repos and all(i.classification.kind == "model" for i in repos)
+    if item_entries == FULL:
+        assert len(repos) == 40
+        assert sum(p.code == "malformed-file" for p in one[1]) == 6
+    else:
+        assert len(repos) < 40                             # the budget did run out
+
+
+def test_split_child_failing_costs_only_time(tmp_path, monkeypatch, side_by_side):
+    items, dirs = hub_volume(str(tmp_path / "vol"))
+    one = annotate(items, dirs, parallel=False)
+
+    def broken(self, it, paths):
+        os._exit(3)                                        # the child dies before it reports
+
+    monkeypatch.setattr(explore.Explorer, "subtrees", broken)
+    assert annotate(items, dirs, parallel=True) == one
+    assert not side_by_side
+
+
+def test_look_ahead_takes_the_later_half_of_what_the_budget_reaches(tmp_path, monkeypatch):
+    from vacate.recognise import dir_stats_lookup
+
+    items, dirs = hub_volume(str(tmp_path / "vol"))
+    hub = next(i for i in items if i.path.endswith("hub"))
+    ex = explore.Explorer(dir_stats_lookup(dirs))
+    look, _ = ex.subdirs(hub.path, explore.base.list_dir(hub.path, explore.Reader()))
+    order = [p for p, _ in look]
+    assert len(order) == 40
+    for budget in (FULL, 300):
+        monkeypatch.setattr(explore, "ITEM_ENTRIES", budget)
+        reached = [i for i in annotate(items, dirs, parallel=False)[0]
+                   if i.parent == hub.path]                 # the repos looked at, in one process
+        ahead = ex.look_ahead(hub, budget)
+        end = order.index(ahead[-1]) + 1
+        assert ahead == order[end - len(ahead):end]          # a run of them, in order, ...
+        assert end == len(reached) and (end == 40 or budget != FULL)   # ... to the last reached
+        assert len(reached) / 3 < len(ahead) < len(reached) * 2 / 3      # about half of them
+    assert len(reached) < 40
