@@ -121,23 +121,25 @@ def kernel_found(tool: str, r: subprocess.CompletedProcess) -> int:
 
 def in_process_passes(mnt: str) -> dict:
     """The /proc pass alone, inside this process (no interpreter start, no imports): as
-    vacate runs it (first look split across a forked child), in one process, and the full
-    read of every process (the pass before the first look existed)."""
+    vacate runs it (the first look in C on threads, or split across a forked child where the C
+    module is missing), in one thread, and the full read of every process (the pass before the
+    first look existed)."""
     from vacate.collectors import mounts, procs, procs_probe
     from vacate.host import Host
 
     host = Host.local()
     target = mounts.resolve_target(mnt, host)
+    fast = procs_probe._fastproc
 
-    def split():
-        procs.collect(host, target)
-
-    def single():
-        keep, procs_probe.SPLIT_MIN = procs_probe.SPLIT_MIN, 10 ** 9
+    def run(c: bool, split: bool):
+        keep = procs_probe._fastproc, procs_probe.SPLIT_MIN
+        procs_probe._fastproc = fast if c else None
+        if not split:
+            procs_probe.SPLIT_MIN = 10 ** 9
         try:
             procs.collect(host, target)
         finally:
-            procs_probe.SPLIT_MIN = keep
+            procs_probe._fastproc, procs_probe.SPLIT_MIN = keep
 
     def every(proc, pids, *rest):
         p = procs_probe.Probe()
@@ -151,8 +153,14 @@ def in_process_passes(mnt: str) -> dict:
         finally:
             procs_probe.probe_split = keep
 
-    return {"(in-process pass: split)": split, "(in-process pass: 1 process)": single,
-            "(in-process: full read of all)": full}
+    out = {}
+    if fast is not None:
+        out["(in-process pass: C, threads)"] = lambda: run(True, True)
+        out["(in-process pass: C, 1 thread)"] = lambda: run(True, False)
+    out["(in-process pass: Python, fork)"] = lambda: run(False, True)
+    out["(in-process pass: Python, 1 proc)"] = lambda: run(False, False)
+    out["(in-process: full read of all)"] = full
+    return out
 
 
 def main() -> int:
@@ -210,6 +218,8 @@ def main() -> int:
         tools["vacate check (+walk)"] = [SCRIPT, "check", "--json", m]
         tools["(startup: console --version)"] = [SCRIPT, "--version"]
         tools["(startup: clean --version)"] = [clean, "--version"]
+        tools["(startup: clean venv python)"] = [os.path.join(venv_dir, "bin", "python3"),
+                                                 "-c", "pass"]
         passes = in_process_passes(m)
         times: dict[str, list[float]] = {t: [] for t in [*tools, *passes]}
         last: dict[str, subprocess.CompletedProcess] = {}
