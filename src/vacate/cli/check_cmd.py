@@ -30,8 +30,8 @@ def exit_code(safe: bool | None) -> int:
 def run(args, env: Env) -> int:
     early = None
     if env.host.live and env.host.proc == "/proc":
-        # The first look over /proc runs in a forked child (started by the entry point, or
-        # now) while the rest of vacate is imported (vacate.collectors.procs_probe).
+        # The first look over /proc runs on C threads or in a forked child (started by the
+        # entry point, or now) while the rest of vacate is imported (collectors.procs_probe).
         from vacate.collectors import procs_probe
 
         early = procs_probe.take_pending(args.path) or procs_probe.Early.start(args.path)
