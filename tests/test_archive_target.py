@@ -12,7 +12,9 @@ import pytest
 from harness.volumes import can_loop_mount, make_volume
 from test_archive_support import needs_tools, run, sha256sum_check, stock_restore, vacate
 
+from vacate.archive import compress, stage
 from vacate.archive.target import LocalTarget
+from vacate.archive.writer import _Lane
 
 pytestmark = needs_tools("zstd", "tar", "sha256sum")
 
@@ -46,6 +48,41 @@ def test_sink_writes_exactly_the_bytes_given(tmp_path, mode):
         with open(tmp_path / "t" / f"f{n}", "rb") as f:
             assert f.read() == data, (mode, n, s.direct)
     assert not [x for x in os.listdir(tmp_path / "t") if x.startswith(".tmp-")]
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+def test_stager_gathers_the_exact_stream_and_its_sha256(tmp_path, buffered):
+    """What the writer hands over (compressed bytes, unframed data for raw blocks) reaches
+    the file framed and in order, whole buffers the O_DIRECT way, and the part's sha256 and
+    size are those of the file."""
+    rnd = random.Random(11)
+    t = LocalTarget(str(tmp_path / "t"))
+    sink = t.create("p")
+    if buffered:
+        sink.buffered_from_now()
+    lane, wlane = _Lane(), _Lane()
+    st = stage.Stager(sink, lane, wlane, stage.pool())
+    want = []
+    try:
+        for _ in range(40):
+            k = rnd.choice((3, 511, 128 << 10, (128 << 10) + 1, 2 << 20, 5 << 20))
+            data = rnd.randbytes(k)
+            if rnd.random() < 0.5:
+                st.write_raw(memoryview(bytearray(data)))
+                want.append(compress.raw_blocks(data))
+            else:
+                st.write(data)
+                want.append(data)
+        st.close()
+        lane.drain()
+        wlane.drain()
+    finally:
+        lane.close()
+        wlane.close()
+    sink.commit()
+    blob = b"".join(want)
+    assert (tmp_path / "t" / "p").read_bytes() == blob
+    assert st.n == len(blob) and st.h.hexdigest() == hashlib.sha256(blob).hexdigest()
 
 
 def _tree(root: str) -> str:

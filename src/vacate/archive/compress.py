@@ -85,17 +85,18 @@ class BufferPool:
     blocks: the buffers in use are bounded by the lanes' queue depths, since whoever hands a
     buffer to a lane waits while the lane is full; at most ``keep`` wait in the pool."""
 
-    def __init__(self, size: int, keep: int = 32):
+    def __init__(self, size: int, keep: int = 32, make: Callable = bytearray):
         self.size = size
         self.keep = keep
-        self.free: list[bytearray] = []
+        self.make = make             # bytearray, or an anonymous mmap (page-aligned)
+        self.free: list = []
         self.lock = threading.Lock()
 
-    def get(self) -> bytearray:
+    def get(self):
         with self.lock:
             if self.free:
                 return self.free.pop()
-        return bytearray(self.size)
+        return self.make(self.size)
 
     def put(self, buf: bytearray) -> None:
         with self.lock:
@@ -103,36 +104,14 @@ class BufferPool:
                 self.free.append(buf)
 
 
-class Pooled:
-    """Output held in a pooled buffer: ``view`` is the data; call ``release()`` once it has
-    been stored."""
-
-    __slots__ = ("buf", "pool", "view")
-
-    def __init__(self, view: memoryview, buf: bytearray, pool: BufferPool):
-        self.view, self.buf, self.pool = view, buf, pool
-
-    def release(self) -> None:
-        self.pool.put(self.buf)
-
-
 def raw_size(n: int) -> int:
     """Bytes of ``n`` bytes of data stored in raw blocks."""
     return n + 3 * -(-n // RAW_BLOCK)
 
 
-def raw_blocks_into(data, buf) -> int:
-    """Write ``data`` as raw blocks into ``buf``; returns the bytes used."""
-    mv = memoryview(data)
-    k = RAW_BLOCK
-    o = 0
-    with memoryview(buf) as dst:          # (a bytearray slice assignment copies twice)
-        for i in range(0, len(mv), k):
-            b = mv[i:i + k]
-            dst[o:o + 3] = (len(b) << 3).to_bytes(3, "little")
-            dst[o + 3:o + 3 + len(b)] = b
-            o += 3 + len(b)
-    return o
+def raw_header(n: int) -> bytes:
+    """The 3-byte header of a raw block of ``n`` bytes (not the last block)."""
+    return (n << 3).to_bytes(3, "little")
 
 
 def raw_blocks(data) -> bytes:
@@ -142,16 +121,18 @@ def raw_blocks(data) -> bytes:
     mv = memoryview(data)
     k = RAW_BLOCK
     return b"".join([piece for i in range(0, len(mv), k)
-                     for piece in ((min(k, len(mv) - i) << 3).to_bytes(3, "little"),
+                     for piece in (raw_header(min(k, len(mv) - i)),
                                    mv[i:i + k])])
 
 
 class LibraryCompressor:
-    """``out`` receives the compressed stream, as bytes, or as ``Pooled`` buffers (raw
-    blocks) to release once stored."""
+    """``out`` receives the compressed stream as bytes. With ``raw_out``, data stored in raw
+    blocks goes there instead, as it is: the receiver frames it (3-byte block headers) as it
+    copies it to where the part is gathered, before it returns; else ``out`` gets the framed
+    blocks."""
 
     def __init__(self, out: Callable[[bytes], None], level: int, threads: int,
-                 pool: BufferPool | None = None):
+                 raw_out: Callable | None = None):
         class _W:
             def write(self, data) -> int:
                 out(data)
@@ -163,7 +144,7 @@ class LibraryCompressor:
         self.probe = zstandard.ZstdCompressor(level=-1)
         self.mode = ""              # "z": a compressed frame is open, "raw": a stored one
         self.pending = bytearray()  # small writes for the compressed frame, gathered
-        self.pool = pool            # where raw blocks are assembled (else: fresh bytes)
+        self.raw_out = raw_out
 
     def incompressible(self, data) -> bool:
         mv = memoryview(data)
@@ -197,11 +178,10 @@ class LibraryCompressor:
         if mode != self.mode:
             self._switch(mode)
         if mode == "raw":
-            if self.pool is not None and raw_size(n) <= self.pool.size:
-                buf = self.pool.get()
-                self.out(Pooled(memoryview(buf)[:raw_blocks_into(data, buf)], buf, self.pool))
-            else:
+            if self.raw_out is None:
                 self.out(raw_blocks(data))
+            else:
+                self.raw_out(data)
         elif n < BATCH:                  # small members (tar headers, small files): one
             self.pending += data         # compressor call per BATCH bytes, not per write
             if len(self.pending) >= BATCH:

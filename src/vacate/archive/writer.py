@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from vacate import __version__
-from vacate.archive import compress, tarfmt
+from vacate.archive import compress, stage, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target
@@ -118,43 +118,19 @@ class _Lane:
         self.t.join()
 
 
-class _Counter:
-    """The compressed-output side of a part: hashed and counted (in the compressor's output
-    thread, or in the output lane for the in-process compressor), then stored by the write
-    lane: hashing and writing each take about a core-second per GB here, so they run on
-    threads of their own."""
-
-    def __init__(self, sink, wlane: _Lane):
-        self.sink = sink
-        self.wlane = wlane
-        self.h = hashlib.sha256()
-        self.n = 0
-
-    def write(self, data) -> None:
-        if isinstance(data, compress.Pooled):
-            self.h.update(data.view)
-            self.n += len(data.view)
-            self.wlane.call(self.sink.write, data.view)
-            self.wlane.call(data.release)
-            return
-        self.h.update(data)
-        self.n += len(data)
-        self.wlane.call(self.sink.write, data)
-
-
 class _Part:
     def __init__(self, target: Target, name: str, level: int, threads: int, lane: _Lane,
-                 wlane: _Lane, raw_pool: compress.BufferPool):
+                 wlane: _Lane, buffers: compress.BufferPool):
         self.name = name
         self.sink = target.create(name)
-        self.out = _Counter(self.sink, wlane)
+        self.out = stage.Stager(self.sink, lane, wlane, buffers)
         self.lane = lane
         self.wlane = wlane
-        if use_zstd_process():
+        if use_zstd_process():     # the stager is fed by the child's output pump
             self.z = compress.ProcessCompressor(self.out.write, level, threads)
-        else:
-            self.z = compress.LibraryCompressor(
-                lambda data: lane.call(self.out.write, data), level, threads, raw_pool)
+        else:                      # by this thread, within the compressor's calls
+            self.z = compress.LibraryCompressor(self.out.write, level, threads,
+                                                raw_out=self.out.write_raw)
         self.tar_bytes = 0
         self.entries: list[mf.Entry] = []
         self.pending: list[tuple[int, Future]] = []    # entries whose sha256 is still hashing
@@ -173,6 +149,7 @@ class _Part:
     def finish(self) -> mf.PartInfo:
         self.write(tarfmt.END_OF_ARCHIVE)
         self.z.close()
+        self.out.close()
         self.lane.drain()
         self.wlane.drain()
         for i, fut in self.pending:
@@ -263,7 +240,7 @@ class _Writer:
         self.out_lane = _Lane()
         self.write_lane = _Lane()
         self.read_pool = compress.BufferPool(CHUNK)
-        self.raw_pool = compress.BufferPool(compress.raw_size(CHUNK))
+        self.stage_pool = stage.pool()
         self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
         self.entry_lines: list[str] = []  # MANIFEST.jsonl lines of the committed parts
         self.sums: list[bytes] = []       # their SHA256SUMS lines
@@ -273,7 +250,7 @@ class _Writer:
     def _open_part(self) -> _Part:
         if self.part is None:
             self.part = _Part(self.target, mf.part_name(len(self.parts) + 1), self.level,
-                              self.threads, self.out_lane, self.write_lane, self.raw_pool)
+                              self.threads, self.out_lane, self.write_lane, self.stage_pool)
         return self.part
 
     def _close_part(self) -> None:
