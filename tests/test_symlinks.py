@@ -98,3 +98,21 @@ def test_search_budget_is_reported(tree_and_volume, monkeypatch):
     _consumers, problems = symlinks_src.collect(host, target, host_view(target))
     assert [p.code for p in problems] == ["search-truncated"]
     assert not problems[0].blocks_verdict
+
+
+@pytest.mark.root
+def test_one_resolver_for_many_links_answers_as_fresh_ones(tree_and_volume):
+    """The search resolves every link with one :class:`Resolver` (what each component is, read
+    once): each answer, in any order and repeated, is what a resolver of its own gives."""
+    from vacate.collectors.configured.resolve import Resolver
+
+    host, target = tree_and_volume
+    view = host_view(target)
+    paths = ["/etc/models", "/opt/app/data/models/x", "/srv/rel", "/usr/local/bin/tool",
+             "/srv/chain", "/etc/gone", "/etc/loop1", "/etc/prefix", "/root/elsewhere",
+             "/home/bob/models", "/etc/a/../models", "/srv/./vol/models", "/nowhere/x", "/"]
+    shared = Resolver(host, view)
+    for p in paths + paths[::-1]:
+        assert shared.resolve(p) == Resolver(host, view).resolve(p), p
+    assert shared.resolve("/etc/loop1")[1] is None                   # a loop: not on it
+    assert shared.resolve("/usr/local/bin/tool")[1] == f"{target.path}/bin/tool"

@@ -15,43 +15,88 @@ from vacate.host import Host
 MAX_HOPS = 40          # links followed while resolving one path (as the kernel's ELOOP)
 
 
+class Resolver:
+    """:func:`resolve` for many paths in a row (the symlink search resolves every link it
+    meets): what each path component is (not a link, a link and its text, missing) is read
+    once, and a component is looked up on the volume only when its name could lie there."""
+
+    __slots__ = ("_kind", "_near", "host", "view")
+
+    def __init__(self, host: Host, view: VolumeView):
+        self.host, self.view = host, view
+        self._kind: dict[str, str | bool | None] = {}
+        # a normalised path can be on the volume only if it is, or is below, a prefix
+        self._near = tuple((pre, pre.rstrip("/") + "/") for pre, _h in view.prefixes)
+
+    def _maybe_on(self, path: str) -> str | None:
+        for pre, below in self._near:
+            if path == pre or path.startswith(below):
+                return self.view.to_host(path)
+        return None
+
+    def _what(self, path: str) -> str | bool | None:
+        """False: not a link; None: missing (or unreadable); "": a link that cannot be read;
+        else the link's text."""
+        try:
+            return self._kind[path]
+        except KeyError:
+            pass
+        local = self.host.path(path)
+        try:
+            st = os.lstat(local)
+        except OSError:
+            got: str | bool | None = None
+        else:
+            got = False
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    got = os.readlink(local)
+                except OSError:
+                    got = ""
+        self._kind[path] = got
+        return got
+
+    def resolve(self, path: str) -> tuple[str, str | None]:
+        """Resolve ``path`` (host spelling) by following links inside the host; stops as
+        soon as it reaches the volume. Returns (resolved path, host path on the volume or
+        None)."""
+        view = self.view
+        parts = [p for p in path.split("/") if p]
+        parts.reverse()                  # popped from the end: the next component last
+        cur = "/"
+        hops = 0
+        while parts:
+            comp = parts.pop()
+            if comp == ".":
+                continue
+            if comp == "..":
+                cur = posixpath.dirname(cur)
+                continue
+            nxt = cur + comp if cur == "/" else cur + "/" + comp
+            if self._maybe_on(nxt) is not None:
+                rest = posixpath.join(nxt, *reversed(parts)) if parts else nxt
+                return rest, view.to_host(rest)
+            what = self._what(nxt)
+            if what is None:
+                rest = posixpath.normpath(posixpath.join(nxt, *reversed(parts))) if parts \
+                    else nxt
+                return rest, view.to_host(rest)   # dangling: judged by name
+            if what is False:
+                cur = nxt
+                continue
+            hops += 1
+            if hops > MAX_HOPS or what == "":
+                return nxt, None
+            parts += reversed([p for p in what.split("/") if p])
+            if what.startswith("/"):
+                cur = "/"
+        return cur, view.to_host(cur)
+
+
 def resolve(host: Host, view: VolumeView, path: str) -> tuple[str, str | None]:
     """Resolve ``path`` (host spelling) by following links inside ``host``; stops as soon as
     it reaches the volume. Returns (resolved path, host path on the volume or None)."""
-    parts = [p for p in path.split("/") if p]
-    cur = "/"
-    hops = 0
-    while parts:
-        comp = parts.pop(0)
-        if comp == ".":
-            continue
-        if comp == "..":
-            cur = posixpath.dirname(cur)
-            continue
-        nxt = posixpath.join(cur, comp)
-        on = view.to_host(nxt)
-        if on is not None:
-            rest = posixpath.join(nxt, *parts) if parts else nxt
-            return rest, view.to_host(rest)
-        try:
-            st = os.lstat(host.path(nxt))
-        except OSError:
-            rest = posixpath.normpath(posixpath.join(nxt, *parts)) if parts else nxt
-            return rest, view.to_host(rest)   # dangling: judged by name
-        if stat.S_ISLNK(st.st_mode):
-            hops += 1
-            if hops > MAX_HOPS:
-                return nxt, None
-            try:
-                dest = os.readlink(host.path(nxt))
-            except OSError:
-                return nxt, None
-            parts = [p for p in dest.split("/") if p] + parts
-            if dest.startswith("/"):
-                cur = "/"
-            continue
-        cur = nxt
-    return cur, view.to_host(cur)
+    return Resolver(host, view).resolve(path)
 
 
 def on_volume(host: Host, view: VolumeView, path: str | None) -> str | None:

@@ -13,7 +13,7 @@ import stat
 
 from vacate.collectors.configured.cfgfiles import read_text
 from vacate.collectors.configured.match import VolumeView
-from vacate.collectors.configured.resolve import resolve
+from vacate.collectors.configured.resolve import Resolver
 from vacate.collectors.guarded import may_hang
 from vacate.collectors.mounts import read_mounts
 from vacate.host import Host
@@ -68,6 +68,7 @@ def collect(host: Host, target: Target, view: VolumeView
     truncated: list[str] = []
     seen_dirs: set[tuple[int, int]] = set()
     skip = skipped_mountpoints(host)
+    links = Resolver(host, view)
     for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
         if view.to_host(root) is not None or root in skip:
             continue        # the root itself is on the volume (or a FUSE/network mount)
@@ -76,7 +77,7 @@ def collect(host: Host, target: Target, view: VolumeView
         except OSError:
             continue
         if stat.S_ISLNK(st.st_mode):    # /opt -> /data/opt: the root itself is the link
-            c = _link(host, view, root, host.path(root))
+            c = _link(links, root, host.path(root))
             if c is not None:
                 consumers.append(c)
             continue
@@ -99,7 +100,7 @@ def collect(host: Host, target: Target, view: VolumeView
             for entry in entries:
                 try:
                     if entry.is_symlink():
-                        c = _link(host, view, prefix + entry.name, entry.path)
+                        c = _link(links, prefix + entry.name, entry.path)
                         if c is not None:
                             consumers.append(c)
                         continue
@@ -127,13 +128,13 @@ def collect(host: Host, target: Target, view: VolumeView
     return tuple(consumers), tuple(problems)
 
 
-def _link(host: Host, view: VolumeView, spelled: str, local: str) -> Consumer | None:
+def _link(links: Resolver, spelled: str, local: str) -> Consumer | None:
     try:
         raw = os.readlink(local)
     except OSError:
         return None
     start = raw if raw.startswith("/") else posixpath.join(posixpath.dirname(spelled), raw)
-    resolved, on = resolve(host, view, start)
+    resolved, on = links.resolve(start)
     if on is None:
         return None
     exists = os.path.lexists(on)
