@@ -28,7 +28,8 @@ class Resolver:
         # a normalised path can be on the volume only if it is, or is below, a prefix
         self._near = tuple((pre, pre.rstrip("/") + "/") for pre, _h in view.prefixes)
 
-    def _maybe_on(self, path: str) -> str | None:
+    def by_name(self, path: str) -> str | None:
+        """``view.to_host`` of a normalised path, answered without work for most paths."""
         for pre, below in self._near:
             if path == pre or path.startswith(below):
                 return self.view.to_host(path)
@@ -73,7 +74,7 @@ class Resolver:
                 cur = posixpath.dirname(cur)
                 continue
             nxt = cur + comp if cur == "/" else cur + "/" + comp
-            if self._maybe_on(nxt) is not None:
+            if self.by_name(nxt) is not None:
                 rest = posixpath.join(nxt, *reversed(parts)) if parts else nxt
                 return rest, view.to_host(rest)
             what = self._what(nxt)

@@ -97,25 +97,24 @@ def collect(host: Host, target: Target, view: VolumeView
                 truncated.append(d)
                 break
             prefix = d.rstrip("/") + "/"
-            for entry in entries:
+            found, subdirs = _kinds(entries)
+            for entry in found:
+                c = _link(links, prefix + entry.name, entry.path)
+                if c is not None:
+                    consumers.append(c)
+            if depth >= MAX_DEPTH:
+                continue
+            for entry in subdirs:
+                spelled = prefix + entry.name
+                if entry.name in SKIP_NAMES or spelled in skip:
+                    continue
                 try:
-                    if entry.is_symlink():
-                        c = _link(links, prefix + entry.name, entry.path)
-                        if c is not None:
-                            consumers.append(c)
-                        continue
-                    if depth >= MAX_DEPTH or entry.name in SKIP_NAMES or \
-                            not entry.is_dir(follow_symlinks=False):
-                        continue
-                    spelled = prefix + entry.name
-                    if spelled in skip:
-                        continue
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 key = (st.st_dev, st.st_ino)
                 if st.st_dev in vol_devs or key in seen_dirs or \
-                        view.to_host(spelled) is not None:
+                        links.by_name(spelled) is not None:
                     continue
                 seen_dirs.add(key)
                 stack.append((spelled, depth + 1))
@@ -126,6 +125,21 @@ def collect(host: Host, target: Target, view: VolumeView
             "search-truncated", f"symlink search stopped after {MAX_ENTRIES} entries "
             f"(at {truncated[0]}); links further on were not looked at", truncated[0]))
     return tuple(consumers), tuple(problems)
+
+
+def _kinds(entries: list[os.DirEntry]) -> tuple[list[os.DirEntry], list[os.DirEntry]]:
+    """(the links, the directories) among ``entries``, by the type readdir gave (an entry
+    whose type needs an lstat that fails is neither)."""
+    found, subdirs = [], []
+    for e in entries:
+        try:
+            if e.is_symlink():
+                found.append(e)
+            elif e.is_dir(follow_symlinks=False):
+                subdirs.append(e)
+        except OSError:
+            pass
+    return found, subdirs
 
 
 def _link(links: Resolver, spelled: str, local: str) -> Consumer | None:
