@@ -85,6 +85,48 @@ def test_stager_gathers_the_exact_stream_and_its_sha256(tmp_path, buffered):
     assert st.n == len(blob) and st.h.hexdigest() == hashlib.sha256(blob).hexdigest()
 
 
+def test_stager_reads_files_straight_into_raw_blocks(tmp_path):
+    """``read_raw``: file data read into its raw-block slots across buffer boundaries; the
+    slots hold the file's bytes (its hash); a file that ends early gives zeros, and says so."""
+    rnd = random.Random(13)
+    src = tmp_path / "w.bin"
+    data = rnd.randbytes((21 << 20) + 777)
+    src.write_bytes(data)
+    t = LocalTarget(str(tmp_path / "t"))
+    sink = t.create("p")
+    lane, wlane = _Lane(), _Lane()
+    st = stage.Stager(sink, lane, wlane, stage.pool())
+    want, got_file, ended = [], [], []
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        pos = 0
+        for k in (3 << 20, 1, 2 << 20, (5 << 20) + 3, 12 << 20):   # the last runs past the end
+            st.write(b"hdr%d" % k)
+            want.append(b"hdr%d" % k)
+            slots, holds, short = st.read_raw(fd, k)
+            h = hashlib.sha256()
+            lane.call(stage.hash_slices, h, slots, holds)
+            lane.drain()
+            piece = data[pos:pos + k].ljust(k, b"\0")
+            got_file.append(h.digest() == hashlib.sha256(piece).digest())
+            ended.append(short)
+            want.append(compress.raw_blocks(piece))
+            pos += k
+        st.close()
+        lane.drain()
+        wlane.drain()
+    finally:
+        os.close(fd)
+        lane.close()
+        wlane.close()
+    sink.commit()
+    assert got_file == [True] * 5
+    assert ended == [False, False, False, False, True]
+    blob = b"".join(want)
+    assert (tmp_path / "t" / "p").read_bytes() == blob
+    assert st.h.hexdigest() == hashlib.sha256(blob).hexdigest()
+
+
 def _tree(root: str) -> str:
     src = os.path.join(root, "src")
     os.makedirs(os.path.join(src, "w"))

@@ -11,6 +11,7 @@ content checksum.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -149,8 +150,23 @@ class LibraryCompressor:
     def incompressible(self, data) -> bool:
         mv = memoryview(data)
         step = (len(mv) - SAMPLE) // 3
-        sample = b"".join(mv[i * step:i * step + SAMPLE] for i in range(4))
+        return self._stored(b"".join(mv[i * step:i * step + SAMPLE] for i in range(4)))
+
+    def incompressible_at(self, fd: int, offset: int, n: int) -> bool:
+        """``incompressible()`` of the ``n`` (>= PROBE_MIN) bytes of ``fd`` at ``offset``,
+        from the same samples, read with ``pread`` (the data itself is not read yet)."""
+        step = (n - SAMPLE) // 3
+        return self._stored(b"".join(os.pread(fd, SAMPLE, offset + i * step)
+                                     for i in range(4)))
+
+    def _stored(self, sample: bytes) -> bool:
         return len(self.probe.compress(sample)) >= INCOMPRESSIBLE * len(sample)
+
+    def raw_begin(self) -> None:
+        """What follows, up to the next ``write()``, goes into raw blocks of a stored frame
+        straight from where the caller puts it (``Stager.read_raw``)."""
+        if self.mode != "raw":
+            self._switch("raw")
 
     def _flush_pending(self) -> None:
         if self.pending:

@@ -392,6 +392,7 @@ class _Writer:
                 gname=common["group"].encode(), mtime_ns=common["mtime_ns"], sparse=segs)))
             stored = 0
             pos = 0
+            direct = isinstance(part.z, compress.LibraryCompressor)
             for off, length in segs or ((0, size),):
                 while pos < off:             # a hole: hash its zeros, store nothing
                     n = min(CHUNK, off - pos)
@@ -402,6 +403,19 @@ class _Writer:
                     os.lseek(fd, off, os.SEEK_SET)
                 left = length
                 while left:
+                    n = min(CHUNK, left)
+                    if direct and n >= compress.PROBE_MIN and \
+                            part.z.incompressible_at(fd, off + length - left, n):
+                        # weights: read straight into the part's raw blocks (no copy)
+                        part.z.raw_begin()
+                        slots, holds, ended = part.out.read_raw(fd, n)
+                        self.hash_lane.call(stage.hash_slices, h, slots, holds)
+                        part.tar_bytes += n
+                        short = short or ended
+                        left -= n
+                        self.bytes_read += n
+                        self._tick(n)
+                        continue
                     buf = self.read_pool.get()
                     data = memoryview(buf)[:min(CHUNK, left)]
                     got = os.readv(fd, [data])
