@@ -88,7 +88,9 @@ def test_split_child_failing_costs_only_time(tmp_path, monkeypatch, side_by_side
     assert not side_by_side
 
 
-def test_look_ahead_takes_the_later_half_of_what_the_budget_reaches(tmp_path, monkeypatch):
+@pytest.mark.parametrize("parts", [2, 4])
+def test_look_ahead_takes_the_later_runs_of_what_the_budget_reaches(tmp_path, monkeypatch,
+                                                                    parts):
     from vacate.recognise import dir_stats_lookup
 
     items, dirs = hub_volume(str(tmp_path / "vol"))
@@ -101,9 +103,13 @@ def test_look_ahead_takes_the_later_half_of_what_the_budget_reaches(tmp_path, mo
         monkeypatch.setattr(explore, "ITEM_ENTRIES", budget)
         reached = [i for i in annotate(items, dirs, parallel=False)[0]
                    if i.parent == hub.path]                 # the repos looked at, in one process
-        ahead = ex.look_ahead(hub, budget)
+        runs = ex.look_ahead(hub, budget, parts)
+        assert len(runs) == parts - 1
+        ahead = [p for run in runs for p in run]
         end = order.index(ahead[-1]) + 1
-        assert ahead == order[end - len(ahead):end]          # a run of them, in order, ...
+        assert ahead == order[end - len(ahead):end]          # runs of them, in order, ...
         assert end == len(reached) and (end == 40 or budget != FULL)   # ... to the last reached
-        assert len(reached) / 3 < len(ahead) < len(reached) * 2 / 3      # about half of them
+        share = len(reached) / parts                         # about as many in each
+        assert all(share / 2 < len(run) < share * 2 for run in runs)
+        assert share / 2 < len(reached) - len(ahead) < share * 2
     assert len(reached) < 40

@@ -203,10 +203,10 @@ class Explorer:
         reader.problems.extend(done.problems)
         return done.node
 
-    def look_ahead(self, it: Item, entries: int) -> list[str]:
-        """The subdirectories of ``it`` worth looking at elsewhere, side by side with it: the
-        second half, by the entries they hold, of those its entry budget is expected to
-        reach (the first half is looked at here meanwhile)."""
+    def look_ahead(self, it: Item, entries: int, parts: int = 2) -> list[list[str]]:
+        """The subdirectories of ``it`` worth looking at elsewhere, side by side with it: of
+        those its entry budget is expected to reach, in order, all but the first of ``parts``
+        runs holding about as many entries each (the first is looked at here meanwhile)."""
         lst = base.list_dir(it.path, Reader(self.budget_s, entries))
         look, _ = self.subdirs(it.path, lst)
         left = entries - len(lst.dirs) - len(lst.files)
@@ -217,12 +217,12 @@ class Explorer:
             cost = min(max(st.files + st.dirs - 1, 1), left)   # what is below it, listed
             reach.append((p, cost))
             left -= cost
-        half, acc = sum(c for _, c in reach) / 2, 0
-        for k, (_p, c) in enumerate(reach):
+        total, acc = sum(c for _, c in reach), 0
+        runs: list[list[str]] = [[] for _ in range(max(parts, 1))]
+        for p, c in reach:
+            runs[min(int(acc * parts / total), parts - 1)].append(p)
             acc += c
-            if acc >= half:
-                return [p for p, _ in reach[k + 1:]]
-        return []
+        return [r for r in runs[1:] if r]
 
     def subtrees(self, it: Item, paths: Sequence[str]) -> dict[str, Subtree]:
         """``paths`` (subdirectories of ``it``) looked at one by one, each as if the item's

@@ -1,11 +1,18 @@
-"""Looking at the top-level items on two CPUs: this process and one forked child take the
-items one at a time, biggest first, from a shared queue (a pipe of item numbers), so that a
-single huge item does not leave the other CPU idle while the small ones queue behind it.
+"""Looking at the top-level items side by side: this process and a few forked children take
+the items one at a time, biggest first, from a shared queue (a pipe of item numbers), so that
+a single huge item does not leave the other CPUs idle while the small ones queue behind it.
+The biggest item is split as well: while this process looks at its first subdirectories, each
+child looks at a later run of them (:meth:`~vacate.recognise.explore.Explorer.look_ahead`),
+and this process takes those over in order. More processes than CPUs: on a cold cache the
+looking waits on the disk (a hub cache's snapshot links and shard heads are a read each), and
+a few readers at once keep it busier; warm, they share the CPUs at little cost.
 
 Each item is looked at with the entry budget fixed for it beforehand
 (:func:`~vacate.recognise.explore.entry_budgets`), by its own :class:`Explorer` state, so the
-result does not depend on which process took it or when. The child sends what it found back
-pickled; if it fails, whatever it had taken is looked at again here.
+result does not depend on which process took it or when; a subdirectory looked at elsewhere is
+taken over only where looking at it here would have listed and counted the same
+(:meth:`~vacate.recognise.explore.Explorer.subtree`). The children send what they found back
+pickled; if one fails, whatever it had taken is looked at again here.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.collectors.forking import can_fork, die_with_parent
+from vacate.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.model.inventory import Item, Stats
 from vacate.recognise.explore import Explorer, Subtree
 
@@ -24,6 +31,11 @@ Found = dict[int, tuple]          # item number -> (Classification, sub-items, p
 _REC = struct.Struct("=I")
 MIN_ENTRIES = 20_000               # below this many entries in all, one process is quicker
 MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader (64 KiB)
+
+
+def processes() -> int:
+    """How many look side by side: two per CPU (see the module's docstring), at most 4."""
+    return min(4, 2 * cpus())
 
 
 def look_all(items: Sequence[Item], budgets: Sequence[int],
@@ -39,68 +51,78 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
         queue = iter(order)
         return _look(items, budgets, stats_of, budget_s, deadline, lambda: next(queue, None))
     big = order[0]
-    ahead = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big]) \
+    runs = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big], processes()) \
         if items[big].is_dir else []
     tr, tw = os.pipe()
-    rr, rw = os.pipe()
-    mr, mw = os.pipe()
     try:
-        _write_all(tw, b"".join(_REC.pack(i) for i in (order[1:] if ahead else order)))
+        _write_all(tw, b"".join(_REC.pack(i) for i in (order[1:] if runs else order)))
     finally:
         os.close(tw)
     take = _taker(tr)
     parent = os.getpid()
-    child = os.fork()
-    if child == 0:                                         # the child: look, report, leave
-        code = 1
-        try:
-            os.close(rr)
-            os.close(mr)
-            die_with_parent(parent)
-            if ahead:
-                _send(mw, Explorer(stats_of, max(0.0, min(budget_s, deadline - time.monotonic())))
-                      .subtrees(items[big], ahead))
-            os.close(mw)
-            found = _look(items, budgets, stats_of, budget_s, deadline, take)
-            _write_all(rw, pickle.dumps(found, pickle.HIGHEST_PROTOCOL))
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(rw)
-    os.close(mw)
-    theirs: Found | None = None
+    kids: list[tuple[int, int, int]] = []          # (pid, found read fd, subtrees read fd)
+    mine: Found = {}
+    theirs: Found = {}
+    failed = False
     try:
-        mine: Found = {}
-        if ahead:
-            # the biggest item here, its later subdirectories there meanwhile
-            looked = _Received(mr, frozenset(ahead))
+        for k in range(processes() - 1):
+            rr, rw = os.pipe()
+            mr, mw = os.pipe()
+            child = os.fork()
+            if child == 0:                                 # a child: look, report, leave
+                code = 1
+                try:
+                    for fd in (rr, mr, *(fd for _, r, m in kids for fd in (r, m))):
+                        os.close(fd)
+                    die_with_parent(parent)
+                    if k < len(runs):
+                        left = max(0.0, min(budget_s, deadline - time.monotonic()))
+                        _send(mw, Explorer(stats_of, left).subtrees(items[big], runs[k]))
+                    os.close(mw)
+                    found = _look(items, budgets, stats_of, budget_s, deadline, take)
+                    _write_all(rw, pickle.dumps(found, pickle.HIGHEST_PROTOCOL))
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(rw)
+            os.close(mw)
+            kids.append((child, rr, mr))
+        if runs:
+            # the biggest item here, the later runs of its subdirectories there meanwhile
+            looked = _Received({p: kids[k][2] for k, run in enumerate(runs[:len(kids)])
+                                for p in run})
             mine = _look(items, budgets, stats_of, budget_s, deadline,
                          iter((big, None)).__next__, looked.get)
-        os.close(mr)
-        mr = -1
-        mine.update(_look(items, budgets, stats_of, budget_s, deadline, take))
-        data = _read_all(rr)
-        _, status = os.waitpid(child, 0)
-        child = 0
-        if os.waitstatus_to_exitcode(status) == 0:
-            theirs = pickle.loads(data)
-    finally:
-        os.close(rr)
-        os.close(tr)
-        if mr >= 0:
+        for _, _, mr in kids:
             os.close(mr)
-        if child:                       # interrupted here (^C, SIGTERM): no child left behind
+        kids = [(pid, rr, -1) for pid, rr, _ in kids]
+        mine.update(_look(items, budgets, stats_of, budget_s, deadline, take))
+        while kids:
+            pid, rr, _ = kids[0]
+            data = _read_all(rr)
+            _, status = os.waitpid(pid, 0)
+            os.close(rr)
+            kids.pop(0)
+            if os.waitstatus_to_exitcode(status) == 0:
+                theirs.update(pickle.loads(data))
+            else:
+                failed = True
+    finally:
+        os.close(tr)
+        for pid, rr, mr in kids:        # interrupted here (^C, SIGTERM): no child left behind
+            for fd in (rr, mr):
+                if fd >= 0:
+                    os.close(fd)
             try:
-                os.kill(child, 9)
+                os.kill(pid, 9)
             except ProcessLookupError:
                 pass
-            os.waitpid(child, 0)
-    if theirs is None:                  # the child failed: its items again, here
-        theirs = {}
+            os.waitpid(pid, 0)
+    mine.update(theirs)
+    if failed:                          # a child failed: its items again, here
         left = iter([i for i in order if i not in mine])
         mine.update(_look(items, budgets, stats_of, budget_s, deadline,
                           lambda: next(left, None)))
-    mine.update(theirs)
     return mine
 
 
@@ -124,23 +146,24 @@ def _look(items: Sequence[Item], budgets: Sequence[int],
 
 
 class _Received:
-    """The subtrees the child looked at (:meth:`Explorer.subtrees`), read from ``fd`` when
-    first asked for one of ``paths`` (the child sends them all at once; nothing, if it
-    failed: then each is looked at here)."""
+    """The subtrees the children looked at (:meth:`Explorer.subtrees`): ``fds`` maps each
+    path to the pipe of the child that has it, read when first asked for (a child sends its
+    run all at once; nothing, if it failed: then each is looked at here)."""
 
-    def __init__(self, fd: int, paths: frozenset[str]):
-        self.fd, self.paths = fd, paths
-        self.got: dict[str, Subtree] | None = None
+    def __init__(self, fds: dict[str, int]):
+        self.fds = fds
+        self.got: dict[int, dict[str, Subtree]] = {}
 
     def get(self, path: str) -> Subtree | None:
-        if path not in self.paths:
+        fd = self.fds.get(path)
+        if fd is None:
             return None
-        if self.got is None:
+        if fd not in self.got:
             try:
-                self.got = pickle.loads(_read_all(self.fd))
+                self.got[fd] = pickle.loads(_read_all(fd))
             except (pickle.UnpicklingError, EOFError, ValueError):   # the child died midway
-                self.got = {}
-        return self.got.get(path)
+                self.got[fd] = {}
+        return self.got[fd].get(path)
 
 
 def _send(fd: int, found) -> None:
