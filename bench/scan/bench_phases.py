@@ -6,6 +6,9 @@ whole-command run shows:
     python3 bench/scan/bench_phases.py workers --rounds 3  # walk with 2/3/4 walkers, warm and cold
     python3 bench/scan/bench_phases.py recognise           # recognising right after a walk, and
                                                            # again after 20 s idle (DAMON)
+    python3 bench/scan/bench_phases.py processes --rounds 3 --counts 2 4 6
+                                  # recognising side by side in 2/4/6 processes (and in one),
+                                  # warm and cold (cold: right after a cold walk), interleaved
 """
 
 from __future__ import annotations
@@ -117,17 +120,58 @@ def recognise(mnt: str, rounds: int) -> None:
               f"({' '.join(f'{x:.2f}' for x in v)})")
 
 
+def processes(mnt: str, rounds: int, counts: list[int]) -> None:
+    from vacate import recognise as rec
+    from vacate.recognise import sidebyside
+
+    def scan() -> tuple:
+        w = walk.walk(mnt)
+        return tuple(Item("item:" + os.path.relpath(p, mnt), p, None, d, s)
+                     for p, d, s in w.top), w.dirs
+
+    items, dirs = scan()
+    one = rec.annotate(items, dirs, parallel=False)
+    real = sidebyside.processes
+    try:
+        for cold in (False, True):
+            res: dict[int, list[float]] = {}
+            for _ in range(rounds):
+                for n in [1, *counts]:
+                    sidebyside.processes = lambda n=n: n
+                    if cold:
+                        drop_caches()
+                        items, dirs = scan()
+                    else:
+                        rec.annotate(items, dirs, parallel=n > 1)    # this run's cache
+                    t = time.perf_counter()
+                    got = rec.annotate(items, dirs, parallel=n > 1)
+                    res.setdefault(n, []).append(time.perf_counter() - t)
+                    if got != one:
+                        sys.exit(f"{n} processes: not the result of one")
+            for n, v in res.items():
+                print(f"{'cold' if cold else 'warm'} recognising, {n} processes: median "
+                      f"{statistics.median(v):.2f} s ({' '.join(f'{x:.2f}' for x in v)})")
+    finally:
+        sidebyside.processes = real
+    print(f"load average: {os.getloadavg()[0]:.1f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("loops", "workers", "recognise"))
+    ap.add_argument("what", choices=("loops", "workers", "recognise", "processes"))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--counts", type=int, nargs="+", default=[2, 4, 6],
+                    help="processes: the numbers of processes to compare")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (loop mount, drop_caches)")
     was_mounted = tree.mounted()
     mnt = tree.mount()
     try:
-        {"loops": loops, "workers": workers, "recognise": recognise}[a.what](mnt, a.rounds)
+        if a.what == "processes":
+            processes(mnt, a.rounds, a.counts)
+        else:
+            {"loops": loops, "workers": workers, "recognise": recognise}[a.what](mnt, a.rounds)
     finally:
         if not was_mounted:
             tree.umount()
