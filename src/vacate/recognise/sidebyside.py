@@ -23,7 +23,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.collectors.forking import can_fork, cpus, die_with_parent
+from vacate.collectors.forking import can_fork, die_with_parent
 from vacate.model.inventory import Item, Stats
 from vacate.recognise.explore import Explorer, Subtree
 
@@ -34,10 +34,10 @@ MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader 
 
 
 def processes() -> int:
-    """How many look side by side: at least 6, to keep the disk busy on a cold cache (on the
-    bench tree's hub cache, cold, 2 took 2.75 s, 4 2.16 s and 6 1.75 s; see BENCHMARKS.md),
-    and one per CPU where there are more."""
-    return max(6, cpus())
+    """How many look side by side: 6, to keep the disk busy on a cold cache (the bench tree,
+    recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4, 2.1 s with 6; see
+    BENCHMARKS.md), and not more, whatever the CPUs: each child costs ~20 MB of pages."""
+    return 6
 
 
 def look_all(items: Sequence[Item], budgets: Sequence[int],
