@@ -117,8 +117,7 @@ def raw_header(n: int) -> bytes:
 
 def raw_blocks(data) -> bytes:
     """``data`` as raw blocks (3-byte block header, up to 128 KiB of data, ...), in one
-    buffer: the output thread then hashes it with one call (one GIL release) instead of two
-    per block; the copy is made on the main thread, which has time to spare."""
+    buffer (without a ``raw_out``; the writer's ``Stager`` frames as it copies instead)."""
     mv = memoryview(data)
     k = RAW_BLOCK
     return b"".join([piece for i in range(0, len(mv), k)

@@ -13,11 +13,13 @@ part holds and carries on. The manifest is written last: its presence marks the 
 complete.
 
 Threads (the tree of BENCHMARKS.md "archive (issue 5)" keeps two cores busy): the main thread
-walks, reads (into reused buffers) and feeds zstd (whose workers compress); the hash lane
-hashes each file; the output lane hashes each part; the write lane stores it; the finisher
-lane commits each finished part (sidecar, fsync, rename) while the next one is produced, in
-part order, so a part is renamed only once it is synced and every part before it is renamed.
-Memory is bounded by the lanes' queue depths (each lane holds at most ``depth`` chunks).
+walks, reads and feeds zstd (whose workers compress), and gathers the part's bytes in stage
+buffers (``stage.Stager``; incompressible chunks are read straight into their raw blocks
+there); the hash lane hashes each file; the output lane hashes each stage buffer (the part's
+sha256); the write lane stores it; the finisher lane commits each finished part (sidecar,
+fsync, rename) while the next one is produced, in part order, so a part is renamed only once
+it is synced and every part before it is renamed. Memory is bounded by the lanes' queue
+depths (each lane holds at most ``depth`` calls).
 """
 
 from __future__ import annotations
