@@ -113,3 +113,21 @@ def test_look_ahead_takes_the_later_runs_of_what_the_budget_reaches(tmp_path, mo
         assert all(share / 2 < len(run) < share * 2 for run in runs)
         assert share / 2 < len(reached) - len(ahead) < share * 2
     assert len(reached) < 40
+
+
+def test_fewer_processes_when_forking_fails(tmp_path, monkeypatch, side_by_side):
+    """The third fork fails (as with EAGAIN at a process limit): two children and this
+    process look at everything, and the result is still the one process's."""
+    items, dirs = hub_volume(str(tmp_path / "vol"))
+    one = annotate(items, dirs, parallel=False)
+    real_fork, forks = os.fork, []
+
+    def fork():
+        forks.append(1)
+        if len(forks) == 3:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    assert annotate(items, dirs, parallel=True) == one
+    assert len(forks) == 3 and side_by_side                # two children's runs were taken

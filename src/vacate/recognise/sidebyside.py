@@ -70,7 +70,12 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
         for k in range(processes() - 1):
             rr, rw = os.pipe()
             mr, mw = os.pipe()
-            child = os.fork()
+            try:
+                child = os.fork()
+            except OSError:                 # no more processes (EAGAIN, ENOMEM): with fewer
+                for fd in (rr, rw, mr, mw):
+                    os.close(fd)
+                break
             if child == 0:                                 # a child: look, report, leave
                 code = 1
                 try:
