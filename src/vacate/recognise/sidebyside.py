@@ -34,10 +34,11 @@ MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader 
 
 
 def processes() -> int:
-    """How many look side by side: 6, to keep the disk busy on a cold cache (the bench tree,
-    recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4, 2.1 s with 6; see
-    BENCHMARKS.md), and not more, whatever the CPUs: each child costs ~20 MB of pages."""
-    return 6
+    """How many look side by side: 8, to keep the disk busy on a cold cache (the bench tree,
+    recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4, 2.1 s with 6, 1.9 s with
+    8; warm, no difference measurable; see BENCHMARKS.md), and not more, whatever the CPUs:
+    each child dirties ~10-20 MB of pages."""
+    return 8
 
 
 def look_all(items: Sequence[Item], budgets: Sequence[int],
