@@ -23,6 +23,15 @@
 #include <unistd.h>
 
 #define PF_KTHREAD 0x00200000
+
+/* A record of getdents64(2), as the kernel lays it out. */
+struct linux_dirent64 {
+    unsigned long long d_ino;
+    long long d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
 #define LINK_MAX_LEN 4096
 
 enum { NOT_HIT = 0, HIT = 1, KTHREAD = 2, VANISHED = -1, FAILED = -2 };
@@ -184,12 +193,11 @@ static int looks(Share *s, int d) {
         if (got == 0)
             break;
         for (long off = 0; off < got && !hit;) {
-            struct { unsigned long long ino; long long off; unsigned short reclen;
-                     unsigned char type; char name[]; } *e = (void *)(dents + off);
-            off += e->reclen;
-            if (e->name[0] == '.')
+            struct linux_dirent64 *e = (void *)(dents + off);
+            off += e->d_reclen;
+            if (e->d_name[0] == '.')
                 continue;
-            n = link_at(fdd, e->name, t);
+            n = link_at(fdd, e->d_name, t);
             if (n == -ENOENT)
                 continue;      /* closed meanwhile */
             if (n < 0) {
