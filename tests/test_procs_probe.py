@@ -92,7 +92,7 @@ def test_c_look_and_python_look_agree(crowd_volume):
     tokens = (f" {target.mount.major:02x}:{target.mount.minor:02x} ".encode(),)
     pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     py = procs_probe.probe("/proc", pids, (m,), tokens, ns, True)
-    for threads in (1, 2, 3):
+    for threads in (0, 1, 2, 3):
         c = procs_probe._c_result(procs_probe._c_start("/proc", pids, (m,), tokens, ns, True,
                                                        threads))
         differ = set(py.candidates) ^ set(c.candidates)

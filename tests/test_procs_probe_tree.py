@@ -73,7 +73,7 @@ def test_c_look_gives_the_python_look(tree):
         pytest.skip("the C look was not built")
     proc, pids = tree
     py = procs_probe.probe(proc, pids, (VOL,), (TOKEN,), None, False)
-    for threads in (1, 2, 4, 16):
+    for threads in (0, 1, 2, 4, 16):
         c = procs_probe._c_result(procs_probe._c_start(proc, pids, (VOL,), (TOKEN,), None,
                                                        False, threads))
         assert (c.candidates, c.count, c.namespaces) == (py.candidates, py.count,

@@ -5,13 +5,16 @@
    not built; the test suite runs both over the real /proc and compares them pid for pid.
    Per process this makes the calls fuser makes (the links exe, cwd, root and every fd, one
    read of maps), plus the mount namespace link, each relative to an open /proc/PID directory
-   (no path walk from / per call). With two CPUs two threads share the pids; started from the
-   console-script entry they run while Python imports the rest of vacate.
+   (no path walk from / per call). The threads take the pids a few at a time from one cursor;
+   started from the console-script entry they run while Python imports the rest of vacate, and
+   the thread that asks for the result (the interpreter's, its imports done) takes what is
+   left alongside them.
 
    probe(proc, pids, hot, tokens, self_ns, live, nthreads) -> Job, already running;
-   Job.result() -> (candidates, namespaces, count): candidates in ascending pid order,
-   namespaces [(ns link text, first pid seen in it)], count the processes read. The rules are
-   those of procs_probe.probe(), line for line. */
+   Job.result() -> (candidates, namespaces, count): candidates in no particular order,
+   namespaces [(ns link text, a pid seen in it)] (one per namespace and thread; the lowest
+   pid of each is what probe() reports), count the processes read. The rules are those of
+   procs_probe.probe(), line for line. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
@@ -56,7 +59,8 @@ typedef struct {
 typedef struct {
     const Query *q;
     const int *pids;
-    Py_ssize_t lo, hi;
+    Py_ssize_t n_pids;
+    Py_ssize_t *next; /* the job's cursor: the next pid index not yet taken by any share */
     int *cands;
     Py_ssize_t n_cands;
     NsSeen *ns;
@@ -297,10 +301,20 @@ static void probe_pid(Share *s, int pid) {
         add_cand(s, pid);
 }
 
+/* Pids are taken CHUNK at a time from the job's cursor, so that the thread which joins the
+   look late (result() called while the threads still run) takes its part of what is left. */
+#define CHUNK 8
+
 static void *run_share(void *arg) {
     Share *s = arg;
-    for (Py_ssize_t i = s->lo; i < s->hi; i++)
-        probe_pid(s, s->pids[i]);
+    for (;;) {
+        Py_ssize_t lo = __atomic_fetch_add(s->next, CHUNK, __ATOMIC_RELAXED);
+        if (lo >= s->n_pids)
+            break;
+        Py_ssize_t hi = lo + CHUNK < s->n_pids ? lo + CHUNK : s->n_pids;
+        for (Py_ssize_t i = lo; i < hi; i++)
+            probe_pid(s, s->pids[i]);
+    }
     free(s->buf);
     s->buf = NULL;
     return NULL;
@@ -312,10 +326,11 @@ typedef struct {
     Query q;
     int *pids;
     Py_ssize_t n_pids;
+    Py_ssize_t next;
     int n_threads;
     pthread_t threads[16];
     int started[16];
-    Share shares[16];
+    Share shares[17];  /* one per thread, and the last for the thread that calls result() */
     int joined;
 } Job;
 
@@ -336,18 +351,18 @@ static void join_all(Job *j) {
     if (j->joined)
         return;
     Py_BEGIN_ALLOW_THREADS
+    /* this thread takes what the threads have not yet taken (all of it, where none started) */
+    run_share(&j->shares[j->n_threads]);
     for (int i = 0; i < j->n_threads; i++)
         if (j->started[i])
             pthread_join(j->threads[i], NULL);
-        else
-            run_share(&j->shares[i]);      /* a thread that could not start: its share here */
     Py_END_ALLOW_THREADS
     j->joined = 1;
 }
 
 static void job_dealloc(Job *j) {
     join_all(j);
-    for (int i = 0; i < j->n_threads; i++) {
+    for (int i = 0; i <= j->n_threads; i++) {
         free(j->shares[i].cands);
         free(j->shares[i].ns);
         free(j->shares[i].buf);
@@ -359,14 +374,14 @@ static void job_dealloc(Job *j) {
 
 static PyObject *job_result(Job *j, PyObject *Py_UNUSED(ignored)) {
     join_all(j);
-    for (int i = 0; i < j->n_threads; i++)
+    for (int i = 0; i <= j->n_threads; i++)
         if (j->shares[i].oom)
             return PyErr_NoMemory();
     PyObject *cands = PyList_New(0), *nss = PyList_New(0);
     long count = 0;
     if (!cands || !nss)
         goto fail;
-    for (int i = 0; i < j->n_threads; i++) {
+    for (int i = 0; i <= j->n_threads; i++) {
         Share *s = &j->shares[i];
         count += s->count;
         for (Py_ssize_t k = 0; k < s->n_cands; k++) {
@@ -486,20 +501,20 @@ static PyObject *probe(PyObject *self, PyObject *args) {
         j->pids[i] = (int)v;
     }
     Py_DECREF(fast);
-    if (n_threads < 1)
-        n_threads = 1;
+    if (n_threads < 0)
+        n_threads = 0;     /* 0: no thread; result() looks at every pid itself */
     if (n_threads > 16)
         n_threads = 16;
     if (n_threads > j->n_pids)
-        n_threads = j->n_pids > 0 ? (int)j->n_pids : 1;
+        n_threads = (int)j->n_pids;
     j->n_threads = n_threads;
-    for (int i = 0; i < n_threads; i++) {
+    for (int i = 0; i <= n_threads; i++) {
         Share *s = &j->shares[i];
         s->q = &j->q;
         s->pids = j->pids;
-        s->lo = j->n_pids * i / n_threads;
-        s->hi = j->n_pids * (i + 1) / n_threads;
-        s->cands = malloc(sizeof(int) * (size_t)(s->hi - s->lo + 1));
+        s->n_pids = j->n_pids;
+        s->next = &j->next;
+        s->cands = malloc(sizeof(int) * (size_t)(j->n_pids + 1));
         if (s->cands == NULL) {
             PyErr_NoMemory();
             goto fail;

@@ -217,8 +217,9 @@ def _threads(n: int) -> int:
 
 def _c_start(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[bytes, ...],
              self_ns: str | None, live: bool, threads: int):
-    """The C look over ``pids``, already running on ``threads`` threads (``.result()``
-    waits)."""
+    """The C look over ``pids``, already running on ``threads`` threads (0: none);
+    ``.result()`` looks at what they have not yet taken, in the calling thread, and waits for
+    them."""
     return _fastproc.probe(os.fsencode(proc), pids, tuple(os.fsencode(h) for h in hot),
                            tokens, None if self_ns is None else os.fsencode(self_ns), live,
                            threads)
@@ -227,9 +228,9 @@ def _c_start(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[byt
 def _c_result(job) -> Probe:
     cands, namespaces, count = job.result()
     out = Probe()
-    out.candidates = cands
-    for ns, pid in namespaces:
-        out.namespaces.setdefault(os.fsdecode(ns), pid)   # the lower pids come first
+    out.candidates = sorted(cands)       # the threads took the pids in chunks, in any order
+    for ns, pid in sorted(namespaces, key=lambda nv: nv[1]):
+        out.namespaces.setdefault(os.fsdecode(ns), pid)   # the lowest pid of each
     out.count = count
     return out
 
@@ -243,8 +244,9 @@ def probe_split(proc: str, pids: list[int], hot: tuple[str, ...], tokens: tuple[
     """:func:`probe` over ``pids`` (ascending): in C where it was built, else with the upper
     half probed by a forked child when there are many processes, more than one CPU and no
     other thread here."""
-    if _fastproc is not None:
-        return _c_result(_c_start(proc, pids, hot, tokens, self_ns, live, _threads(len(pids))))
+    if _fastproc is not None:         # this thread looks too: one thread fewer
+        return _c_result(_c_start(proc, pids, hot, tokens, self_ns, live,
+                                  _threads(len(pids)) - 1))
     if not _can_fork(len(pids)):
         return probe(proc, pids, hot, tokens, self_ns, live)
     half = len(pids) // 2
@@ -313,7 +315,7 @@ class Early:
         except (OSError, ValueError, guarded.Risky):
             return None
         if _fastproc is not None:
-            # this thread goes on importing meanwhile: it keeps a CPU for itself
+            # this thread goes on importing meanwhile (a CPU for itself), then looks too
             threads = max(1, _threads(len(pids)) - 1)
             job = _c_start(proc, pids, tuple(key[0]), key[1], self_ns, True, threads)
             return cls(proc, key, self_ns, pids, [], path=path, job=job)
