@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -168,6 +169,9 @@ def main() -> int:
     ap.add_argument("--fs", default="ext4", choices=("ext4", "xfs", "btrfs"))
     ap.add_argument("--procs", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--hold", type=float, default=0,
+                    help="keep the volume, holders and crowd up this many seconds after the "
+                         "runs (to profile by hand; the mountpoint is printed)")
     args = ap.parse_args()
     compileall.compile_dir(os.path.join(SRC, "vacate"), quiet=1)
     venv_dir = tempfile.mkdtemp(prefix="vacate-bench-venv-")
@@ -248,6 +252,11 @@ def main() -> int:
             print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
                   f"{med / base:7.2f} {found:>8}/{len(known):<5} {reported:>14} "
                   f"{kernel_found(name, last[name]):>13}")
+        if args.hold:
+            # SIGTERM (or SIGINT) ends the hold early; the finally below takes it all down
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            print(f"# holding {m} for {args.hold:g} s", flush=True)
+            time.sleep(args.hold)
         return 0
     finally:
         if crowd is not None:
