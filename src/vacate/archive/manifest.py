@@ -30,6 +30,7 @@ def _s(b: bytes) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One member of an archive as the manifest lists it."""
     path: bytes
     type: str
     part: str
@@ -82,6 +83,7 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class PartInfo:
+    """One part file of an archive: its name, checksum and size."""
     name: str
     sha256: str
     bytes: int
@@ -99,6 +101,7 @@ class PartInfo:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
+    """An archive's manifest: its sources, parts and entries."""
     name: str
     created: str
     sources: tuple[str, ...]

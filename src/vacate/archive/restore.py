@@ -25,6 +25,7 @@ from vacate.errors import UsageError
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
+    """What `vacate restore` wrote, refused and found."""
     location: str
     dest: str
     restored: int

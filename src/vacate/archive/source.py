@@ -13,6 +13,7 @@ from vacate.model.common import Problem
 
 @dataclass(frozen=True, slots=True)
 class SourceEntry:
+    """A file to archive: where it is, its name in the archive, its stat."""
     abspath: bytes
     arcpath: bytes          # path inside the archive, e.g. b"eagle3/ckpt/model.pt"
     st: os.stat_result

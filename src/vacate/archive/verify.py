@@ -47,6 +47,7 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class VerifyResult:
+    """What `vacate verify` checked and found."""
     location: str
     name: str
     parts_checked: int

@@ -55,6 +55,7 @@ Progress = Callable[[int, int], None]     # (bytes done, bytes total)
 
 @dataclass(frozen=True, slots=True)
 class ArchiveResult:
+    """What `vacate archive` wrote."""
     location: str
     name: str
     parts: tuple[mf.PartInfo, ...]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class Env:
+    """A command's streams, terminal facts and host (tests pass their own)."""
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     stdin: TextIO | None = field(default_factory=lambda: sys.stdin)

@@ -33,6 +33,7 @@ _USER_MANAGER = re.compile(r"^user@(\d+)\.service$")
 
 @dataclass(frozen=True, slots=True)
 class CgroupInfo:
+    """What a process's cgroup tells: its systemd unit and its container."""
     path: str                    # the cgroup path used ("/system.slice/x.service")
     unit: str | None             # innermost unit (inside the container when there is one)
     container_type: str | None   # lxc, nspawn, docker

@@ -77,6 +77,7 @@ class ProcScan:
 
 @dataclass(slots=True)
 class _Hit:
+    """One way a process uses the volume, as the full read saw it."""
     access: str
     path: str          # host path
     source: str
@@ -169,6 +170,7 @@ class _Gone(Exception):
 
 @dataclass(slots=True)
 class _Pass:
+    """What one pass over /proc shares: the target, its devices, the mounts seen."""
     host: Host
     target: Target
     vol_dev: tuple[int, int]

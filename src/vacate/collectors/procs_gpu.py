@@ -18,6 +18,7 @@ from vacate.model.usage import Consumer
 
 @dataclass(frozen=True, slots=True)
 class GpuUse:
+    """A GPU a process holds, as NVML names it (or only its index)."""
     index: int
     name: str | None
     uuid: str | None

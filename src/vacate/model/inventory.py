@@ -123,6 +123,7 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class ScanResult:
+    """What `vacate scan` found: the target, totals, items, directories and largest files."""
     target: Target
     totals: Stats
     items: tuple[Item, ...]

@@ -74,6 +74,7 @@ class Consumer:
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
+    """Why the volume cannot be unmounted now: a consumer, the reason, the next action."""
     consumer: str   # consumer id
     reason: str
     action: str
@@ -100,6 +101,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class ItemUsage:
+    """A scanned item with its status and the ids of the consumers that use it."""
     item: Item
     status: str
     users: tuple[str, ...]   # consumer ids
@@ -107,6 +109,7 @@ class ItemUsage:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
+    """What `vacate check` found: the target, its items and consumers, the verdict."""
     target: Target
     scan: ScanResult
     verdict: Verdict

@@ -20,6 +20,7 @@ _FIELD = re.compile(r"^[0-9A-Za-z*/,\-~]+$")
 
 @dataclass(frozen=True, slots=True)
 class CronLine:
+    """One job or environment line of a crontab."""
     line: int
     kind: str              # "job" or "env"
     schedule: str          # "*/5 * * * *", "@reboot", anacron "1 5 job-id"; "" for env

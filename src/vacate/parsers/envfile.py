@@ -18,6 +18,7 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 @dataclass(frozen=True, slots=True)
 class EnvAssignment:
+    """One ``KEY=value`` of an environment file."""
     key: str
     value: str
     line: int      # 1-based line where the assignment starts

@@ -16,6 +16,7 @@ from vacate.parsers.mountinfo import unescape
 
 @dataclass(frozen=True, slots=True)
 class Export:
+    """One export of /etc/exports (or exports.d, etab): its path and clients."""
     line: int                                     # first line of the entry
     path: str
     clients: tuple[tuple[str, str], ...]          # (host, options); host "" for -defaults

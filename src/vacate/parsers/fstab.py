@@ -20,6 +20,7 @@ TAGS = ("UUID", "LABEL", "PARTUUID", "PARTLABEL", "ID")
 
 @dataclass(frozen=True, slots=True)
 class FstabEntry:
+    """One line of an fstab (or ``lxc.mount.entry``), its fields unescaped."""
     line: int            # 1-based line number in the file
     source: str          # spec, unescaped: /dev/sdb1, UUID=..., /data/x (bind), host:/export
     target: str          # mount point (relative for lxc.mount.entry)

@@ -20,6 +20,7 @@ LEGACY_KEYS = {"lxc.rootfs": "lxc.rootfs.path", "lxc.mount": "lxc.mount.fstab",
 
 @dataclass(frozen=True, slots=True)
 class LxcLine:
+    """One ``lxc.key = value`` line of an LXC config."""
     line: int
     key: str      # normalised (legacy spellings mapped to current ones)
     value: str

@@ -22,6 +22,7 @@ _DISK_KEY = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class PveLine:
+    """One ``key: value`` line of a Proxmox guest config."""
     line: int
     key: str
     value: str
@@ -50,6 +51,7 @@ class PveSection:
 
 @dataclass(frozen=True, slots=True)
 class PveConfig:
+    """A Proxmox guest config: the current section first, then pending and snapshots."""
     sections: tuple[PveSection, ...]
 
     @property

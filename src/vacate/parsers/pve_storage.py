@@ -29,6 +29,7 @@ _GUEST_VOL = re.compile(r"^(?:(?P<base>\d+/[^/]+)/)?(?:(?P<vmid>\d+)/)?(?P<name>
 
 @dataclass(frozen=True, slots=True)
 class Storage:
+    """One storage of Proxmox's storage.cfg: its id, type and properties."""
     id: str
     type: str
     props: dict[str, str] = field(default_factory=dict)

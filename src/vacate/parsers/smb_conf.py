@@ -20,6 +20,7 @@ SYNONYMS = {"directory": "path", "writeable": "writable", "writeok": "writable",
 
 @dataclass(frozen=True, slots=True)
 class SmbParam:
+    """One parameter of smb.conf, in its section."""
     line: int
     section: str       # section name as written ("global", "homes", share names)
     name: str          # normalised: lower case, no blanks, synonyms mapped

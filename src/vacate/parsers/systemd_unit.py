@@ -63,6 +63,7 @@ _SECTION = re.compile(r"^\[([^\]]+)\]\s*$")
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
+    """One ``Key=value`` of a unit file, with where it was written."""
     section: str
     key: str
     value: str
@@ -390,6 +391,7 @@ def environment_assignments(value: str) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """One command line of an ``Exec*=`` setting: its prefixes, executable and argv."""
     prefixes: str                  # "-", "@", "+", "!", "!!", ":", "|" as written
     path: str                      # the executable
     argv: tuple[str, ...]          # argv[0] included

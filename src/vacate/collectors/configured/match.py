@@ -30,6 +30,7 @@ def _rebase(path: str, old: str, new: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class VolumeView:
+    """The volume as one place (the host, a container) spells it."""
     where: str                                   # "host", "lxc:129", "docker:web", ...
     prefixes: tuple[tuple[str, str], ...]        # (prefix as spelled there, host path)
     pid: int | None = None                       # a container's init pid (host pid namespace)

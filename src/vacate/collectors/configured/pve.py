@@ -107,6 +107,7 @@ def _config_files(host: Host) -> tuple[list[tuple[str, str, str, str | None]], l
 
 @dataclass
 class GuestAudit:
+    """How one Proxmox guest's config uses the volume."""
     found: Finding = field(default_factory=Finding)
     keys: list[str] = field(default_factory=list)       # keys of the current config that use it
     pending: list[str] = field(default_factory=list)    # keys of pending changes that use it

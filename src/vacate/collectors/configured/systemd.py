@@ -254,6 +254,7 @@ def _one_path(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """A unit file setting that names a path on the volume."""
     key: str
     spelled: str
     host_path: str
