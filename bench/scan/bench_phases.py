@@ -137,7 +137,7 @@ def processes(mnt: str, rounds: int, counts: list[int]) -> None:
             res: dict[int, list[float]] = {}
             for _ in range(rounds):
                 for n in [1, *counts]:
-                    sidebyside.processes = lambda n=n: n
+                    sidebyside.processes = lambda cpu_bound=False, n=n: n
                     if cold:
                         drop_caches()
                         items, dirs = scan()

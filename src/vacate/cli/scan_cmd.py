@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
@@ -57,10 +56,15 @@ def run(args, env: Env) -> int:
     from vacate.core.scan import scan
     from vacate.output import jsonfmt
 
+    encoded: list[str] = []
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
+        # the drill-down's JSON (most of the document) is encoded while the recognisers'
+        # other processes look, not after
         result = scan(args.path, host=env.host, keep_largest=max(args.top, 50),
                       progress=progress, record_tree=bool(args.ncdu),
-                      recognise_items=args.recognise)
+                      recognise_items=args.recognise,
+                      meanwhile=(lambda dirs: encoded.append(jsonfmt.dir_table_json(dirs)))
+                      if args.json else None)
     if args.ncdu:
         from vacate.output import ncdu
 
@@ -68,8 +72,8 @@ def run(args, env: Env) -> int:
     if args.json:
         # one line: a scan of millions of files has a drill-down row per directory, and
         # indenting it would take longer than the walk (pipe it through jq to read it)
-        # (json.dumps: the C encoder; json.dump to a stream would use the pure-Python one)
-        env.stdout.write(json.dumps(jsonfmt.scan_doc(result), ensure_ascii=True) + "\n")
+        # (the C encoder; json.dump to a stream would use the pure-Python one)
+        env.stdout.write(jsonfmt.scan_json(result, encoded[0] if encoded else None) + "\n")
     else:
         from vacate.output import scan_view  # (rich: not needed for --json)
 

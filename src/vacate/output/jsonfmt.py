@@ -61,7 +61,9 @@ def _compact_encoder():
 _compact = _compact_encoder()
 
 
-def scan_doc(result) -> dict[str, Any]:
+def scan_doc(result, dirs: bool = True) -> dict[str, Any]:
+    """``vacate.scan/1``, as a dict (:func:`scan_json` writes it); ``dirs=False``: without
+    the drill-down."""
     return {
         "schema": "vacate.scan/1",
         # paths are UTF-8; a byte that is not valid UTF-8 is the escape \udc80-\udcff (PEP 383)
@@ -74,10 +76,32 @@ def scan_doc(result) -> dict[str, Any]:
              "mtime": f.mtime, "atime": f.atime, "nlink": f.nlink}
             for f in result.largest_files
         ],
-        "dirs": dir_table(result.dirs),
+        **({"dirs": dir_table(result.dirs)} if dirs else {}),
         "warnings": [w.as_json() for w in result.warnings],
         "elapsed_s": round(result.elapsed_s, 3),
     }
+
+
+_BEFORE_DIRS = frozenset({"schema", "path_encoding", "target", "totals", "items",
+                          "largest_files"})
+
+
+def scan_json(result, dirs_json: str | None = None) -> str:
+    """:func:`scan_doc` on one line, exactly as ``json.dumps(scan_doc(result),
+    ensure_ascii=True)`` writes it; ``dirs_json``: its ``dirs`` already encoded
+    (:func:`dir_table_json` of ``result.dirs``, done while the recognisers looked)."""
+    doc = scan_doc(result) if dirs_json is None else scan_doc(result, dirs=False)
+    if dirs_json is None:
+        return _compact(doc)
+    # the keys before "dirs", then the encoded table, then those after (their order kept)
+    head = _compact({k: v for k, v in doc.items() if k in _BEFORE_DIRS})
+    tail = _compact({k: v for k, v in doc.items() if k not in _BEFORE_DIRS})
+    return f'{head[:-1]}, "dirs": {dirs_json}, {tail[1:]}'
+
+
+def dir_table_json(dirs) -> str:
+    """:func:`dir_table` encoded as :func:`scan_json` writes it."""
+    return _compact(dir_table(dirs))
 
 
 # (times in the drill-down: integer nanoseconds, exact; in items and totals: float seconds)

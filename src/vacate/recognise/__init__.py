@@ -44,16 +44,20 @@ from vacate.recognise.sidebyside import look_all
 
 def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
              budget_s: float = 10.0, total_budget_s: float = 60.0, parallel: bool = True,
+             cpu_bound: bool = False, spare: Callable[[], object] | None = None,
              ) -> tuple[tuple[Item, ...], tuple[Problem, ...]]:
     """Classify each item; return the items (plus the recognised artifacts below the top
     level, with ``parent`` set to their top-level item's path) and the problems met.
     Each item gets ``budget_s`` at most, all of them together ``total_budget_s``; items left
     when that is spent are not looked at (one ``recognise-timeout`` problem says how many).
     ``parallel``: two CPUs look at the items side by side where that pays (see
-    :mod:`~vacate.recognise.sidebyside`); the result is the same either way."""
+    :mod:`~vacate.recognise.sidebyside`); the result is the same either way. ``cpu_bound``:
+    what is read is expected to be in the page cache (the walk found it so), so fewer
+    processes look side by side. ``spare``: called once, when this process would otherwise
+    wait for the others (see :func:`~vacate.recognise.sidebyside.look_all`)."""
     budgets = entry_budgets(items)
     found = look_all(items, budgets, dir_stats_lookup(dirs), budget_s,
-                     time.monotonic() + total_budget_s, parallel)
+                     time.monotonic() + total_budget_s, parallel, cpu_bound, spare)
     out: list[Item] = []
     problems: list[Problem] = []
     skipped = 0

@@ -23,7 +23,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.collectors.forking import can_fork, die_with_parent
+from vacate.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.model.inventory import Item, Stats
 from vacate.recognise.explore import Explorer, Subtree
 
@@ -33,28 +33,39 @@ MIN_ENTRIES = 20_000               # below this many entries in all, one process
 MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader (64 KiB)
 
 
-def processes() -> int:
-    """How many look side by side: 8, to keep the disk busy on a cold cache (the bench tree,
-    recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4, 2.1 s with 6, 1.9 s with
-    8; warm, no difference measurable; see BENCHMARKS.md), and not more, whatever the CPUs:
-    each child dirties ~10-20 MB of pages."""
-    return 8
+def processes(cpu_bound: bool = False) -> int:
+    """How many look side by side. Where looking waits on the disk (a cold cache), 8, to keep
+    it busy (the bench tree, recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4,
+    2.1 s with 6, 1.9 s with 8), and not more, whatever the CPUs: each child dirties ~10-20 MB
+    of pages. Where it only computes (``cpu_bound``: a warm cache), one per CPU, 2 to 8: more
+    just share the CPUs and cost more in all (warm, 2 CPUs: 1.4 CPU-s and 0.8 s with 2,
+    1.8 CPU-s and 1.0 s with 8; see BENCHMARKS.md)."""
+    return max(2, min(8, cpus())) if cpu_bound else 8
 
 
 def look_all(items: Sequence[Item], budgets: Sequence[int],
              stats_of: Callable[[str], Stats | None], budget_s: float, deadline: float,
-             parallel: bool = True) -> Found:
+             parallel: bool = True, cpu_bound: bool = False,
+             spare: Callable[[], object] | None = None) -> Found:
     """Look at ``items`` (until ``deadline``, a ``time.monotonic()`` value): the items looked
-    at, by number; an item missing was not looked at (the time was spent)."""
+    at, by number; an item missing was not looked at (the time was spent). ``cpu_bound``:
+    looking is expected to wait on nothing (see :func:`processes`). ``spare`` is called once,
+    when this process has nothing left to look at but the children may still be looking (or
+    at the end, with no children): work of the caller's that does not depend on the result
+    (the scan encodes its drill-down), done while this process would otherwise wait."""
     # biggest first: they cost most (weights mean headers to read) and, should the time run
     # out, matter most
     order = sorted(range(len(items)), key=lambda i: -items[i].stats.apparent_bytes)
     if not (parallel and 1 < len(order) <= MAX_QUEUE and can_fork()
             and sum(_entries(it) for it in items) >= MIN_ENTRIES):
         queue = iter(order)
-        return _look(items, budgets, stats_of, budget_s, deadline, lambda: next(queue, None))
+        found = _look(items, budgets, stats_of, budget_s, deadline, lambda: next(queue, None))
+        if spare is not None:
+            spare()
+        return found
+    nproc = processes(cpu_bound)
     big = order[0]
-    runs = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big], processes()) \
+    runs = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big], nproc) \
         if items[big].is_dir else []
     tr, tw = os.pipe()
     try:
@@ -68,7 +79,7 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
     theirs: Found = {}
     failed = False
     try:
-        for k in range(processes() - 1):
+        for k in range(nproc - 1):
             rr, rw = os.pipe()
             mr, mw = os.pipe()
             try:
@@ -105,6 +116,8 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
             os.close(mr)
         kids = [(pid, rr, -1) for pid, rr, _ in kids]
         mine.update(_look(items, budgets, stats_of, budget_s, deadline, take))
+        if spare is not None:
+            spare()
         while kids:
             pid, rr, _ = kids[0]
             data = _read_all(rr)
