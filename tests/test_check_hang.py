@@ -113,7 +113,15 @@ def test_dead_filesystem_itself_cannot_be_told(dead_fuse, where):
     path = os.path.join(mnt, where) if where else mnt
     rc, out, err, took = vacate("check", "--json", path)
     assert rc == 3, (out, err)
-    assert out == ""
+    # a script still gets the document: "could not tell", the mount named, the reason given
+    doc = json.loads(out)
+    assert doc["schema"] == "vacate.check/1"
+    assert doc["verdict"]["safe_to_unmount"] is None and doc["verdict"]["blockers"] == []
+    assert doc["target"]["mountpoint"] == mnt and doc["target"]["fstype"].startswith("fuse")
+    assert doc["target"]["path"] == path and doc["consumers"] == [] and doc["items"] == []
+    (why,) = doc["warnings"]
+    assert why["code"] == "filesystem-not-answering" and why["blocks_verdict"] is True
+    assert doc["verdict"]["unknowns"] == [why]
     assert "does not answer" in err and mnt in err
     assert took < 15, f"took {took:.1f} s"
 

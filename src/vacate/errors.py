@@ -28,3 +28,16 @@ class UsageError(VacateError):
 
 class NotFound(VacateError):
     """A path or object named by the user does not exist."""
+
+
+class Unanswered(VacateError):
+    """The filesystem holding the target does not answer (a dead FUSE daemon, an NFS server
+    gone): nothing about its users can be told. ``mount``: the mount that does not answer
+    (a :class:`vacate.model.Mount`), for reports."""
+
+    exit_code = EXIT_UNKNOWN
+
+    def __init__(self, message: str, *, mount, path: str, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.mount = mount
+        self.path = path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from vacate.collectors import guarded
-from vacate.errors import EXIT_UNKNOWN, NotFound, VacateError
+from vacate.errors import NotFound, Unanswered, VacateError
 from vacate.host import Host
 from vacate.model.mount import Mount, Target
 from vacate.parsers import mountinfo
@@ -91,11 +91,11 @@ def resolve_target(path: str, host: Host | None = None) -> Target:
         raise NotFound(f"{path}: no such file or directory") from None
     except guarded.NoAnswer:
         m = mount_of(mounts, where)
-        raise VacateError(
+        raise Unanswered(
             f"{path}: the filesystem at {where} ({m.fstype} {m.source}) does not answer: "
             f"no reply in {guarded.DEADLINE_S:g} s; what uses it could not be told",
             hint="is its FUSE daemon or its server alive? (umount -l detaches it)",
-            exit_code=EXIT_UNKNOWN) from None
+            mount=m, path=abspath) from None
     except OSError as e:        # (a helper's ENOENT arrives as FileNotFoundError, above)
         raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
     abspath = real
