@@ -7,6 +7,7 @@ where the child fails. Nothing here needs root."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from test_recognise import hub_repo, small_model
@@ -131,3 +132,60 @@ def test_fewer_processes_when_forking_fails(tmp_path, monkeypatch, side_by_side)
     monkeypatch.setattr(os, "fork", fork)
     assert annotate(items, dirs, parallel=True) == one
     assert len(forks) == 3 and side_by_side                # two children's runs were taken
+
+
+def _cached(path: str) -> bool:
+    """The first byte of ``path`` is in the page cache (a read that must not wait: RWF_NOWAIT
+    fails with EAGAIN otherwise)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_read_ahead_brings_the_hub_reads_into_the_cache(tmp_path, monkeypatch, side_by_side):
+    """Waiting on the disk (``cpu_bound=False``), what looking at the hub's repos reads that
+    a walk did not (refs, blob heads) is asked for before anything looks; threads it starts
+    to read the links are gone before any fork; and the result is the one process's."""
+    import threading
+
+    from vacate.recognise import hub_cache
+
+    items, dirs = hub_volume(str(tmp_path / "vol"))
+    hub = tmp_path / "vol" / "hub"
+    repos = sorted(str(p) for p in hub.iterdir())
+    files = [str(p) for r in repos for sub in ("refs", "blobs")
+             for p in (hub / r / sub).iterdir()]
+    links = [p for r in repos for p in (hub / r / "snapshots").glob("*/*")]
+    os.sync()                                            # (dirty pages stay in the cache)
+
+    def evict() -> None:
+        for f in files:
+            fd = os.open(f, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        assert not any(_cached(f) for f in files)
+
+    evict()
+    # the repos, and a model that is not one (nothing of it is read ahead)
+    assert hub_cache.read_ahead([*repos, str(tmp_path / "vol" / "other-model")]) == \
+        len(files) + len(links)
+    assert threading.active_count() == 1
+    deadline = time.monotonic() + 5                      # (asked for: read in the background)
+    while not all(map(_cached, files)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(map(_cached, files))
+
+    one = annotate(items, dirs, parallel=False)
+    asked: list[int] = []
+    real = hub_cache.read_ahead
+    monkeypatch.setattr(hub_cache, "read_ahead", lambda paths: asked.append(real(paths)))
+    evict()
+    assert annotate(items, dirs, parallel=True, cpu_bound=True) == one
+    assert not asked                                     # cached: nothing asked for
+    assert annotate(items, dirs, parallel=True, cpu_bound=False) == one
+    assert asked == [len(files) + len(links)] and side_by_side

@@ -203,10 +203,9 @@ class Explorer:
         reader.problems.extend(done.problems)
         return done.node
 
-    def look_ahead(self, it: Item, entries: int, parts: int = 2) -> list[list[str]]:
-        """The subdirectories of ``it`` worth looking at elsewhere, side by side with it: of
-        those its entry budget is expected to reach, in order, all but the first of ``parts``
-        runs holding about as many entries each (the first is looked at here meanwhile)."""
+    def reach(self, it: Item, entries: int) -> list[tuple[str, int]]:
+        """The subdirectories of ``it`` its entry budget is expected to reach, in order, each
+        with the entries expected to be listed below it."""
         lst = base.list_dir(it.path, Reader(self.budget_s, entries))
         look, _ = self.subdirs(it.path, lst)
         left = entries - len(lst.dirs) - len(lst.files)
@@ -217,6 +216,16 @@ class Explorer:
             cost = min(max(st.files + st.dirs - 1, 1), left)   # what is below it, listed
             reach.append((p, cost))
             left -= cost
+        return reach
+
+    def look_ahead(self, it: Item, entries: int, parts: int = 2,
+                   reach: list[tuple[str, int]] | None = None) -> list[list[str]]:
+        """The subdirectories of ``it`` worth looking at elsewhere, side by side with it: of
+        those its entry budget is expected to reach (:meth:`reach`, unless given), in order,
+        all but the first of ``parts`` runs holding about as many entries each (the first is
+        looked at here meanwhile)."""
+        if reach is None:
+            reach = self.reach(it, entries)
         total, acc = sum(c for _, c in reach), 0
         runs: list[list[str]] = [[] for _ in range(max(parts, 1))]
         for p, c in reach:

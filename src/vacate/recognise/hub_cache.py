@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import hf_model
 from vacate.recognise.base import Ctx, cls, composite, dirs, list_dir
+from vacate.recognise.read import open_noatime
 
 REPO_DIR = re.compile(r"^(models|datasets|spaces)--(.+)$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -20,6 +22,77 @@ def repo_id(name: str) -> tuple[str, str] | None:
     if not m:
         return None
     return m.group(1)[:-1], m.group(2).replace("--", "/")
+
+
+HEAD_AHEAD = 64 * 1024    # what the recognisers read of a shard (its header) at most at once
+LINK_READERS = 8          # threads reading links side by side
+
+
+def read_ahead(paths: Iterable[str]) -> int:
+    """Have what looking at the hub repos among ``paths`` will read that a walk did not
+    read into the page cache, quickly: each ref and the head of each blob, asked for all at
+    once (``posix_fadvise WILLNEED``, in inode order), and the snapshots' links to the
+    config, shard indexes and weights, read by a few threads side by side (a
+    ``../../blobs/<sha256>`` target is too long to be kept in the inode). Cold, each is a
+    read of its own on the disk, and looking at them one after another waits for each;
+    queued together the disk serves them much faster (the bench tree after a cold walk,
+    5,984 blob heads: 1.24 s read one after another, 0.8 s in inode order, 0.21 s asked for
+    together and then read). Only the page cache changes; nothing is reported, errors are
+    ignored; no thread is left running. Returns how many files were asked for."""
+    links: list[tuple[int, str]] = []
+    heads: list[tuple[int, str]] = []
+    for repo in paths:
+        if not REPO_DIR.match(os.path.basename(repo)):
+            continue
+        for sub in ("refs", "blobs"):
+            try:
+                with os.scandir(os.path.join(repo, sub)) as it:
+                    heads.extend((e.inode(), e.path) for e in it
+                                 if e.is_file(follow_symlinks=False))
+            except OSError:
+                pass
+        try:
+            with os.scandir(os.path.join(repo, "snapshots")) as revs:
+                for rev in revs:
+                    if rev.is_dir(follow_symlinks=False):
+                        with os.scandir(rev.path) as it:
+                            links.extend((e.inode(), e.path) for e in it
+                                         if e.is_symlink() and _READ.search(e.name))
+        except OSError:
+            pass
+    heads.sort()
+    for _, path in heads:
+        try:
+            fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, HEAD_AHEAD, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    links.sort()
+    if links:
+        import threading
+
+        def read(part: list[tuple[int, str]]) -> None:
+            for _, path in part:
+                try:
+                    os.readlink(path)
+                except OSError:
+                    pass
+
+        threads = [threading.Thread(target=read, args=(links[k::LINK_READERS],))
+                   for k in range(LINK_READERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return len(heads) + len(links)
+
+
+_READ = re.compile(r"(^config\.json|\.safetensors|\.index\.json)$")
 
 
 @dirs

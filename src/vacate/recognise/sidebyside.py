@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from vacate.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.model.inventory import Item, Stats
+from vacate.recognise import hub_cache
 from vacate.recognise.explore import Explorer, Subtree
 
 Found = dict[int, tuple]          # item number -> (Classification, sub-items, problems)
@@ -65,8 +66,13 @@ def look_all(items: Sequence[Item], budgets: Sequence[int],
         return found
     nproc = processes(cpu_bound)
     big = order[0]
-    runs = Explorer(stats_of, budget_s).look_ahead(items[big], budgets[big], nproc) \
-        if items[big].is_dir else []
+    ex = Explorer(stats_of, budget_s)
+    reach = ex.reach(items[big], budgets[big]) if items[big].is_dir else []
+    runs = ex.look_ahead(items[big], budgets[big], nproc, reach) if reach else []
+    if not cpu_bound:
+        # waiting on the disk: what looking at the biggest item will read, asked for at once
+        # (a hub cache: each repo's links, refs and blob heads), before any process reads
+        hub_cache.read_ahead(p for p, _ in reach)
     tr, tw = os.pipe()
     try:
         _write_all(tw, b"".join(_REC.pack(i) for i in (order[1:] if runs else order)))
