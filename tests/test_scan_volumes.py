@@ -392,3 +392,44 @@ def test_bind_mounts_inside_and_elsewhere(ext4_volume):
     assert doc["totals"]["apparent_bytes"] == du("-sxb", "--exclude=again", root) + du(
         "-sxb", os.path.join(root, "again"), "--exclude=models")
     assert not [d for d in dir_records(doc) if d["path"].startswith(inside)]
+
+
+def test_a_walk_that_read_the_disk_means_the_recognisers_will_wait(ext4_volume, monkeypatch):
+    """Freshly mounted (nothing of it cached), the walk reads the volume's metadata from the
+    disk, and the scan has its recognisers look side by side as for a cold cache (8
+    processes, the hub read ahead); walked again, it reads next to nothing."""
+    from vacate import recognise
+    from vacate.core import scan as scan_mod
+
+    vol = ext4_volume
+    for d in range(40):
+        os.makedirs(os.path.join(vol.mountpoint, "data", f"d{d}"))
+        for i in range(100):
+            with open(os.path.join(vol.mountpoint, "data", f"d{d}", f"f{i}"), "wb") as f:
+                f.write(b"x" * i)
+    os.sync()
+    subprocess.run(["umount", vol.mountpoint], check=True)
+    subprocess.run(["mount", vol.device, vol.mountpoint], check=True)
+    said: list[bool] = []
+    real = recognise.annotate
+    monkeypatch.setattr(recognise, "annotate",
+                        lambda *a, **k: said.append(k["cpu_bound"]) or real(*a, **k))
+
+    def walked() -> tuple:
+        use0 = scan_mod._usage()
+        w = walk(vol.mountpoint, workers=2, inline_entries=10)
+        use1 = scan_mod._usage()
+        return w, use1[1] - use0[1]
+
+    w, blocks = walked()
+    assert w.workers == 2 and w.entries >= 4040
+    assert blocks * 512 >= scan_mod.READ_PER_ENTRY * w.entries      # read from the disk
+    assert not scan_mod.cpu_bound(w, 1.0, (2.0, blocks))              # however busy
+    subprocess.run(["umount", vol.mountpoint], check=True)
+    subprocess.run(["mount", vol.device, vol.mountpoint], check=True)
+    scan_mod.scan(vol.mountpoint)
+    assert said == [False]
+    w, blocks = walked()                                             # now cached
+    assert blocks * 512 < scan_mod.READ_PER_ENTRY * w.entries
+    assert scan_mod.cpu_bound(w, 1.0, (2.0, blocks))                  # and busy: computes
+    assert not scan_mod.cpu_bound(w, 1.0, (0.2, blocks))              # waited on something

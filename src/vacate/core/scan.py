@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Callable, Sequence
 
@@ -17,22 +18,29 @@ def item_id(target_path: str, path: str) -> str:
     return "item:" + ("." if rel == "." else rel)
 
 
-CPU_BOUND = 0.7   # the walk kept its CPUs this busy: what it read was (mostly) in the cache
+READ_PER_ENTRY = 50   # bytes the walk read from the disk per entry: more, and it waited on it
+CPU_BOUND = 0.5       # the walk kept its CPUs at least this busy
 
 
-def cpu_bound(w: walk.WalkResult, wall_s: float, cpu_s: float) -> bool:
-    """Whether the walk ``w`` (``wall_s`` long, ``cpu_s`` of CPU time in this process and its
-    walkers) computed more than it waited: on the bench tree, warm, its walkers kept their
-    CPUs 0.84-0.86 busy; cold (the disk read), 0.54; on a machine busy with others, less.
-    Then looking at the items will wait on little too (the recognisers read little the walk
-    did not)."""
-    return wall_s > 0 and cpu_s / wall_s / max(1, min(cpus(), w.workers or 1)) >= CPU_BOUND
+def cpu_bound(w: walk.WalkResult, wall_s: float, use: tuple[float, int]) -> bool:
+    """Whether looking at the items will compute more than it waits: the walk ``w``
+    (``wall_s`` long, ``use`` its CPU seconds and 512-byte blocks read from the disk, this
+    process's and its walkers', see :func:`_usage`) found what it read in the page cache and
+    kept its CPUs busy. On the bench tree, 1M entries: warm, the walk read 2-3 MB (2-3 bytes
+    an entry) and kept 2 CPUs 0.84-0.89 busy; cold, it read 537 MB (500 bytes an entry) and
+    kept them 0.54-0.63 busy. Then the recognisers read little the walk did not either."""
+    cpu_s, blocks = use
+    busy = cpu_s / wall_s / max(1, min(cpus(), w.workers or 1)) if wall_s > 0 else 0.0
+    return blocks * 512 < READ_PER_ENTRY * max(w.entries, 1) and busy >= CPU_BOUND
 
 
-def _cpu_s() -> float:
-    """CPU time of this process and of its children waited for (the walkers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+def _usage() -> tuple[float, int]:
+    """CPU seconds and 512-byte blocks read from the disk by this process and by its children
+    waited for (the walkers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+            me.ru_inblock + kids.ru_inblock)
 
 
 def scan(path: str, *, host: Host | None = None,
@@ -50,11 +58,12 @@ def scan(path: str, *, host: Host | None = None,
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
     skip = frozenset(m.mountpoint for m in target.nested_mounts)
-    t_walk, cpu_walk = time.monotonic(), _cpu_s()
+    t_walk, use0 = time.monotonic(), _usage()
     w = walk.walk(target.path, skip=skip, keep_largest=keep_largest,
                   subvolumes=target.mount.fstype == "btrfs", progress=progress,
                   record=record_tree)
-    walk_s, walk_cpu = time.monotonic() - t_walk, _cpu_s() - cpu_walk
+    walk_s, use1 = time.monotonic() - t_walk, _usage()
+    walk_use = (use1[0] - use0[0], use1[1] - use0[1])
     items = tuple(
         Item(id=item_id(target.path, p), path=p, parent=None, is_dir=is_dir, stats=st)
         for p, is_dir, st in w.top
@@ -64,7 +73,7 @@ def scan(path: str, *, host: Host | None = None,
         from vacate import recognise  # (imported here: a sizes-only scan starts faster)
 
         items, rwarn = recognise.annotate(
-            items, w.dirs, cpu_bound=cpu_bound(w, walk_s, walk_cpu),
+            items, w.dirs, cpu_bound=cpu_bound(w, walk_s, walk_use),
             spare=None if meanwhile is None else lambda: meanwhile(w.dirs))
     elif meanwhile is not None:
         meanwhile(w.dirs)
