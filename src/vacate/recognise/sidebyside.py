@@ -3,9 +3,12 @@ the items one at a time, biggest first, from a shared queue (a pipe of item numb
 a single huge item does not leave the other CPUs idle while the small ones queue behind it.
 The biggest item is split as well: while this process looks at its first subdirectories, each
 child looks at a later run of them (:meth:`~vacate.recognise.explore.Explorer.look_ahead`),
-and this process takes those over in order. More processes than CPUs: on a cold cache the
-looking waits on the disk (a hub cache's snapshot links and shard heads are a read each), and
-a few readers at once keep it busier; warm, they share the CPUs at little cost.
+and this process takes those over in order. How many look depends on what the walk met
+(:func:`processes`): on a cold cache the looking waits on the disk (a hub cache's snapshot
+links and shard heads are a read each), so more processes than CPUs, and the biggest item's
+hub repos read ahead all at once first (:func:`~vacate.recognise.hub_cache.read_ahead`);
+warm, one per CPU (more only share the CPUs and cost more in all). Meanwhile (``spare``) this
+process does its caller's work that does not depend on the result when it would wait.
 
 Each item is looked at with the entry budget fixed for it beforehand
 (:func:`~vacate.recognise.explore.entry_budgets`), by its own :class:`Explorer` state, so the
