@@ -209,3 +209,37 @@ def test_c_loop_is_built():
     assert walk_mod._fastwalk is not None, (
         "vacate.collectors._fastwalk was not built: reinstall with a C compiler and the Python"
         " headers (pip install -e .)")
+
+
+@pytest.mark.skipif(walk_mod._fastwalk is None, reason="the C loop was not built")
+def test_c_sum_up_and_python_sum_up_agree(tmp_path, monkeypatch):
+    """The drill-down added up bottom-up in C (``_fastwalk.sum_up``) and in Python
+    (``walk._sum_up``): the same rows, on a walked tree and on made-up rows with the root
+    ``/`` and a parent that is not there."""
+    import copy
+    import types
+
+    c = walk_mod._fastwalk
+    made = [["/", 1, 1, 0, 1, 5, 5], ["/a", 1, 2, 3, 1, 10, 1], ["/a/b", 4, 5, 6, 1, 3, 20],
+            ["/a/b/c", 1, 1, 1, 1, 30, 2], ["/x/y", 7, 7, 7, 1, 99, 99]]
+    for root in ("/", "/a"):
+        rows_c, rows_py = copy.deepcopy(made), copy.deepcopy(made)
+        c.sum_up(rows_c, {r[0]: r for r in rows_c}, root)
+        walk_mod._sum_up(rows_py, {r[0]: r for r in rows_py}, root)
+        assert rows_c == rows_py
+    assert rows_py[1] == ["/a", 6, 8, 10, 3, 30, 20]      # /a/b/c into /a/b, then into /a
+    assert rows_py[4] == made[4]                          # its parent is not there
+    with pytest.raises(TypeError):
+        c.sum_up([["/a", 1]], {}, "/")
+
+    root = str(tmp_path / "tree")
+    awkward_tree(root)
+    try:
+        runs = []
+        for mod in (c, types.SimpleNamespace(list_dir=c.list_dir, entries=c.entries)):
+            monkeypatch.setattr(walk_mod, "_fastwalk", mod)
+            w = walk(root, workers=2, inline_entries=0)
+            runs.append((w.root, list(w.dirs.rows), w.top))
+        assert runs[0] == runs[1] and len(runs[0][1]) > 5
+    finally:
+        os.chmod(os.path.join(root, "closed"), 0o755)

@@ -232,10 +232,78 @@ fail:
     return NULL;
 }
 
+/* sum_up(rows, own, root) -> None
+   walk.py _finish's bottom-up pass (kept there in Python as the fallback, compared by the
+   tests): `rows` sorted by path, each a list [path, apparent, disk, files, dirs, mtime_ns,
+   atime_ns]; `own` maps each path to its row. In reverse order (a subtree is complete before
+   it is added to its parent), each row but `root`'s is added to its parent's row (the path up
+   to its last "/", or "/"): the four counts summed, the two times the newest. */
+static PyObject *sum_up(PyObject *self, PyObject *args) {
+    PyObject *rows, *own, *root;
+    if (!PyArg_ParseTuple(args, "O!O!U", &PyList_Type, &rows, &PyDict_Type, &own, &root))
+        return NULL;
+    for (Py_ssize_t i = PyList_GET_SIZE(rows) - 1; i >= 0; i--) {
+        PyObject *acc = PyList_GET_ITEM(rows, i);
+        if (!PyList_Check(acc) || PyList_GET_SIZE(acc) < 7) {
+            PyErr_SetString(PyExc_TypeError, "a row is a list of 7");
+            return NULL;
+        }
+        PyObject *p = PyList_GET_ITEM(acc, 0);
+        if (!PyUnicode_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "a row's path is a str");
+            return NULL;
+        }
+        int same = PyUnicode_Compare(p, root);
+        if (same == -1 && PyErr_Occurred())
+            return NULL;
+        if (same == 0)
+            continue;
+        Py_ssize_t cut = PyUnicode_FindChar(p, '/', 0, PyUnicode_GET_LENGTH(p), -1);
+        if (cut == -2)
+            return NULL;
+        if (cut == -1) {
+            PyErr_SetString(PyExc_ValueError, "substring not found");
+            return NULL;
+        }
+        PyObject *parent = cut ? PyUnicode_Substring(p, 0, cut) : PyUnicode_FromString("/");
+        if (!parent)
+            return NULL;
+        PyObject *par = PyDict_GetItemWithError(own, parent);     /* borrowed */
+        Py_DECREF(parent);
+        if (par == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        if (!PyList_Check(par) || PyList_GET_SIZE(par) < 7) {
+            PyErr_SetString(PyExc_TypeError, "a row is a list of 7");
+            return NULL;
+        }
+        for (int k = 1; k <= 4; k++) {
+            PyObject *sum = PyNumber_Add(PyList_GET_ITEM(par, k), PyList_GET_ITEM(acc, k));
+            if (!sum)
+                return NULL;
+            PyList_SetItem(par, k, sum);                              /* steals sum */
+        }
+        for (int k = 5; k <= 6; k++) {
+            PyObject *a = PyList_GET_ITEM(acc, k);
+            int newer = PyObject_RichCompareBool(a, PyList_GET_ITEM(par, k), Py_GT);
+            if (newer < 0)
+                return NULL;
+            if (newer) {
+                Py_INCREF(a);
+                PyList_SetItem(par, k, a);
+            }
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"list_dir", list_dir, METH_VARARGS, "Stat every entry of an open directory (see walk.py)."},
     {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
      "recognise/base.py)."},
+    {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -835,26 +835,13 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
             acc[6] = link[5]
         if dpath == path:
             counted_top[link[6].rpartition("/")[2]] = link
-    # bottom-up: add each directory to its parent. Sorted by path, a directory comes before
-    # everything below it (a prefix sorts first), so in reverse every subtree is complete
-    # before it is added to its parent.
+    # bottom-up: add each directory to its parent (in C where built: 0.1 s less at 63,000
+    # directories, on the way to everything after the walk)
     rows = [own[p] for p in sorted(own)]
-    get = own.get
-    for acc in reversed(rows):
-        p = acc[0]
-        if p == path:
-            continue
-        par = get(p[:p.rindex("/")] or "/")
-        if par is None:
-            continue
-        par[1] += acc[1]
-        par[2] += acc[2]
-        par[3] += acc[3]
-        par[4] += acc[4]
-        if acc[5] > par[5]:  # noqa: PLR1730
-            par[5] = acc[5]
-        if acc[6] > par[6]:  # noqa: PLR1730
-            par[6] = acc[6]
+    if _fastwalk is not None and hasattr(_fastwalk, "sum_up"):
+        _fastwalk.sum_up(rows, own, path)
+    else:
+        _sum_up(rows, own, path)
 
     def stats(acc: list) -> Stats:
         return Stats(acc[1], acc[2], acc[3], acc[4], _secs(acc[5]), _secs(acc[6]))
@@ -885,3 +872,25 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
     return WalkResult(stats(root_acc), tuple(top), DirTable(rows), tuple(largest), warnings,
                       merge.entries, nworkers, (merge.tree or TreeRecord()) if record else None)
+
+
+def _sum_up(rows: list[list], own: dict[str, list], path: str) -> None:
+    """Each row added to its parent's, bottom-up (``_fastwalk.sum_up`` does the same in C):
+    sorted by path, a directory comes before everything below it (a prefix sorts first), so in
+    reverse every subtree is complete before it is added to its parent."""
+    get = own.get
+    for acc in reversed(rows):
+        p = acc[0]
+        if p == path:
+            continue
+        par = get(p[:p.rindex("/")] or "/")
+        if par is None:
+            continue
+        par[1] += acc[1]
+        par[2] += acc[2]
+        par[3] += acc[3]
+        par[4] += acc[4]
+        if acc[5] > par[5]:  # noqa: PLR1730
+            par[5] = acc[5]
+        if acc[6] > par[6]:  # noqa: PLR1730
+            par[6] = acc[6]
