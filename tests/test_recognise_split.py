@@ -163,22 +163,29 @@ def test_read_ahead_brings_the_hub_reads_into_the_cache(tmp_path, monkeypatch, s
     links = [p for r in repos for p in (hub / r / "snapshots").glob("*/*")]
     os.sync()                                            # (dirty pages stay in the cache)
 
-    def evict() -> None:
-        for f in files:
-            fd = os.open(f, os.O_RDONLY)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.close(fd)
-        assert not any(_cached(f) for f in files)
+    def evict() -> list[str]:
+        """Out of the page cache (the kernel may keep a page now and then: tried 3 times)."""
+        for _ in range(3):
+            os.sync()
+            for f in files:
+                fd = os.open(f, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+            out = [f for f in files if not _cached(f)]
+            if len(out) == len(files):
+                break
+        assert len(out) >= 0.9 * len(files)
+        return out
 
-    evict()
+    evicted = evict()
     # the repos, and a model that is not one (nothing of it is read ahead)
     assert hub_cache.read_ahead([*repos, str(tmp_path / "vol" / "other-model")]) == \
         len(files) + len(links)
     assert threading.active_count() == 1
     deadline = time.monotonic() + 5                      # (asked for: read in the background)
-    while not all(map(_cached, files)) and time.monotonic() < deadline:
+    while not all(map(_cached, evicted)) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert all(map(_cached, files))
+    assert all(map(_cached, evicted))
 
     one = annotate(items, dirs, parallel=False)
     asked: list[int] = []

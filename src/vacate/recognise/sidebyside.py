@@ -38,13 +38,16 @@ MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader 
 
 
 def processes(cpu_bound: bool = False) -> int:
-    """How many look side by side. Where looking waits on the disk (a cold cache), 8, to keep
-    it busy (the bench tree, recognising right after a cold walk: 2.7 s with 2, 2.4 s with 4,
-    2.1 s with 6, 1.9 s with 8), and not more, whatever the CPUs: each child dirties ~10-20 MB
-    of pages. Where it only computes (``cpu_bound``: a warm cache), one per CPU, 2 to 8: more
-    just share the CPUs and cost more in all (warm, 2 CPUs: 1.4 CPU-s and 0.8 s with 2,
-    1.8 CPU-s and 1.0 s with 8; see BENCHMARKS.md)."""
-    return max(2, min(8, cpus())) if cpu_bound else 8
+    """How many look side by side. Where it only computes (``cpu_bound``: a warm cache), one
+    per CPU, 2 to 8: more just share the CPUs and cost more in all (warm, 2 CPUs: 1.4 CPU-s
+    and 0.8 s with 2, 1.8 CPU-s and 1.0 s with 8). Where looking waits on the disk (a cold
+    cache), two per CPU, 4 to 8, to keep it busy: before the biggest item's hub repos were
+    read ahead (:func:`~vacate.recognise.hub_cache.read_ahead`), 8 were quickest (the bench
+    tree, right after a cold walk: 2.7 s with 2, 2.4 s with 4, 1.9 s with 8); with it, 4 are
+    (1.04-1.09 s against 1.17-1.37 s with 8, 1.5 against 1.8-2.3 CPU-s). Not more than 8,
+    whatever the CPUs: each child dirties ~10-20 MB of pages. See BENCHMARKS.md."""
+    n = cpus()
+    return max(2, min(8, n)) if cpu_bound else max(4, min(8, 2 * n))
 
 
 def look_all(items: Sequence[Item], budgets: Sequence[int],
