@@ -104,6 +104,7 @@ def _secs(ns: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class WalkResult:
+    """What one walk found: totals, the top-level entries, every directory, the largest files."""
     root: Stats
     top: tuple[tuple[str, bool, Stats], ...]    # (path, is_dir, stats) per top-level entry
     dirs: Sequence[DirSummary]                  # a DirTable

@@ -55,6 +55,7 @@ def extension(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Listing:
+    """One directory's entries as a recogniser sees them (capped at LIST_CAP)."""
     dirs: tuple[str, ...]
     files: dict[str, FileInfo]
     truncated: bool          # more than LIST_CAP entries: the rest was not looked at
@@ -80,6 +81,7 @@ class Node:
 
 @dataclass(slots=True)
 class Ctx:
+    """What a recogniser is given about one entry: its path, stats and a reader."""
     path: str
     is_dir: bool
     stats: Stats

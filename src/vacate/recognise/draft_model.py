@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Draft:
+    """A speculative-decoding draft model, and why it was taken for one."""
     variant: str            # "EAGLE-3", "EAGLE", "Medusa", "MTP", "DFlash", "DSpark", ...
     confidence: float
     reasons: tuple[str, ...]

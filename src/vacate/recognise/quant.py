@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Quant:
+    """A model's quantisation, as its config declares it."""
     method: str          # modelopt, awq, gptq, compressed-tensors, bitsandbytes, fp8, mxfp4, ...
     label: str           # "NVFP4 (modelopt)", "AWQ 4-bit g128", ...
     bits: int | None

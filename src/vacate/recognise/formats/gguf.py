@@ -34,6 +34,7 @@ MAX_COUNT = 1 << 24
 
 @dataclass(frozen=True, slots=True)
 class GGUFHeader:
+    """The header of a GGUF file: metadata, tensor types and counts."""
     version: int
     tensor_count: int
     metadata: dict[str, Any]      # arrays longer than 16 items are kept as their length only

@@ -27,6 +27,7 @@ DTYPE_NAMES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32", "F64": "fp64", "F8_
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
+    """One tensor of a safetensors header: name, dtype, shape, data offsets."""
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -40,6 +41,7 @@ class Tensor:
 
 @dataclass(frozen=True, slots=True)
 class Header:
+    """A safetensors header: its length, tensors and metadata."""
     header_len: int
     tensors: tuple[Tensor, ...]
     metadata: dict[str, str]

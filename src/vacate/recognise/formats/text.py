@@ -10,6 +10,7 @@ LFS_HEAD = b"version https://git-lfs.github.com/spec/v1"
 
 @dataclass(frozen=True, slots=True)
 class LfsPointer:
+    """A Git LFS pointer file: the object id and size of the data it stands for."""
     oid: str
     size: int
 
@@ -59,6 +60,7 @@ _CUDA_NAME = re.compile(r"-cu(\d{2,3})$")
 
 @dataclass(frozen=True, slots=True)
 class Requirements:
+    """A pip freeze or requirements file: its packages and CUDA flavours."""
     packages: dict[str, str]     # name -> version (or spec)
     lines: int                   # non-empty, non-comment lines
     cuda: tuple[str, ...]        # CUDA flavours seen: "12.8", "13.0"
