@@ -77,11 +77,13 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
             evidence.append(idx)
         else:
             conf = min(conf, 0.6)
+    series = set()        # (stem, count, ext) of the NNNNN-of-NNNNN names: once per series
     for n in st_files + bin_files:
         m = SHARD.match(n)
         if m and 0 < int(m["n"]) <= 10000:
-            expected |= {f"{m['stem']}-{i:05d}-of-{m['n']}.{m['ext']}"
-                         for i in range(1, int(m["n"]) + 1)}
+            series.add((m["stem"], m["n"], m["ext"]))
+    for stem, count, ext in series:
+        expected |= {f"{stem}-{i:05d}-of-{count}.{ext}" for i in range(1, int(count) + 1)}
     # Repos often ship both formats; the safetensors set is the one that counts when any of it
     # is here or named (a download takes one format, not both).
     if st_files or (not bin_files and any(e.endswith(".safetensors") for e in expected)):
