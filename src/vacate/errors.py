@@ -32,12 +32,12 @@ class NotFound(VacateError):
 
 class Unanswered(VacateError):
     """The filesystem holding the target does not answer (a dead FUSE daemon, an NFS server
-    gone): nothing about its users can be told. ``mount``: the mount that does not answer
-    (a :class:`vacate.model.Mount`), for reports."""
+    gone): nothing about its users can be told. ``target``: what mountinfo tells of it (a
+    :class:`vacate.model.Target` on the mount that does not answer, its space unknown), for
+    reports."""
 
     exit_code = EXIT_UNKNOWN
 
-    def __init__(self, message: str, *, mount, path: str, hint: str | None = None):
+    def __init__(self, message: str, *, target, hint: str | None = None):
         super().__init__(message, hint=hint)
-        self.mount = mount
-        self.path = path
+        self.target = target

@@ -27,31 +27,6 @@ def exit_code(safe: bool | None) -> int:
     return EXIT_OK if safe is True else EXIT_IN_USE if safe is False else EXIT_UNKNOWN
 
 
-def unanswered_doc(e: Unanswered) -> dict:
-    """``vacate.check/1`` for a target whose filesystem does not answer: what is known of its
-    mount, no items or consumers, ``safe_to_unmount`` null and the reason as a warning."""
-    from vacate.model.common import Problem
-
-    m = e.mount
-    why = Problem("filesystem-not-answering", e.message, m.mountpoint,
-                  blocks_verdict=True).as_json()
-    return {
-        "schema": "vacate.check/1",
-        "target": {"path": e.path, "mountpoint": m.mountpoint, "source": m.source,
-                   "fstype": m.fstype, "dev": m.dev, "mount_id": m.mount_id,
-                   "zfs_dataset": None, "size_bytes": None, "used_bytes": None,
-                   "avail_bytes": None, "options": list(m.options),
-                   "super_options": list(m.super_options), "atime_reliable": None,
-                   "atime_note": "", "nested_mounts": [], "other_mounts": []},
-        "verdict": {"safe_to_unmount": None, "blockers": [], "unknowns": [why]},
-        "items": [],
-        "whole_volume": [],
-        "consumers": [],
-        "warnings": [why],
-        "scanned": False,
-    }
-
-
 def run(args, env: Env) -> int:
     early = None
     if env.host.live and env.host.proc == "/proc":
@@ -67,9 +42,12 @@ def run(args, env: Env) -> int:
                        configured=not args.no_config, early=early)
     except Unanswered as e:
         if args.json:         # a script still gets a document: the verdict is "could not tell"
+            from vacate.model.common import Problem
             from vacate.output import jsonfmt
 
-            env.stdout.write(jsonfmt.dumps(unanswered_doc(e)))
+            why = Problem("filesystem-not-answering", e.message, e.target.mountpoint,
+                          blocks_verdict=True)
+            env.stdout.write(jsonfmt.dumps(jsonfmt.unanswered_check_doc(e.target, why)))
         raise                 # the message and exit status 3, as for people
     finally:
         if early is not None:

@@ -91,15 +91,22 @@ def resolve_target(path: str, host: Host | None = None) -> Target:
         raise NotFound(f"{path}: no such file or directory") from None
     except guarded.NoAnswer:
         m = mount_of(mounts, where)
+        # what mountinfo tells of it without a look (no space, st_dev as mounted)
         raise Unanswered(
             f"{path}: the filesystem at {where} ({m.fstype} {m.source}) does not answer: "
             f"no reply in {guarded.DEADLINE_S:g} s; what uses it could not be told",
             hint="is its FUSE daemon or its server alive? (umount -l detaches it)",
-            mount=m, path=abspath) from None
+            target=_target(abspath, m, mounts, os.makedev(m.major, m.minor), None)) from None
     except OSError as e:        # (a helper's ENOENT arrives as FileNotFoundError, above)
         raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
     abspath = real
-    m = mount_of(mounts, abspath)
+    return _target(abspath, mount_of(mounts, abspath), mounts, st_dev, space)
+
+
+def _target(abspath: str, m: Mount, mounts: tuple[Mount, ...], st_dev: int,
+            space: tuple[int, int, int] | None) -> Target:
+    """The Target for ``abspath`` on mount ``m``: its nested mounts and binds from mountinfo,
+    its space from statvfs (``space``: total, free, available; None: not known)."""
     nested = tuple(x for x in mounts
                    if x.mount_id != m.mount_id and is_under(x.mountpoint, abspath)
                    and x.mountpoint != abspath)

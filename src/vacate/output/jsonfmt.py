@@ -61,9 +61,9 @@ def _compact_encoder():
 _compact = _compact_encoder()
 
 
-def scan_doc(result, dirs: bool = True) -> dict[str, Any]:
-    """``vacate.scan/1``, as a dict (:func:`scan_json` writes it); ``dirs=False``: without
-    the drill-down."""
+def scan_doc(result, dirs: Any = None) -> dict[str, Any]:
+    """``vacate.scan/1``, as a dict (:func:`scan_json` writes it); ``dirs``: what to put in
+    the drill-down's place instead of :func:`dir_table` (None: the table)."""
     return {
         "schema": "vacate.scan/1",
         # paths are UTF-8; a byte that is not valid UTF-8 is the escape \udc80-\udcff (PEP 383)
@@ -76,26 +76,24 @@ def scan_doc(result, dirs: bool = True) -> dict[str, Any]:
              "mtime": f.mtime, "atime": f.atime, "nlink": f.nlink}
             for f in result.largest_files
         ],
-        **({"dirs": dir_table(result.dirs)} if dirs else {}),
+        "dirs": dir_table(result.dirs) if dirs is None else dirs,
         "warnings": [w.as_json() for w in result.warnings],
         "elapsed_s": round(result.elapsed_s, 3),
     }
-
-
-_BEFORE_DIRS = frozenset({"schema", "path_encoding", "target", "totals", "items",
-                          "largest_files"})
 
 
 def scan_json(result, dirs_json: str | None = None) -> str:
     """:func:`scan_doc` on one line, exactly as ``json.dumps(scan_doc(result),
     ensure_ascii=True)`` writes it; ``dirs_json``: its ``dirs`` already encoded
     (:func:`dir_table_json` of ``result.dirs``, done while the recognisers looked)."""
-    doc = scan_doc(result) if dirs_json is None else scan_doc(result, dirs=False)
     if dirs_json is None:
-        return _compact(doc)
+        return _compact(scan_doc(result))
+    doc = scan_doc(result, dirs=0)          # a stand-in, for the place of "dirs"
+    keys = list(doc)
+    at = keys.index("dirs")
     # the keys before "dirs", then the encoded table, then those after (their order kept)
-    head = _compact({k: v for k, v in doc.items() if k in _BEFORE_DIRS})
-    tail = _compact({k: v for k, v in doc.items() if k not in _BEFORE_DIRS})
+    head = _compact({k: doc[k] for k in keys[:at]})
+    tail = _compact({k: doc[k] for k in keys[at + 1:]})
     return f'{head[:-1]}, "dirs": {dirs_json}, {tail[1:]}'
 
 
@@ -123,6 +121,24 @@ def dir_table(dirs) -> dict[str, Any]:
 
 def _ns(t: float | None) -> int | None:
     return None if t is None else round(t * 1e9)
+
+
+def unanswered_check_doc(target, why) -> dict[str, Any]:
+    """``vacate.check/1`` for a target whose filesystem does not answer: the target as
+    mountinfo tells it, no items or consumers, ``safe_to_unmount`` null and ``why`` (a
+    Problem) as the warning that makes it so."""
+    from vacate.model.usage import Verdict
+
+    return {
+        "schema": "vacate.check/1",
+        "target": target.as_json(),
+        "verdict": Verdict(None, (), (why,)).as_json(),
+        "items": [],
+        "whole_volume": [],
+        "consumers": [],
+        "warnings": [why.as_json()],
+        "scanned": False,
+    }
 
 
 def check_doc(result) -> dict[str, Any]:
