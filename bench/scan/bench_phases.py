@@ -1,6 +1,6 @@
 """The pieces of `vacate scan`, measured in-process on the bench tree (root; the tree of
-bench_scan_tree.py, mounted as bench_scan.py does), for the figures in BENCHMARKS.md that no
-whole-command run shows:
+bench_scan_tree.py, mounted as bench_scan.py does; ``--tree 1`` for the first one), for the
+figures in BENCHMARKS.md that no whole-command run shows:
 
     python3 bench/scan/bench_phases.py loops               # per-entry loop: C vs Python, 1 process
     python3 bench/scan/bench_phases.py workers --rounds 3  # walk with 2/3/4 walkers, warm and cold
@@ -162,11 +162,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--counts", type=int, nargs="+", default=[2, 4, 6],
                     help="processes: the numbers of processes to compare")
+    ap.add_argument("--tree", type=int, choices=sorted(tree.TREES), default=tree.DEFAULT.version,
+                    help="1: the first tree (zero-filled weights); 2: the realistic hub")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (loop mount, drop_caches)")
-    was_mounted = tree.mounted()
-    mnt = tree.mount()
+    t = tree.TREES[a.tree]
+    was_mounted = tree.mounted(t)
+    mnt = tree.mount(t)
     try:
         if a.what == "processes":
             processes(mnt, a.rounds, a.counts)
@@ -174,7 +177,7 @@ def main() -> int:
             {"loops": loops, "workers": workers, "recognise": recognise}[a.what](mnt, a.rounds)
     finally:
         if not was_mounted:
-            tree.umount()
+            tree.umount(t)
     return 0
 
 

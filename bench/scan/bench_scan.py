@@ -1,7 +1,14 @@
 """`vacate scan --json` against `du -s`, `gdu -npc` and `ncdu -o` on the cached 1,000,000-file
-ext4 tree (bench_scan_tree.py), warm and cold page cache, runs interleaved, medians and ratios.
+ext4 tree (bench_scan_tree.py; tree 2, the realistic hub, unless ``--tree 1``), warm and cold
+page cache, runs interleaved, medians and ratios.
 
-    sudo python3 bench/scan/bench_scan.py [--warm N] [--cold N] [--only warm|cold]
+    sudo python3 bench/scan/bench_scan.py [--warm N] [--cold N] [--only warm|cold] [--tree 1|2]
+
+vacate is timed two ways: ``vacate`` / ``vacate-sizes`` are ``sys.executable -m vacate`` (this
+interpreter's site-packages and its ``.pth`` files are read at start: here one imports certifi,
+25-35 ms a user's install would not pay); ``vacate (clean venv)`` is the console script of a
+fresh venv holding only vacate (bench/check/bench_check.py ``clean_venv``), removed at the end.
+Before the first run the package's bytecode is compiled, as an installed package's is.
 
 Cold: ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every run (root). Wall and CPU time
 (user + system, worker processes included) and peak RSS from /usr/bin/time; for vacate the RSS
@@ -11,24 +18,31 @@ is its largest process, and ``memory()`` reports main process and walkers apart.
 from __future__ import annotations
 
 import argparse
+import collections
+import compileall
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "check"))
 import bench_scan_tree as tree
+from bench_check import SRC, clean_venv
 
 
-def commands(mnt: str) -> dict[str, list[str]]:
+def commands(mnt: str, clean: str) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "vacate": [py, "-m", "vacate", "scan", "--json", mnt],
         "vacate-sizes": [py, "-m", "vacate", "scan", "--json", "--no-recognise", mnt],
+        "vacate (clean venv)": [clean, "scan", "--json", mnt],
         "du": ["du", "-s", mnt],
         "gdu": ["gdu", "-npc", mnt],
         "ncdu": ["ncdu", "-x", "-o", "/dev/null", mnt],
@@ -121,18 +135,24 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=5, help="warm rounds")
     ap.add_argument("--cold", type=int, default=3, help="cold rounds")
     ap.add_argument("--only", choices=("warm", "cold"))
+    ap.add_argument("--tree", type=int, choices=sorted(tree.TREES), default=tree.DEFAULT.version,
+                    help="1: the first tree (zero-filled weights); 2: the realistic hub")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (loop mount, drop_caches)", file=sys.stderr)
         return 2
-    was_mounted = tree.mounted()
-    tree.build(1_000_000)
-    mnt = tree.mount()
+    t = tree.TREES[a.tree]
+    was_mounted = tree.mounted(t)
+    tree.build(1_000_000, t)
+    mnt = tree.mount(t)
+    compileall.compile_dir(os.path.join(SRC, "vacate"), quiet=1)
+    venv_dir = tempfile.mkdtemp(prefix="vacate-bench-venv-")
     try:
-        return run_all(mnt, a)
+        return run_all(mnt, a, clean_venv(venv_dir))
     finally:
+        shutil.rmtree(venv_dir, ignore_errors=True)
         if not was_mounted:
-            tree.umount()      # the image stays cached for the next run
+            tree.umount(t)      # the image stays cached for the next run
 
 
 def walk_loop() -> str:
@@ -144,13 +164,28 @@ def walk_loop() -> str:
             else "walk loop: Python (the C loop is not built)")
 
 
-def run_all(mnt: str, a: argparse.Namespace) -> int:
-    cmds = commands(mnt)
-    n = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
-                                  text=True).stdout)["totals"]
-    out = [(f"tree: {n['files']:,} files, {n['dirs']:,} directories, "
+def what_it_said(doc: dict) -> list[str]:
+    """The warnings by kind, and what the recognisers made of the hub's repos."""
+    kinds = collections.Counter(w.get("code") for w in doc["warnings"])
+    repos = [i for i in doc["items"] if "/hub/models--" in i["path"]]
+    rec = [i for i in repos if i.get("details", {}).get("parameters")]
+    out = [f"warnings: {len(doc['warnings']):,} " + (
+        "(" + ", ".join(f"{k} {v:,}" for k, v in kinds.most_common()) + ")" if kinds else ""),
+        f"hub repos among the items: {len(repos):,}, with parameter counts: {len(rec):,}"]
+    if rec:
+        out.append(f"e.g. {rec[0]['label']}")
+    return out
+
+
+def run_all(mnt: str, a: argparse.Namespace, clean: str) -> int:
+    cmds = commands(mnt, clean)
+    doc = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
+                                    text=True).stdout)
+    n = doc["totals"]
+    out = [(f"tree {a.tree} ({mnt}): {n['files']:,} files, {n['dirs']:,} directories, "
             f"{n['apparent_bytes'] / 1e12:.1f} TB apparent, {n['disk_bytes'] / 1e9:.1f} GB on "
-            f"disk; load average before: {os.getloadavg()[0]:.1f}"), walk_loop(), ""]
+            f"disk; load average before: {os.getloadavg()[0]:.1f}"), walk_loop(),
+           *what_it_said(doc), ""]
     if a.only != "cold":
         out += report(f"warm page cache, {a.warm} interleaved rounds",
                       series(cmds, a.warm, False))
