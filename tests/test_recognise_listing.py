@@ -64,6 +64,9 @@ def test_c_and_python_listings_agree(tmp_path, entries):
         assert not lst.truncated and left == entries - total
         assert set(lst.dirs) == {"sub", "empty"}
         assert lst.files["link"].is_link and lst.files["dirlink"].is_link
+        # what a reader may skip asking the disk again: links, the FIFO are not regular files
+        assert [n for n in ("link", "dangling", "dirlink", "fifo") if lst.files[n].regular] == []
+        assert lst.files["f05.txt"].regular and lst.files["hard"].regular
         assert lst.files["f05.txt"].mtime == os.lstat(os.path.join(d, "f05.txt")).st_mtime
         assert lst.files["sparse.safetensors"].size == 5 << 30
         assert lst.files["sparse.safetensors"].disk < 1 << 20

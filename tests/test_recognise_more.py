@@ -13,8 +13,8 @@ import tarfile
 
 import numpy as np
 import pytest
-from safetensors.numpy import save_file
-from test_recognise import git, scan_tree, small_model, specforge_checkout
+from safetensors.numpy import save, save_file
+from test_recognise import git, hub_repo, scan_tree, small_model, specforge_checkout
 
 
 def need(*tools: str) -> None:
@@ -311,6 +311,7 @@ def test_reader_resolves_links_as_realpath_does(tmp_path):
     """The hub cache's links are resolved with the directories cached (speed); what they
     resolve to must be what os.path.realpath says, also for links through linked directories,
     '..' after a linked name, loops, dangling and absolute links."""
+    from vacate.recognise.base import list_dir
     from vacate.recognise.read import Reader
 
     r = tmp_path / "r"
@@ -328,12 +329,60 @@ def test_reader_resolves_links_as_realpath_does(tmp_path):
     }
     for at, to in links.items():
         os.symlink(to, tmp_path / at)
-    reader = Reader()
-    for p in ["r/snap/rev/config.json", "r/snap/main/config.json", "r/loop1", "r/snap/rev/abs",
-              "r/snap/rel2", "r/dangling", "snaplink/main/config.json", "r",
-              "r/snap/main/../main/config.json", "r/snap/tricky"]:
-        full = str(tmp_path / p)
-        assert reader.realpath(full) == os.path.realpath(full), p
-    # a link leaving the repository is still refused
-    assert reader.head(str(r / "snap" / "rev" / "abs"), 10, within=str(r)) is None
-    assert reader.head(str(r / "snap" / "rev" / "config.json"), 10, within=str(r)) == b"x"
+    paths = ["r/snap/rev/config.json", "r/snap/main/config.json", "r/loop1", "r/snap/rev/abs",
+             "r/snap/rel2", "r/dangling", "snaplink/main/config.json", "r",
+             "r/snap/main/../main/config.json", "r/snap/tricky", "snaplink/rev/config.json"]
+    # with nothing listed, and with the directories listed first (a listing tells the reader
+    # which entries are directories, links and regular files: it asks the disk less), also
+    # a listing reached through a linked directory ("snaplink")
+    for listed in ((), ("", "r", "r/snap", "r/snap/rev", "r/blobs", "snaplink",
+                        "snaplink/rev", "elsewhere")):
+        reader = Reader()
+        for d in listed:
+            list_dir(str(tmp_path / d) if d else str(tmp_path), reader)
+        for p in paths:
+            full = str(tmp_path / p)
+            assert reader.realpath(full) == os.path.realpath(full), (listed, p)
+        # a link leaving the repository is still refused
+        assert reader.head(str(r / "snap" / "rev" / "abs"), 10, within=str(r)) is None
+        assert reader.head(str(tmp_path / "snaplink" / "rev" / "abs"), 10,
+                           within=str(tmp_path / "snaplink")) is None
+        assert reader.head(str(r / "snap" / "rev" / "config.json"), 10, within=str(r)) == b"x"
+        assert reader.size(str(r / "snap" / "rev" / "config.json"), within=str(r)) == 1
+        assert reader.size(str(r / "snap" / "rev" / "config.json")) is None   # the link itself
+        assert reader.size(str(r / "blobs" / "h")) == 1
+        assert reader.head(str(r / "snap" / "rev" / "config.json"), 10) is None  # not followed
+
+
+def test_a_listed_hub_repo_is_read_without_asking_the_disk_again(tmp_path, monkeypatch):
+    """The hub cache's snapshot links are resolved and their blobs' sizes taken from the
+    repo's listings: one readlink per link, no stat of a blob, and nothing else read than
+    before (the same label)."""
+    from vacate.model.inventory import Stats
+    from vacate.recognise import read
+    from vacate.recognise.explore import Explorer
+    from vacate.recognise.read import Reader
+
+    rev = "a" * 40
+    files = {"config.json": json.dumps({"model_type": "llama",
+                                        "architectures": ["LlamaForCausalLM"]}).encode()}
+    for i in range(1, 5):
+        files[f"model-{i:05d}-of-00004.safetensors"] = save(
+            {f"w{i}": np.zeros((64, 64), np.float16)}, metadata={"format": "pt"})
+    repo = hub_repo(str(tmp_path / "vol"), "org/m", {rev: files}, main=rev)
+    st = Stats(1, 1, 1, 1)
+    label = Explorer(lambda p: st).node(repo, True, st, 0, repo, Reader()).classification.label
+    calls: list[tuple[str, str]] = []
+    for fn in ("stat", "lstat", "readlink"):
+        real = getattr(os, fn)
+
+        def counted(path, *a, _real=real, _fn=fn, **k):
+            calls.append((_fn, os.fsdecode(path)))
+            return _real(path, *a, **k)
+        monkeypatch.setattr(read.os, fn, counted)
+    again = Explorer(lambda p: st).node(repo, True, st, 0, repo, Reader()).classification.label
+    assert again == label and "4 safetensors shards" in label and "complete" in label
+    blobs = os.path.join(repo, "blobs")
+    assert [c for c in calls if c[0] != "readlink" and c[1].startswith(blobs)] == []
+    links = [p for f, p in calls if f == "readlink" and "/snapshots/" in p]
+    assert len(links) == len(set(links)) == 5               # each link read once

@@ -137,7 +137,7 @@ fail:
 /* entries(fd, cap, FileInfo) -> (dirs, files, listed, truncated, read_errno)
    One directory's listing for the recognisers (recognise/base.py list_dir keeps the same loop
    in Python): at most `cap` entries in readdir order; dirs: [name] (by d_type, else lstat);
-   files: {name: FileInfo(name, size, blocks * 512, is_link, mtime, atime)} with the times as
+   files: {name: FileInfo(name, size, blocks * 512, is_link, mtime, atime, regular)} with the times as
    float seconds made as os.stat_result makes them; an entry whose lstat fails is left out
    (and counted); truncated: a further entry was there. The fd is not closed (a dup is read). */
 static PyObject *entries(PyObject *self, PyObject *args) {
@@ -202,7 +202,7 @@ static PyObject *entries(PyObject *self, PyObject *args) {
                 goto fail;
             continue;
         }
-        PyObject *f = info->tp_alloc(info, 6);
+        PyObject *f = info->tp_alloc(info, 7);
         if (!f) { Py_DECREF(name); goto fail; }
         Py_INCREF(name);
         PyTuple_SET_ITEM(f, 0, name);
@@ -213,6 +213,7 @@ static PyObject *entries(PyObject *self, PyObject *args) {
                                                   (double)st.st_mtim.tv_nsec * 1e-9));
         PyTuple_SET_ITEM(f, 5, PyFloat_FromDouble((double)st.st_atim.tv_sec +
                                                   (double)st.st_atim.tv_nsec * 1e-9));
+        PyTuple_SET_ITEM(f, 6, PyBool_FromLong(S_ISREG(st.st_mode)));
         int bad = 0;
         for (int i = 1; i < 6; i++)
             if (PyTuple_GET_ITEM(f, i) == NULL)

@@ -35,6 +35,7 @@ class FileInfo(NamedTuple):
     is_link: bool
     mtime: float = 0.0
     atime: float = 0.0
+    regular: bool = True        # a regular file (not a link, FIFO, socket or device)
 
     @property
     def ext(self) -> str:
@@ -102,13 +103,16 @@ class Ctx:
         return self._head[:n]
 
     _asked: int = 0
+    name: str = ""                            # the entry's name (its path's last part)
 
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
+    def __post_init__(self) -> None:
+        # asked of every entry by most recognisers: taken from the path once
+        self.name = self.path.rpartition("/")[2]
 
     def join(self, *parts: str) -> str:
-        return os.path.join(self.path, *parts)
+        """The path of an entry below this one (``parts``: names from its listings)."""
+        p = self.path
+        return (p if p.endswith("/") else p + "/") + "/".join(parts)
 
     def listing(self) -> Listing:
         if self._listing is None:
@@ -141,7 +145,9 @@ def list_dir(path: str, reader: Reader) -> Listing:
     finally:
         os.close(fd)
     dirs.sort()
-    return Listing(tuple(dirs), files, bool(truncated))
+    names = tuple(dirs)
+    reader.listed(path, names, files)
+    return Listing(names, files, bool(truncated))
 
 
 def _list_py(fd: int, cap: int, reader: Reader, dirs: list[str],
@@ -164,7 +170,8 @@ def _list_py(fd: int, cap: int, reader: Reader, dirs: list[str],
                 dirs.append(e.name)
             else:
                 files[e.name] = FileInfo(e.name, st.st_size, st.st_blocks * 512,
-                                         S.S_ISLNK(st.st_mode), st.st_mtime, st.st_atime)
+                                         S.S_ISLNK(st.st_mode), st.st_mtime, st.st_atime,
+                                         S.S_ISREG(st.st_mode))
     return False
 
 
@@ -192,8 +199,9 @@ def composite(fn: Recogniser) -> Recogniser:
 def best(ctx: Ctx, recognisers: list[Recogniser],
          current: Classification | None = None) -> Classification | None:
     """The most confident answer; earlier registrations win ties."""
+    reader = ctx.reader
     for r in recognisers:
-        if ctx.reader.timed_out:      # out of entries still lets a node say what it is
+        if reader.timed_out:      # out of entries still lets a node say what it is
             break
         c = r(ctx)
         if c is not None and (current is None or c.confidence > current.confidence):

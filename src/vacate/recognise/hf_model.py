@@ -37,14 +37,14 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
     """What the model directory ``path`` holds. ``within``: follow symlinks that stay inside
     it (a hub cache snapshot); ``hub``: (repo id, revision) when a hub cache names them."""
     name = name or os.path.basename(path)
-    join = lambda n: os.path.join(path, n)
+    join = lambda n: f"{path}/{n}"
 
     def size(n: str) -> int:
         f = lst.files[n]
         return (reader.size(join(n), within) or 0) if f.is_link else f.size
 
     st_files = sorted(n for n in lst.files if n.endswith(".safetensors"))
-    bin_files = sorted(n for n in lst.files if BIN.match(n))
+    bin_files = sorted(n for n in lst.files if n.endswith(".bin") and BIN.match(n))
     has_cfg = "config.json" in lst.files
     if not has_cfg and not st_files and not bin_files:
         return None

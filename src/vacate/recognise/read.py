@@ -44,6 +44,21 @@ class Reader:
         self.entries_left = entries     # directory entries the listings may still stat
         self._dirs: dict[str, str] = {}  # directory -> its realpath
         self._real: dict[str, str] = {}  # path -> its realpath (a link's target is a disk read)
+        # directory -> (subdirectory names, {name: FileInfo}) as listed (base.list_dir): what
+        # the listing said of an entry saves asking the disk again (is it a link? a regular
+        # file? how big?)
+        self._listed: dict[str, tuple] = {}
+
+    def listed(self, path: str, dirs: tuple[str, ...], files: dict) -> None:
+        """Remember the listing of the directory ``path`` (see :meth:`entry`)."""
+        self._listed[path] = (dirs, files)
+
+    def entry(self, path: str):
+        """What a listing of its directory said of the non-directory ``path`` (a
+        ``base.FileInfo``), or None when it was not listed."""
+        head, _, name = path.rpartition("/")
+        lst = self._listed.get(head or "/")
+        return None if lst is None else lst[1].get(name)
 
     @property
     def expired(self) -> bool:
@@ -68,7 +83,6 @@ class Reader:
         that with ``within`` a link whose target stays inside that directory is followed (the
         hub cache's snapshots point into ../../blobs)."""
         real = path
-        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
         if within is not None:
             real = self.realpath(path)
             root = self.realpath(within)
@@ -77,12 +91,13 @@ class Reader:
                     self.warn("link-outside", path, "link points outside its repository;"
                               " not followed")
                 return None
-        else:
-            flags |= os.O_NOFOLLOW
+        # (``real`` is never a link: resolved above, or a link is refused)
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             # Never open what is not a regular file: a FIFO would block, a tape device rewind.
-            if not S.S_ISREG(os.stat(real).st_mode if within is not None
-                             else os.lstat(real).st_mode):
+            # A listing that said so spares the lstat (the fstat below still checks).
+            known = self.entry(real)
+            if (known is None or not known.regular) and not S.S_ISREG(os.lstat(real).st_mode):
                 return None
             fd = open_noatime(real, flags)
         except OSError as e:
@@ -113,11 +128,13 @@ class Reader:
 
     def _resolve(self, path: str) -> str:
         for _ in range(40):                      # the kernel's limit on links followed
-            head, name = os.path.split(path)
-            d = self._dirs.get(head)
-            if d is None:
-                d = self._dirs[head] = os.path.realpath(head)
-            full = os.path.join(d, name)
+            head, _, name = path.rpartition("/")
+            head = head or "/"
+            d = self._dir_real(head)
+            full = d + "/" + name if d != "/" else "/" + name
+            known = self.entry(full)
+            if known is not None and not known.is_link:
+                return full                  # listed, and not a link
             try:
                 target = os.readlink(full)
             except OSError:
@@ -132,7 +149,29 @@ class Reader:
             path = os.path.normpath(os.path.join(d, target))   # leading ".." of a real dir
         return os.path.realpath(path)            # a loop: realpath says what it makes of it
 
+    def _dir_real(self, path: str) -> str:
+        """The realpath of the directory ``path``, once: its parent's and its name when a
+        listing of the parent said it is a directory (not a link), otherwise as
+        ``os.path.realpath`` makes it."""
+        real = self._dirs.get(path)
+        if real is None:
+            par, _, name = path.rpartition("/")
+            par = par or "/"
+            lst = self._listed.get(par)
+            if lst is not None and name in lst[0]:
+                up = self._dir_real(par)
+                real = up + "/" + name if up != "/" else "/" + name
+            else:
+                real = os.path.realpath(path)
+            self._dirs[path] = real
+        return real
+
     def size(self, path: str, within: str | None = None) -> int | None:
+        """The size of the regular file ``path`` (followed, with ``within``, as ``head``
+        follows it), or None."""
+        known = self.entry(self.realpath(path) if within is not None else path)
+        if known is not None:
+            return known.size if known.regular else None
         try:
             st = os.stat(path) if within is not None else os.lstat(path)
         except OSError:
