@@ -855,10 +855,12 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
         if link is not None:
             app, blk, mt, at = link[2], link[3], _secs(link[4]), _secs(link[5])
         top.append((_join(path, name), False, Stats(app, blk * 512, 1, 0, mt, at)))
-    prefix = _join(path, "")
+    # the root's subdirectories: every row is below the root, so those one "/" deeper
+    # (counting is quicker than slicing each of tens of thousands of paths)
+    depth = _join(path, "").count("/")
     for acc in rows:
         p = acc[0]
-        if p.startswith(prefix) and "/" not in p[len(prefix):] and p != path:
+        if p.count("/") == depth and p != path:
             top.append((p, True, stats(acc)))
     top.sort(key=lambda t: t[0])
     seen: set[tuple[int, int]] = set()
