@@ -241,6 +241,58 @@ def test_safetensors_parser_refuses_bad_headers(bad, msg):
         st_fmt.parse(bad, file_size=len(bad) + 100)
 
 
+def _header(entries: dict) -> bytes:
+    js = json.dumps(entries).encode()
+    return struct.pack("<Q", len(js)) + js
+
+
+@pytest.mark.parametrize("entry, msg", [
+    ({"dtype": "F16", "shape": [2, 2.0], "data_offsets": [0, 8]}, "bad shape"),
+    ({"dtype": "F16", "shape": [2] * 17, "data_offsets": [0, 8]}, "bad shape"),
+    ({"dtype": "F16", "shape": [1 << 48], "data_offsets": [0, 1 << 49]}, "bad shape"),
+    ({"dtype": "F16", "shape": [4], "data_offsets": [8, 0]}, "bad data_offsets"),
+    ({"dtype": "F16", "shape": [4], "data_offsets": [0, 8, 9]}, "bad data_offsets"),
+    ({"dtype": "F16", "shape": [4], "data_offsets": [-8, 0]}, "bad data_offsets"),
+    ({"dtype": "F16", "shape": [4], "data_offsets": ["0", "8"]}, "bad data_offsets"),
+    ({"dtype": ["F16"], "shape": [4], "data_offsets": [0, 8]}, "unknown dtype"),
+    ({"shape": [4], "data_offsets": [0, 8]}, "unknown dtype"),
+    ([1, 2], "not an object"),
+    ({"dtype": "F16", "shape": "4", "data_offsets": [0, 8]}, "bad shape"),
+])
+def test_safetensors_parser_names_the_bad_tensor_among_good_ones(entry, msg):
+    """Tensors are checked a column at a time (speed); one bad among many is still refused,
+    with the tensor's name and what is wrong with it."""
+    good = {f"layer.{i}.w": {"dtype": "BF16", "shape": [3, 5], "data_offsets": [30 * i,
+                                                                              30 * i + 30]}
+            for i in range(50)}
+    head = _header({**good, "the.bad.one": entry})
+    with pytest.raises(FormatError, match=msg) as e:
+        st_fmt.parse(head, file_size=1 << 40)
+    assert "the.bad.one" in str(e.value)
+    h = st_fmt.parse(_header(good), file_size=1 << 40)       # and without it, all is well
+    assert (len(h.tensors), sum(h.numels), h.data_len) == (50, 50 * 15, 1500)
+    assert [t.name for t in h.tensors] == list(good)
+
+
+def test_json_that_only_the_standard_library_takes_is_still_read(tmp_path):
+    """JSON is decoded with orjson where it can (speed); what orjson refuses and json takes
+    (a whole number beyond 64 bits, a lone surrogate escape) is read as before."""
+    from vacate.recognise.formats import loads
+
+    doc = b'{"model_type": "x\\udc80", "n": 123456789012345678901234567890, "f": 1.5}'
+    assert loads(doc) == json.loads(doc)
+    with pytest.raises(ValueError):
+        loads(b'{"a": ')
+    d = tmp_path / "vol" / "m"
+    small_model(str(d))
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["vocab_size"] = 1 << 70
+    (d / "config.json").write_text(json.dumps(cfg))
+    items, problems = scan_tree(str(tmp_path / "vol"))
+    assert items["m"].classification.kind == "model" and "config.json" in \
+        items["m"].classification.evidence
+
+
 def test_safetensors_parser_says_when_it_needs_more():
     with pytest.raises(Truncated) as e:
         st_fmt.parse(struct.pack("<Q", 1000) + b"{", file_size=10_000)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from itertools import chain
 
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
@@ -70,7 +71,7 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
                                                           ".bin.index.json"))):
         j = reader.json(join(idx), INDEX_CAP, within=within, what="shard index")
         if isinstance(j, dict) and isinstance(j.get("weight_map"), dict):
-            expected |= {str(v) for v in j["weight_map"].values()}
+            expected |= set(map(str, j["weight_map"].values()))
             meta = j.get("metadata") if isinstance(j.get("metadata"), dict) else {}
             if isinstance(meta.get("total_size"), int):
                 index_total = meta["total_size"]
@@ -95,7 +96,7 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
 
     lfs: list[str] = []
     bad: list[str] = []
-    tensors: list[tuple[str, str, int]] = []
+    headers: list = []
     by_dtype: Counter = Counter()
     read_all = True
     linked: list[str] = []
@@ -112,7 +113,7 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         elif h is None:
             bad.append(n)
         else:
-            tensors.extend((t.name, t.dtype, t.numel) for t in h.tensors)
+            headers.append(h)
             by_dtype.update(h.numel_by_dtype())
     for n in bin_files:
         if size(n) <= 1024:
@@ -131,7 +132,13 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         if hq is not None:
             q = hq
             evidence.append("hf_quant_config.json")
-    params, adjusted = quant.count_params(tensors, q) if tensors else (None, False)
+    if q is None:       # every element a parameter: no need to look at the names
+        params, adjusted = sum(sum(h.numels) for h in headers), False
+    else:
+        params, adjusted = quant.count_params(
+            chain.from_iterable(zip(h.names, h.dtypes, h.numels) for h in headers), q)
+    if not any(h.names for h in headers):
+        params = None
     if not read_all:
         params = None       # a partial sum is not a parameter count
     dtype, dtypes = dtype_summary(by_dtype)
@@ -275,7 +282,7 @@ def peft_adapter(ctx: Ctx) -> Classification | None:
     for n in lst.with_suffix(".safetensors"):
         h = read_header(ctx.reader, ctx.join(n.name), n.size)
         if h is not None and h != "lfs":
-            params = (params or 0) + sum(t.numel for t in h.tensors)
+            params = (params or 0) + sum(h.numels)
     r = cfg.get("r")
     label = f"{peft} adapter" + (f" (r={r})" if isinstance(r, int) else "") + (
         f" for {base}" if isinstance(base, str) else "") + (

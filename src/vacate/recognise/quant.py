@@ -118,11 +118,10 @@ def count_params(tensors, quant: Quant | None) -> tuple[int, bool]:
     """Parameters from ``(name, dtype, numel)`` triples: unquantised tensors count their
     elements; a quantised model's packed weights are unpacked (two FP4/INT4 values per byte,
     32/bits per int32 word) and its scales and zero points left out. Returns (count, adjusted)."""
+    if quant is None:
+        return sum(n for _, _, n in tensors), False
     total, adjusted = 0, False
     for name, dtype, n in tensors:
-        if quant is None:
-            total += n
-            continue
         if name.endswith(_AUX_SUFFIXES) or ".quant_state." in name:
             adjusted = True
             continue

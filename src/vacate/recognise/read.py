@@ -4,7 +4,6 @@ root. Every refusal or parse failure becomes a Problem; nothing here raises."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat as S
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 from vacate.model.common import Problem
 from vacate.output.units import human_bytes
+from vacate.recognise.formats import loads
 
 JSON_CAP = 1024 * 1024          # config.json, hf_quant_config.json, trainer_state.json, ...
 INDEX_CAP = 64 * 1024 * 1024    # model.safetensors.index.json of the biggest models: a few MB
@@ -207,7 +207,7 @@ class Reader:
         if data is None:
             return None
         try:
-            return json.loads(data)
+            return loads(data)
         except RecursionError:
             self.warn("malformed-file", path, f"{what} nests too deeply; ignored")
         except ValueError as e:

@@ -59,9 +59,9 @@ def safetensors_file(ctx: Ctx) -> Classification | None:
     if h is None:
         return cls("file", "file named .safetensors, not a valid one", confidence=0.3,
                    guess=True, evidence=("name only",))
-    params = sum(t.numel for t in h.tensors)
+    params = sum(h.numels)
     dtype, dtypes = dtype_summary(h.numel_by_dtype())
-    return cls("model", f"safetensors weights, {len(h.tensors)} tensors, "
+    return cls("model", f"safetensors weights, {len(h.names)} tensors, "
                f"{human_params(params)} params, {dtype}, {human_bytes(ctx.stats.apparent_bytes)}",
                confidence=0.7, evidence=("safetensors header",), parameters=params,
-               dtype=dtype, dtypes=dtypes, tensors=len(h.tensors), format="safetensors")
+               dtype=dtype, dtypes=dtypes, tensors=len(h.names), format="safetensors")

@@ -5,13 +5,15 @@ reading any tensor data.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain, compress
+from operator import itemgetter, sub
+from typing import NamedTuple
 
-from vacate.recognise.formats import FormatError, Truncated
+from vacate.recognise.formats import FormatError, Truncated, loads
 
 # The safetensors library itself refuses headers above 100 MB.
 MAX_HEADER = 100 * 1024 * 1024
@@ -25,9 +27,9 @@ DTYPE_NAMES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32", "F64": "fp64", "F8_
                "F8_E5M2": "fp8-e5m2", "U8": "u8", "I8": "i8", "I32": "i32", "F4": "fp4"}
 
 
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """One tensor of a safetensors header: name, dtype, shape, data offsets."""
+class Tensor(NamedTuple):
+    """One tensor of a safetensors header: name, dtype, shape, data offsets (a tuple: a big
+    model's headers name hundreds of thousands)."""
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -41,14 +43,24 @@ class Tensor:
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """A safetensors header: its length, tensors and metadata."""
+    """A safetensors header: its length, its tensors as columns (in the header's order: what
+    the recognisers add up, without an object per tensor) and metadata."""
     header_len: int
-    tensors: tuple[Tensor, ...]
+    names: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    numels: tuple[int, ...]
+    data_len: int                       # where the last tensor's bytes end
     metadata: dict[str, str]
+    _shapes: tuple = ()
+    _offsets: tuple = ()
 
     @property
-    def data_len(self) -> int:
-        return max((t.end for t in self.tensors), default=0)
+    def tensors(self) -> tuple[Tensor, ...]:
+        """Every tensor, in the order of its bytes."""
+        ts = [Tensor(n, d, tuple(s), o[0], o[1])
+              for n, d, s, o in zip(self.names, self.dtypes, self._shapes, self._offsets)]
+        ts.sort(key=itemgetter(3))
+        return tuple(ts)
 
     @property
     def file_len(self) -> int:
@@ -57,8 +69,9 @@ class Header:
 
     def numel_by_dtype(self) -> Counter:
         c: Counter = Counter()
-        for t in self.tensors:
-            c[t.dtype] += t.numel
+        dtypes = self.dtypes
+        for d in set(dtypes):       # a few dtypes, many tensors: a pass over them for each
+            c[d] = sum(compress(self.numels, map(d.__eq__, dtypes)))
         return c
 
 
@@ -81,7 +94,7 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
             raise FormatError(f"header claims {n} bytes but the file holds {file_size - 8}")
         raise Truncated(f"header needs {n} bytes, have {len(buf) - 8}", 8 + n)
     try:
-        obj = json.loads(buf[8:8 + n])
+        obj = loads(buf[8:8 + n])
     except (ValueError, RecursionError) as e:
         raise FormatError(f"header is not valid JSON: {e}") from None
     if not isinstance(obj, dict):
@@ -89,11 +102,9 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
     meta = obj.pop("__metadata__", None) or {}
     if not isinstance(meta, dict):
         raise FormatError("__metadata__ is not an object")
-    tensors = []
-    for name, d in obj.items():
-        tensors.append(_tensor(name, d))
-    tensors.sort(key=lambda t: t.begin)
-    h = Header(n, tuple(tensors), {str(k): str(v)[:200] for k, v in meta.items()})
+    names, dtypes, numels, shapes, offsets, data_len = _columns(obj)
+    h = Header(n, names, dtypes, numels, data_len,
+               {str(k): str(v)[:200] for k, v in meta.items()}, shapes, offsets)
     if file_size is not None and h.file_len > file_size:
         raise FormatError(
             f"header places tensor data up to byte {h.file_len} but the file has {file_size}"
@@ -101,7 +112,45 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
     return h
 
 
-def _tensor(name: str, d: object) -> Tensor:
+_INTS = frozenset({int, bool})      # what JSON's whole numbers (and true/false) become
+
+
+def _columns(obj: dict) -> tuple:
+    """The tensors of a header's JSON object as columns, each checked as :func:`_tensor`
+    checks one, but a column at a time (hundreds of thousands of tensors in a big model's
+    headers: per tensor, a loop in Python costs several times what decoding the JSON did). Where
+    anything is wrong, :func:`_tensor` goes through them one by one to say what."""
+    names = tuple(obj)
+    vals = tuple(obj.values())
+    try:
+        dtypes = tuple([v["dtype"] for v in vals])
+        shapes = tuple([v["shape"] for v in vals])
+        offsets = tuple([v["data_offsets"] for v in vals])
+        bits = list(map(DTYPE_BITS.__getitem__, dtypes))
+        flat = list(chain.from_iterable(shapes))
+        if not (set(map(type, dtypes)) <= {str} and set(map(type, shapes)) <= {list}
+                and max(map(len, shapes), default=0) <= 16
+                and set(map(type, flat)) <= _INTS
+                and min(flat, default=0) >= 0 and max(flat, default=0) < 1 << 48
+                and set(map(type, offsets)) <= {list} and set(map(len, offsets)) <= {2}):
+            raise ValueError
+        begins = [o[0] for o in offsets]
+        ends = [o[1] for o in offsets]
+        if not (set(map(type, begins)) <= _INTS and set(map(type, ends)) <= _INTS
+                and min(begins, default=0) >= 0 and max(ends, default=0) < 1 << 56):
+            raise ValueError
+        numels = tuple(map(math.prod, shapes))
+        sizes = [(n * b + 7) // 8 for n, b in zip(numels, bits)]
+        if list(map(sub, ends, begins)) != sizes:      # (also: no begin after its end)
+            raise ValueError
+    except (KeyError, TypeError, ValueError):
+        for name, d in obj.items():
+            _tensor(name, d)
+        raise FormatError("header is not a valid tensor table") from None   # (not reached)
+    return names, dtypes, numels, shapes, offsets, max(ends, default=0)
+
+
+def _tensor(name: str, d: object) -> None:
     if not isinstance(d, dict):
         raise FormatError(f"tensor {name!r}: entry is not an object")
     dtype, shape, offs = d.get("dtype"), d.get("shape"), d.get("data_offsets")
@@ -114,9 +163,7 @@ def _tensor(name: str, d: object) -> Tensor:
             or not all(isinstance(x, int) and 0 <= x < 1 << 56 for x in offs)
             or offs[0] > offs[1]):
         raise FormatError(f"tensor {name!r}: bad data_offsets {offs!r}"[:200])
-    t = Tensor(name, dtype, tuple(shape), offs[0], offs[1])
-    want = t.numel * DTYPE_BITS[dtype]
-    if (want + 7) // 8 != t.end - t.begin:
+    want = math.prod(shape) * DTYPE_BITS[dtype]
+    if (want + 7) // 8 != offs[1] - offs[0]:
         raise FormatError(f"tensor {name!r}: {dtype}{list(shape)} needs {(want + 7) // 8} bytes,"
-                          f" the header gives it {t.end - t.begin}")
-    return t
+                          f" the header gives it {offs[1] - offs[0]}")
