@@ -289,6 +289,7 @@ def test_json_that_only_the_standard_library_takes_is_still_read(tmp_path):
     cfg["vocab_size"] = 1 << 70
     (d / "config.json").write_text(json.dumps(cfg))
     items, problems = scan_tree(str(tmp_path / "vol"))
+    assert not [p for p in problems if p.code == "malformed-file"]
     assert items["m"].classification.kind == "model" and "config.json" in \
         items["m"].classification.evidence
 
