@@ -259,9 +259,14 @@ def _header(entries: dict) -> bytes:
     ([1, 2], "not an object"),
     ({"dtype": "F16", "shape": "4", "data_offsets": [0, 8]}, "bad shape"),
 ])
-def test_safetensors_parser_names_the_bad_tensor_among_good_ones(entry, msg):
-    """Tensors are checked a column at a time (speed); one bad among many is still refused,
-    with the tensor's name and what is wrong with it."""
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_safetensors_parser_names_the_bad_tensor_among_good_ones(entry, msg, loop, monkeypatch):
+    """Tensors are checked a column at a time (speed; in C where it was built); one bad among
+    many is still refused, with the tensor's name and what is wrong with it."""
+    if loop == "python":
+        monkeypatch.setattr(st_fmt, "_fastst", None)
+    elif st_fmt._fastst is None:
+        pytest.skip("the C loop is not built")
     good = {f"layer.{i}.w": {"dtype": "BF16", "shape": [3, 5], "data_offsets": [30 * i,
                                                                               30 * i + 30]}
             for i in range(50)}
@@ -272,6 +277,48 @@ def test_safetensors_parser_names_the_bad_tensor_among_good_ones(entry, msg):
     h = st_fmt.parse(_header(good), file_size=1 << 40)       # and without it, all is well
     assert (len(h.tensors), sum(h.numels), h.data_len) == (50, 50 * 15, 1500)
     assert [t.name for t in h.tensors] == list(good)
+
+
+@pytest.mark.skipif(st_fmt._fastst is None, reason="the C loop is not built")
+def test_safetensors_columns_are_the_same_in_c_and_python():
+    """Real headers (the safetensors writer's, every dtype it has, scalars, empty and big
+    tensors) give the same columns from the C loop as from the Python one."""
+    from safetensors.numpy import save
+
+    rng = np.random.default_rng(7)
+    kinds = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32,
+             np.int64, np.uint16, np.uint32, np.uint64, np.bool_]
+    for k in range(40):
+        tensors = {}
+        for j in range(int(rng.integers(1, 60))):
+            dims = rng.integers(0, 6, size=int(rng.integers(0, 4)))
+            tensors[f"t{k}.{j}"] = np.zeros(tuple(int(d) for d in dims),
+                                            kinds[int(rng.integers(len(kinds)))])
+        data = save(tensors)
+        n = struct.unpack("<Q", data[:8])[0]
+        obj = json.loads(data[8:8 + n])
+        obj.pop("__metadata__", None)
+        c = st_fmt._fastst.columns(obj, st_fmt.DTYPE_BITS)
+        saved, st_fmt._fastst = st_fmt._fastst, None
+        try:
+            py = st_fmt._columns(obj)
+        finally:
+            st_fmt._fastst = saved
+        assert c == py
+        assert st_fmt.parse(data[:8 + n], file_size=len(data)).file_len == len(data)
+    # sizes no real header has, at the limits: the same verdict either way
+    for shape, offs in (([1 << 47, 2], [0, 1 << 49]), ([1 << 47] * 3, [0, 8]),
+                        ([3, 0, 1 << 47], [5, 5]), ([True, 4], [0, 8])):
+        obj = {"x": {"dtype": "F16", "shape": shape, "data_offsets": offs}}
+        c = st_fmt._fastst.columns(obj, st_fmt.DTYPE_BITS)
+        saved, st_fmt._fastst = st_fmt._fastst, None
+        try:
+            py = st_fmt._columns(obj)
+        except FormatError:
+            py = None
+        finally:
+            st_fmt._fastst = saved
+        assert c == py, (shape, offs)
 
 
 def test_json_that_only_the_standard_library_takes_is_still_read(tmp_path):
@@ -661,6 +708,33 @@ def test_huggingface_cache_root_lists_its_repos(tmp_path):
     items, _ = scan_tree(str(tmp_path / "vol"))
     assert items["huggingface"].classification.kind == "cache"
     assert items["huggingface/hub/models--org--a"].classification.source == f"hf:org/a@{'a' * 40}"
+
+
+def test_hub_root_counts_every_repo_not_only_those_looked_at(tmp_path, monkeypatch):
+    """A hub holding more repos than are looked into (the biggest are) still says how many it
+    holds, and stays re-downloadable when it holds nothing else."""
+    from vacate.recognise import explore
+
+    monkeypatch.setattr(explore, "SUBDIRS_PER_DIR", 3)
+    monkeypatch.setattr(explore, "NAMED_SUBDIRS", 2)
+    hub = tmp_path / "vol" / "hub"
+    for i in range(9):
+        hub_repo(str(hub), f"org/m{i}", {"a" * 40: {"config.json": b'{"model_type": "x"}'}},
+                 main="a" * 40)
+    hub_repo(str(hub), "org/d", {"b" * 40: {"x.json": b"{}"}}, main="b" * 40)
+    os.rename(hub / "models--org--d", hub / "datasets--org--d")
+    os.makedirs(hub / ".locks" / "models--org--m0")
+    (hub / "version.txt").write_text("1")
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["hub"].classification
+    looked = [p for p in items if p.startswith("hub/")]
+    assert len(looked) < 10                       # not all of them were looked into ...
+    assert c.label.startswith("Hugging Face hub cache: 9 models, 1 dataset")   # ... all counted
+    assert (c.details["repos"], c.recoverable) == (10, "re-downloadable")
+    (hub / "notes.bin").write_bytes(b"x" * 10_000)          # something else in the hub
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["hub"].classification
+    assert c.recoverable is None and c.details["other_entries"] == ["notes.bin"]
 
 
 def test_hub_snapshot_link_out_of_the_repo_is_not_followed(tmp_path):

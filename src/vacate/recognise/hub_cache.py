@@ -141,19 +141,30 @@ def hub_repo(ctx: Ctx) -> Classification | None:
                confidence=max(c.confidence, 0.85), evidence=c.evidence, **details)
 
 
+HUB_FILES = (".locks", "version.txt", "version_diffuser.txt")   # the cache's own bookkeeping
+
+
 @composite
 def hub_root(ctx: Ctx) -> Classification | None:
-    kids = [k for k in ctx.children or () if repo_id(os.path.basename(k.path))]
-    if not kids:
+    """The ``hub`` directory: how many repos of each type it holds, counted in its listing
+    (all of them, not only those looked into), and whether it holds anything else."""
+    if not any(repo_id(os.path.basename(k.path)) for k in ctx.children or ()):
         return None
-    repos = {id(k) for k in kids}
-    others = [k for k in ctx.children or () if id(k) not in repos and k.stats.apparent_bytes > 4096
-              and os.path.basename(k.path) not in (".locks", "version.txt", "version_diffuser.txt")]
+    lst = ctx.listing()
     n = {"model": 0, "dataset": 0, "space": 0}
-    for k in kids:
-        n[repo_id(os.path.basename(k.path))[0]] += 1
-    what = ", ".join(f"{v} {t}{'s' if v > 1 else ''}" for t, v in n.items() if v)
+    others = []
+    for d in lst.dirs:
+        rid = repo_id(d)
+        if rid is not None:
+            n[rid[0]] += 1
+        elif d not in HUB_FILES:
+            st = ctx.stats_of(ctx.join(d))
+            if st is None or st.apparent_bytes > 4096:
+                others.append(d)
+    others += [f.name for f in lst.files.values() if f.name not in HUB_FILES and f.size > 4096]
+    more = "+" if lst.truncated else ""      # (the listing stopped: at least this many)
+    what = ", ".join(f"{v:,}{more} {t}{'s' if v > 1 else ''}" for t, v in n.items() if v)
     return cls("cache", f"Hugging Face hub cache: {what}, {human_bytes(ctx.stats.apparent_bytes)}",
-               recoverable="re-downloadable" if not others else None,
+               recoverable="re-downloadable" if not others and not more else None,
                confidence=0.9 if not others else 0.6, evidence=("models--*/ directories",),
-               repos=len(kids))
+               repos=sum(n.values()), other_entries=others[:20] or None)

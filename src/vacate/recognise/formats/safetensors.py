@@ -112,6 +112,11 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
     return h
 
 
+try:        # the same loop in C (recognise/formats/_fastst.c), when it was built
+    from vacate.recognise.formats import _fastst
+except ImportError:
+    _fastst = None
+
 _INTS = frozenset({int, bool})      # what JSON's whole numbers (and true/false) become
 
 
@@ -119,7 +124,12 @@ def _columns(obj: dict) -> tuple:
     """The tensors of a header's JSON object as columns, each checked as :func:`_tensor`
     checks one, but a column at a time (hundreds of thousands of tensors in a big model's
     headers: per tensor, a loop in Python costs several times what decoding the JSON did). Where
-    anything is wrong, :func:`_tensor` goes through them one by one to say what."""
+    anything is wrong, :func:`_tensor` goes through them one by one to say what. The C loop
+    (``_fastst.columns``) makes the same columns, or None for anything not right."""
+    if _fastst is not None:
+        got = _fastst.columns(obj, DTYPE_BITS)
+        if got is not None:
+            return got
     names = tuple(obj)
     vals = tuple(obj.values())
     try:
