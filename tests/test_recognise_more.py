@@ -326,12 +326,16 @@ def test_reader_resolves_links_as_realpath_does(tmp_path):
         "r/snap/rel2": "../blobs/../blobs/h", "r/dangling": "nothere",
         "snaplink": str(r / "snap"), "r/b2": str(tmp_path / "elsewhere" / "deep"),
         "r/snap/tricky": "../b2/../x",
+        "r/snap/rev/dots": "../.././blobs//h", "r/snap/rev/up": "../" * 40 + "tmp",
+        "r/snap/rev/dot": "./config.json", "r/snap/rev/parent": "..",
     }
     for at, to in links.items():
         os.symlink(to, tmp_path / at)
     paths = ["r/snap/rev/config.json", "r/snap/main/config.json", "r/loop1", "r/snap/rev/abs",
              "r/snap/rel2", "r/dangling", "snaplink/main/config.json", "r",
-             "r/snap/main/../main/config.json", "r/snap/tricky", "snaplink/rev/config.json"]
+             "r/snap/main/../main/config.json", "r/snap/tricky", "snaplink/rev/config.json",
+             "r/snap/rev/dots", "r/snap/rev/up", "r/snap/rev/dot", "r/snap/rev/parent",
+             "snaplink/rev/dots"]
     # with nothing listed, and with the directories listed first (a listing tells the reader
     # which entries are directories, links and regular files: it asks the disk less), also
     # a listing reached through a linked directory ("snaplink")

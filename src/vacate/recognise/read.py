@@ -146,7 +146,14 @@ class Reader:
             if ".." in parts[up:]:
                 # "a/../b": ".." after a name that may itself be a link; realpath knows
                 return os.path.realpath(full)
-            path = os.path.normpath(os.path.join(d, target))   # leading ".." of a real dir
+            if target.startswith("/"):
+                path = os.path.normpath(target)
+                continue
+            base = d                        # leading "..": up from a real directory
+            for _ in range(up):
+                base = base.rpartition("/")[0] or "/"
+            rest = "/".join(p for p in parts[up:] if p and p != ".")
+            path = base if not rest else (base + "/" + rest if base != "/" else "/" + rest)
         return os.path.realpath(path)            # a loop: realpath says what it makes of it
 
     def _dir_real(self, path: str) -> str:
