@@ -321,6 +321,13 @@ def test_safetensors_columns_are_the_same_in_c_and_python():
         assert c == py, (shape, offs)
 
 
+def test_dtypes_are_counted_in_the_order_met():
+    """The per-dtype counts (a model's ``dtypes`` detail) come in the order the dtypes first
+    appear, whatever the process's string hashing: the same document on every run."""
+    got = st_fmt.numel_by_dtype(["F32", "BF16", "F32", "U8", "BF16"], [1, 10, 2, 100, 20])
+    assert list(got.items()) == [("F32", 3), ("BF16", 30), ("U8", 100)]
+
+
 def test_json_that_only_the_standard_library_takes_is_still_read(tmp_path):
     """JSON is decoded with orjson where it can (speed); what orjson refuses and json takes
     (a whole number beyond 64 bits, a lone surrogate escape) is read as before."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain, compress
 from operator import itemgetter, sub
@@ -68,11 +69,17 @@ class Header:
         return 8 + self.header_len + self.data_len
 
     def numel_by_dtype(self) -> Counter:
-        c: Counter = Counter()
-        dtypes = self.dtypes
-        for d in set(dtypes):       # a few dtypes, many tensors: a pass over them for each
-            c[d] = sum(compress(self.numels, map(d.__eq__, dtypes)))
-        return c
+        return numel_by_dtype(self.dtypes, self.numels)
+
+
+def numel_by_dtype(dtypes: Iterable[str], numels: Iterable[int]) -> Counter:
+    """The elements of each dtype, from the two columns (of one header, or of several)."""
+    dtypes, numels = list(dtypes), list(numels)
+    c: Counter = Counter()
+    for d in dict.fromkeys(dtypes):  # a few dtypes (in the order met), many tensors: a pass
+        # over them for each
+        c[d] = sum(compress(numels, map(d.__eq__, dtypes)))
+    return c
 
 
 def header_length(prefix: bytes) -> int:
