@@ -390,3 +390,13 @@ def test_a_listed_hub_repo_is_read_without_asking_the_disk_again(tmp_path, monke
     assert [c for c in calls if c[0] != "readlink" and c[1].startswith(blobs)] == []
     links = [p for f, p in calls if f == "readlink" and "/snapshots/" in p]
     assert len(links) == len(set(links)) == 5               # each link read once
+
+
+def test_a_hub_named_directory_without_the_hub_layout_is_still_recognised(tmp_path):
+    """The hub repo recogniser claims ``models--org--name`` directories (the others are not
+    asked about them); where it does not answer (no snapshots/blobs: a model saved under such
+    a name), the others still are."""
+    small_model(str(tmp_path / "vol" / "models--org--saved"))
+    items, _ = scan_tree(str(tmp_path / "vol"))
+    c = items["models--org--saved"].classification
+    assert c.kind == "model" and "config.json" in c.evidence

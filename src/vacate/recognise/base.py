@@ -196,11 +196,36 @@ def composite(fn: Recogniser) -> Recogniser:
     return fn
 
 
+CLAIMS: list[tuple[Callable[[str], object], Recogniser]] = []
+
+
+def claims(match: Callable[[str], object]) -> Callable[[Recogniser], Recogniser]:
+    """Register a directory recogniser (``@dirs`` too) that is asked first about a directory
+    whose name ``match`` accepts, and alone when it answers: such a directory is laid out by
+    one tool only (a hub cache's ``models--org--name``), and asking the others about each of
+    hundreds of them costs more than the answer."""
+    def register(fn: Recogniser) -> Recogniser:
+        CLAIMS.append((match, fn))
+        return fn
+    return register
+
+
 def best(ctx: Ctx, recognisers: list[Recogniser],
          current: Classification | None = None) -> Classification | None:
-    """The most confident answer; earlier registrations win ties."""
+    """The most confident answer; earlier registrations win ties. For directories, a
+    recogniser that claims the name (:func:`claims`) and answers has the only say."""
     reader = ctx.reader
+    tried = None
+    if recognisers is DIRS and CLAIMS and not reader.timed_out:
+        for match, r in CLAIMS:
+            if match(ctx.name):
+                c = r(ctx)
+                if c is not None:
+                    return c
+                tried = r
     for r in recognisers:
+        if r is tried:
+            continue
         if reader.timed_out:      # out of entries still lets a node say what it is
             break
         c = r(ctx)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import hf_model
-from vacate.recognise.base import Ctx, cls, composite, dirs, list_dir
+from vacate.recognise.base import Ctx, claims, cls, composite, dirs, list_dir
 from vacate.recognise.read import open_noatime
 
 REPO_DIR = re.compile(r"^(models|datasets|spaces)--(.+)$")
@@ -95,6 +95,7 @@ def read_ahead(paths: Iterable[str]) -> int:
 _READ = re.compile(r"(^config\.json|\.safetensors|\.index\.json)$")
 
 
+@claims(REPO_DIR.match)
 @dirs
 def hub_repo(ctx: Ctx) -> Classification | None:
     rid = repo_id(ctx.name)
