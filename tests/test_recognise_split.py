@@ -196,3 +196,23 @@ def test_read_ahead_brings_the_hub_reads_into_the_cache(tmp_path, monkeypatch, s
     assert not asked                                     # cached: nothing asked for
     assert annotate(items, dirs, parallel=True, cpu_bound=False) == one
     assert asked == [len(files) + len(links)] and side_by_side
+
+
+def test_a_child_sends_its_subtrees_without_waiting_for_the_parent():
+    """The pipe a child sends its subtrees down holds what the bench hub's half takes pickled
+    (180 kB) without a reader: the parent reads it only when it comes to those subtrees, and
+    a child blocked until then would look at nothing meanwhile."""
+    r, w = os.pipe()
+    try:
+        sidebyside._widen(w)
+        os.set_blocking(w, False)
+        sent = 0
+        try:
+            while sent < 512 * 1024:
+                sent += os.write(w, b"x" * 65536)
+        except BlockingIOError:
+            pass
+        assert sent >= 512 * 1024
+    finally:
+        os.close(r)
+        os.close(w)
