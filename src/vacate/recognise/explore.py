@@ -17,7 +17,10 @@ from vacate.recognise.read import Reader
 
 MAX_DEPTH = 6
 SUBDIRS_PER_DIR = 32    # subdirectories looked into per directory, largest first, plus
-NAMED_SUBDIRS = 512     # ... those whose names say what they are (hub repos, checkpoints)
+MAX_ITEMS = 500         # sub-items reported per top-level item
+# ... and those whose names say what they are (hub repos, checkpoints), as many as can still
+# be reported: looking at more of one directory's than that is time spent on nothing shown
+NAMED_SUBDIRS = MAX_ITEMS - SUBDIRS_PER_DIR
 NAMED = re.compile(r"^(models|datasets|spaces)--|checkpoint|global_step|epoch|step|iter_|ckpt",
                    re.IGNORECASE)
 RECOGNISED_PER_DIR = 16  # files the file recognisers look at per directory (notable ones)
@@ -28,7 +31,6 @@ NOTABLE = re.compile(
 MAX_NODES = 3000        # directories and files looked at per top-level item
 ITEM_ENTRIES = 20_000   # directory entries listed per top-level item ...
 TOTAL_ENTRIES = 200_000  # ... and for all of them (each still lists at least its own)
-MAX_ITEMS = 500         # sub-items reported per top-level item
 SURE = 0.75             # a leaf recogniser this sure ends the descent
 GENERIC = ("directory", "file")
 
