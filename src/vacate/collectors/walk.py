@@ -66,13 +66,21 @@ class DirTable(Sequence):
     ``[path, apparent_bytes, disk_bytes, files, dirs, newest_mtime_ns, newest_atime_ns]`` (the
     subtree's aggregates, as :class:`Stats`). Reads as a sequence of :class:`DirSummary`, made
     on access: a walk of millions of files has tens of thousands of directories, and building
-    an object for each costs more than the JSON that prints them (``rows``). Not to be
+    an object for each costs more than the JSON that prints them (``rows``). ``index`` maps
+    each path to its row (the walk's own, or made when first asked for). Not to be
     modified."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("_index", "rows")
 
-    def __init__(self, rows: list[list]):
+    def __init__(self, rows: list[list], index: dict[str, list] | None = None):
         self.rows = rows
+        self._index = index
+
+    @property
+    def index(self) -> dict[str, list]:
+        if self._index is None:
+            self._index = {r[0]: r for r in self.rows}
+        return self._index
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -873,7 +881,7 @@ def _finish(path: str, st: os.stat_result, merge: _Merge, topfiles: list,
         if len(largest) >= merge.keep:
             break
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)
-    return WalkResult(stats(root_acc), tuple(top), DirTable(rows), tuple(largest), warnings,
+    return WalkResult(stats(root_acc), tuple(top), DirTable(rows, own), tuple(largest), warnings,
                       merge.entries, nworkers, (merge.tree or TreeRecord()) if record else None)
 
 

@@ -90,10 +90,9 @@ def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None
     """path -> the subtree's Stats, for the directories the walk saw. A walk's
     :class:`~vacate.collectors.walk.DirTable` is indexed by its rows and a Stats made only for
     the directories looked up (the explorer looks at a few thousand of tens of thousands)."""
-    rows = getattr(dirs, "rows", None)
-    if rows is None:
+    index = getattr(dirs, "index", None)
+    if index is None:
         return {d.path: d.stats for d in dirs}.get
-    index = {r[0]: r for r in rows}
     made: dict[str, Stats] = {}
 
     def get(path: str) -> Stats | None:
