@@ -356,6 +356,9 @@ def test_reader_resolves_links_as_realpath_does(tmp_path):
         assert reader.size(str(r / "snap" / "rev" / "config.json")) is None   # the link itself
         assert reader.size(str(r / "blobs" / "h")) == 1
         assert reader.head(str(r / "snap" / "rev" / "config.json"), 10) is None  # not followed
+        reader.problems.clear()
+        assert reader.head(str(r / "loop1"), 10, within=str(r)) is None      # a loop: said
+        assert [p.code for p in reader.problems] == ["unreadable"]
 
 
 def test_a_listed_hub_repo_is_read_without_asking_the_disk_again(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ root. Every refusal or parse failure becomes a Problem; nothing here raises."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as S
 import time
@@ -97,8 +98,13 @@ class Reader:
             # Never open what is not a regular file: a FIFO would block, a tape device rewind.
             # A listing that said so spares the lstat (the fstat below still checks).
             known = self.entry(real)
-            if (known is None or not known.regular) and not S.S_ISREG(os.lstat(real).st_mode):
-                return None
+            if known is None or not known.regular:
+                mode = os.lstat(real).st_mode
+                if S.S_ISLNK(mode) and within is not None:
+                    # resolved, and still a link: a loop (as following it would say)
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                if not S.S_ISREG(mode):
+                    return None
             fd = open_noatime(real, flags)
         except OSError as e:
             if not quiet:
