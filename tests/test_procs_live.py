@@ -49,7 +49,8 @@ def test_processes_exiting_while_read_are_skipped_silently():
         rounds = 0
         while time.monotonic() < end:
             found = procs.collect(Host.local(), target)
-            assert {p.code for p in found.problems} <= {"pid1-unreadable"}
+            assert {p.code for p in found.problems} <= {"pid1-unreadable"}, [
+                p.message for p in found.problems]
             rounds += 1
     finally:
         stop.set()
@@ -96,3 +97,20 @@ def test_unprivileged_reader_cannot_tell():
     assert "permission-denied" in doc["codes"]
     assert doc["blocking"] >= 1
     assert doc["safe"] is None
+
+
+def test_a_zombie_counts_as_exited():
+    """A process that exited but was not yet waited for (a zombie) still has its /proc
+    directory; what reading it says then varies, and it holds nothing: it is skipped."""
+    p = subprocess.Popen(["sleep", "0"])
+    try:
+        for _ in range(100):
+            with open(f"/proc/{p.pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+            time.sleep(0.01)
+        assert procs._exited(f"/proc/{p.pid}")
+    finally:
+        p.wait()
+    assert procs._exited(f"/proc/{p.pid}")                  # reaped: gone
+    assert not procs._exited(f"/proc/{os.getpid()}")

@@ -282,8 +282,8 @@ class _Pass:
             self.denied(pid, e)
             return
         except OSError as e:
-            if not os.path.exists(base):
-                return
+            if _exited(base):
+                return      # it exited while we read it (what a dying one says varies)
             self.problems.append(Problem(
                 "unreadable-process", f"/proc/{pid}: {e.strerror or e}: what this process "
                 "holds could not be read", base, blocks_verdict=True))
@@ -620,3 +620,14 @@ def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
         consumers = procs_gpu.annotate(consumers, nvml)
     return ProcScan(consumers, tuple(p.problems), tuple(p.ns_first.items()),
                     tuple(p.containers), p.count)
+
+
+def _exited(base: str) -> bool:
+    """Whether the process at ``base`` (/proc/PID) has exited: gone, or a zombie (state Z or
+    X in its stat, after the last ")": the name may hold any character)."""
+    try:
+        stat = _read(base + "/stat")
+    except OSError:
+        return not os.path.exists(base)
+    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+    return state in (b"Z", b"X", b"x")
