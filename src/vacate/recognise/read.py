@@ -8,6 +8,7 @@ import errno
 import os
 import stat as S
 import time
+from bisect import bisect_left
 from typing import Any
 
 from vacate.model.common import Problem
@@ -51,7 +52,8 @@ class Reader:
         self._listed: dict[str, tuple] = {}
 
     def listed(self, path: str, dirs: tuple[str, ...], files: dict) -> None:
-        """Remember the listing of the directory ``path`` (see :meth:`entry`)."""
+        """Remember the listing of the directory ``path``: ``dirs`` its subdirectories'
+        names, sorted; ``files`` the rest by name (see :meth:`entry`)."""
         self._listed[path] = (dirs, files)
 
     def entry(self, path: str):
@@ -171,7 +173,7 @@ class Reader:
             par, _, name = path.rpartition("/")
             par = par or "/"
             lst = self._listed.get(par)
-            if lst is not None and name in lst[0]:
+            if lst is not None and _has(lst[0], name):
                 up = self._dir_real(par)
                 real = up + "/" + name if up != "/" else "/" + name
             else:
@@ -233,3 +235,10 @@ class Reader:
                 else f"not valid JSON ({str(e)[:80]})"
             self.warn("malformed-file", path, f"{what} is {msg}; ignored")
         return None
+
+
+def _has(names: tuple[str, ...], name: str) -> bool:
+    """``name in names`` for a sorted tuple (a listing's subdirectories: a hub's thousands of
+    repos are asked about one by one)."""
+    i = bisect_left(names, name)
+    return i < len(names) and names[i] == name
