@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from itertools import chain
 
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
 from vacate.recognise import draft_model, quant
 from vacate.recognise.base import Ctx, Listing, cls, dirs
-from vacate.recognise.formats.safetensors import numel_by_dtype
 from vacate.recognise.formats.text import LFS_HEAD, front_matter, lfs_pointer
 from vacate.recognise.read import INDEX_CAP, Reader
 from vacate.recognise.safetensors_header import dtype_summary, human_params, read_header
@@ -139,9 +139,11 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         params = None
     if not read_all:
         params = None       # a partial sum is not a parameter count
-    dtype, dtypes = dtype_summary(numel_by_dtype(
-        chain.from_iterable(h.dtypes for h in headers),
-        chain.from_iterable(h.numels for h in headers)))
+    by_dtype: Counter = Counter()       # (in the order the dtypes are met)
+    for h in headers:
+        for d, k in h.by_dtype.items():
+            by_dtype[d] += k
+    dtype, dtypes = dtype_summary(by_dtype)
     cfg_dtype = _cfg_get(cfg, "torch_dtype", "dtype")
 
     draft = draft_model.detect(cfg)

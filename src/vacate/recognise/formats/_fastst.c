@@ -32,10 +32,11 @@ static int bounded(PyObject *x, long long limit, long long *out) {
     return 0;
 }
 
-/* columns(obj, bits) -> (names, dtypes, numels, shapes, offsets, data_len) or None
+/* columns(obj, bits) -> (names, dtypes, numels, shapes, offsets, data_len, by_dtype) or None
    obj: the header's JSON object without "__metadata__" ({name: {"dtype", "shape",
    "data_offsets"}}); bits: {dtype: bits per element}. Each column a tuple in the object's
-   order; shapes and offsets are the lists as given; data_len the largest end offset. None when
+   order; shapes and offsets are the lists as given; data_len the largest end offset; by_dtype
+   {dtype: elements} in the order the dtypes are met. None when
    any tensor is not right (see safetensors._tensor for what "right" is). */
 static PyObject *columns(PyObject *self, PyObject *args) {
     PyObject *obj, *bits;
@@ -43,8 +44,8 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t n = PyDict_GET_SIZE(obj);
     PyObject *names = PyTuple_New(n), *dtypes = PyTuple_New(n), *numels = PyTuple_New(n),
-             *shapes = PyTuple_New(n), *offsets = PyTuple_New(n);
-    if (!names || !dtypes || !numels || !shapes || !offsets)
+             *shapes = PyTuple_New(n), *offsets = PyTuple_New(n), *by = PyDict_New();
+    if (!names || !dtypes || !numels || !shapes || !offsets || !by)
         goto fail;
     Py_ssize_t pos = 0, i = 0;
     PyObject *name, *t;
@@ -90,6 +91,22 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         PyObject *num = PyLong_FromUnsignedLongLong((unsigned long long)numel);
         if (num == NULL)
             goto fail;
+        PyObject *had = PyDict_GetItemWithError(by, dt), *sum;
+        if (had == NULL && PyErr_Occurred()) {
+            Py_DECREF(num);
+            goto fail;
+        }
+        if (had == NULL) {
+            sum = num;
+            Py_INCREF(sum);
+        } else
+            sum = PyNumber_Add(had, num);
+        if (sum == NULL || PyDict_SetItem(by, dt, sum) < 0) {
+            Py_XDECREF(sum);
+            Py_DECREF(num);
+            goto fail;
+        }
+        Py_DECREF(sum);
         Py_INCREF(name);
         PyTuple_SET_ITEM(names, i, name);
         Py_INCREF(dt);
@@ -105,23 +122,23 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     }
     if (i != n)      /* the object changed while read: not from json */
         goto bad;
-    return Py_BuildValue("(NNNNNL)", names, dtypes, numels, shapes, offsets, data_len);
+    return Py_BuildValue("(NNNNNLN)", names, dtypes, numels, shapes, offsets, data_len, by);
 bad_or_fail:
     if (PyErr_Occurred())
         goto fail;
 bad:
     Py_XDECREF(names); Py_XDECREF(dtypes); Py_XDECREF(numels); Py_XDECREF(shapes);
-    Py_XDECREF(offsets);
+    Py_XDECREF(offsets); Py_XDECREF(by);
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(names); Py_XDECREF(dtypes); Py_XDECREF(numels); Py_XDECREF(shapes);
-    Py_XDECREF(offsets);
+    Py_XDECREF(offsets); Py_XDECREF(by);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
-     "columns(obj, bits) -> (names, dtypes, numels, shapes, offsets, data_len) or None"},
+     "columns(obj, bits) -> (names, dtypes, numels, shapes, offsets, data_len, by_dtype) or None"},
     {NULL, NULL, 0, NULL},
 };
 

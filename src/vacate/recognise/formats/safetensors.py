@@ -51,6 +51,7 @@ class Header:
     dtypes: tuple[str, ...]
     numels: tuple[int, ...]
     data_len: int                       # where the last tensor's bytes end
+    by_dtype: dict[str, int]            # elements of each dtype, in the order met
     metadata: dict[str, str]
     _shapes: tuple = ()
     _offsets: tuple = ()
@@ -69,7 +70,7 @@ class Header:
         return 8 + self.header_len + self.data_len
 
     def numel_by_dtype(self) -> Counter:
-        return numel_by_dtype(self.dtypes, self.numels)
+        return Counter(self.by_dtype)
 
 
 def numel_by_dtype(dtypes: Iterable[str], numels: Iterable[int]) -> Counter:
@@ -109,8 +110,8 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
     meta = obj.pop("__metadata__", None) or {}
     if not isinstance(meta, dict):
         raise FormatError("__metadata__ is not an object")
-    names, dtypes, numels, shapes, offsets, data_len = _columns(obj)
-    h = Header(n, names, dtypes, numels, data_len,
+    names, dtypes, numels, shapes, offsets, data_len, by_dtype = _columns(obj)
+    h = Header(n, names, dtypes, numels, data_len, by_dtype,
                {str(k): str(v)[:200] for k, v in meta.items()}, shapes, offsets)
     if file_size is not None and h.file_len > file_size:
         raise FormatError(
@@ -164,7 +165,8 @@ def _columns(obj: dict) -> tuple:
         for name, d in obj.items():
             _tensor(name, d)
         raise FormatError("header is not a valid tensor table") from None   # (not reached)
-    return names, dtypes, numels, shapes, offsets, max(ends, default=0)
+    return (names, dtypes, numels, shapes, offsets, max(ends, default=0),
+            dict(numel_by_dtype(dtypes, numels)))
 
 
 def _tensor(name: str, d: object) -> None:
