@@ -67,10 +67,15 @@ def mounted(t: Tree = DEFAULT) -> bool:
     return os.path.ismount(t.mnt)
 
 
-def mount(t: Tree = DEFAULT) -> str:
+def mount(t: Tree = DEFAULT, *, writable: bool = False) -> str:
+    """Attach the tree's image (read-only unless building it: a benchmark must not change
+    the tree, atimes included); a mount left writable by a build is made read-only."""
     os.makedirs(t.mnt, exist_ok=True)
+    mode = "rw" if writable else "ro"
     if not mounted(t):
-        sh("mount", "-o", "loop", t.image, t.mnt)
+        sh("mount", "-o", f"loop,{mode}", t.image, t.mnt)
+    else:
+        sh("mount", "-o", f"remount,{mode}", t.mnt)
     return t.mnt
 
 
@@ -397,7 +402,7 @@ def build(files: int, t: Tree = DEFAULT) -> None:
     with open(t.image, "wb") as f:
         f.truncate(16 << 30)
     sh("mkfs.ext4", "-q", "-F", "-N", str(int(files * 1.3)), "-L", "vacatebench", t.image)
-    root = mount(t)
+    root = mount(t, writable=True)
     b = Builder(root, files, version=t.version)
     b.build()
     os.sync()
