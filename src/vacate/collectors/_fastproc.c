@@ -25,16 +25,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "_dents.h"
+
 #define PF_KTHREAD 0x00200000
 
-/* A record of getdents64(2), as the kernel lays it out. */
-struct linux_dirent64 {
-    unsigned long long d_ino;
-    long long d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
 #define LINK_MAX_LEN 4096
 
 enum { NOT_HIT = 0, HIT = 1, KTHREAD = 2, VANISHED = -1, FAILED = -2 };

@@ -15,63 +15,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "_dents.h"
+
 static int is_dot(const char *n) {
     return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
-}
-
-/* Reading a directory's entries straight from the kernel (getdents64) on the caller's fd,
-   from its current position (callers hand a freshly opened fd): no dup, fdopendir, lseek or
-   second close per directory as a DIR on a dup of it would cost (5 system calls of ~9 per
-   directory; a walk makes them for every one of tens of thousands). The fd is not closed. */
-struct dent64 {
-    unsigned long long d_ino;
-    long long d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-#define DENTS_BUF (64 * 1024)
-
-typedef struct {
-    int fd;
-    long pos, end;
-    char *buf;
-} Dents;
-
-/* 0, or -1 with MemoryError set */
-static int dents_open(Dents *d, int fd) {
-    d->fd = fd;
-    d->pos = d->end = 0;
-    d->buf = PyMem_RawMalloc(DENTS_BUF);
-    if (d->buf == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
-static void dents_close(Dents *d) {
-    PyMem_RawFree(d->buf);
-    d->buf = NULL;
-}
-
-/* The next entry; NULL at the end (errno 0) or on an error (errno set). Needs no GIL. */
-static struct dent64 *dents_next(Dents *d) {
-    if (d->pos >= d->end) {
-        long n = syscall(SYS_getdents64, d->fd, d->buf, DENTS_BUF);
-        if (n <= 0) {
-            /* a directory removed while it is read: ENOENT, its end (as glibc's readdir) */
-            if (n == 0 || errno == ENOENT)
-                errno = 0;
-            return NULL;
-        }
-        d->pos = 0;
-        d->end = n;
-    }
-    struct dent64 *e = (struct dent64 *)(d->buf + d->pos);
-    d->pos += e->d_reclen;
-    return e;
 }
 
 /* list_dir(fd, thr) -> (dirs, files, apparent, blocks, mtime_ns, atime_ns, links, large,
@@ -95,7 +42,7 @@ static PyObject *list_dir(PyObject *self, PyObject *args) {
     long long files = 0, app = 0, blk = 0, mt = LLONG_MIN, at = LLONG_MIN;
     int read_errno = 0;
     for (;;) {
-        struct dent64 *de;
+        struct linux_dirent64 *de;
         struct stat st;
         int rc = 0, serr = 0;
         Py_BEGIN_ALLOW_THREADS
@@ -196,7 +143,7 @@ static PyObject *entries(PyObject *self, PyObject *args) {
     long long listed = 0;
     int truncated = 0, read_errno = 0;
     for (;;) {
-        struct dent64 *de;
+        struct linux_dirent64 *de;
         struct stat st;
         int rc = 0, serr = 0, isdir = 0, dot = 0;
         Py_BEGIN_ALLOW_THREADS

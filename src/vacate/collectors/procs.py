@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 from vacate.collectors import cgroups, procs_probe
 from vacate.collectors.mounts import is_under, mount_of
+from vacate.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
 from vacate.collectors.procs_probe import read_all as _read
 from vacate.errors import NotFound
 from vacate.host import Host
@@ -59,7 +60,6 @@ from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, ContainerRoot, Evidence
 from vacate.parsers import mountinfo
 
-PF_KTHREAD = 0x00200000
 _DELETED = " (deleted)"
 _ACCESS_ORDER = ("fd", "mmap", "cwd", "root", "exe")
 
@@ -298,9 +298,8 @@ class _Pass:
             stat = _read(base + "/stat")
         except OSError:
             return
-        r = stat.rfind(b")")
-        fields = stat[r + 2:].split()
-        if len(fields) < 20 or int(fields[6]) & PF_KTHREAD or fields[0] in (b"Z", b"X"):
+        fields = stat_fields(stat)
+        if len(fields) < 20 or int(fields[6]) & PF_KTHREAD or fields[0] in EXITED:
             return
         first = next((h for h in hits if h.access != "mmap"), None)
         if first is not None:
@@ -310,7 +309,7 @@ class _Pass:
             except OSError:
                 return
         start = int(fields[19])
-        comm = stat[stat.find(b"(") + 1: r].decode("utf-8", "surrogateescape")
+        comm = stat[stat.find(b"(") + 1:stat.rfind(b")")].decode("utf-8", "surrogateescape")
         self.consumers.append(self.consumer(pid, start, comm, fields, hits, gpus))
 
     def denied(self, pid: int, e: OSError) -> None:
@@ -629,5 +628,5 @@ def _exited(base: str) -> bool:
         stat = _read(base + "/stat")
     except OSError:
         return not os.path.exists(base)
-    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-    return state in (b"Z", b"X", b"x")
+    fields = stat_fields(stat)
+    return bool(fields) and fields[0] in EXITED

@@ -71,9 +71,17 @@ def read_all(path: str) -> bytes:
         os.close(f)
 
 
+def stat_fields(stat: bytes) -> list[bytes]:
+    """The fields of /proc/PID/stat after the name, from the state on (the name is taken up
+    to the last ")": it may hold spaces and parentheses)."""
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+EXITED = (b"Z", b"X", b"x")     # states of a process that exited (zombie, dead)
+
+
 def _kthread(base: str) -> bool:
-    stat = read_all(base + "stat")
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = stat_fields(read_all(base + "stat"))
     return len(fields) > 6 and bool(int(fields[6]) & PF_KTHREAD)
 
 

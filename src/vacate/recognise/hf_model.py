@@ -141,8 +141,7 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         params = None       # a partial sum is not a parameter count
     by_dtype: Counter = Counter()       # (in the order the dtypes are met)
     for h in headers:
-        for d, k in h.by_dtype.items():
-            by_dtype[d] += k
+        by_dtype.update(h.by_dtype)
     dtype, dtypes = dtype_summary(by_dtype)
     cfg_dtype = _cfg_get(cfg, "torch_dtype", "dtype")
 
