@@ -243,3 +243,113 @@ def test_c_sum_up_and_python_sum_up_agree(tmp_path, monkeypatch):
         assert runs[0] == runs[1] and len(runs[0][1]) > 5
     finally:
         os.chmod(os.path.join(root, "closed"), 0o755)
+
+
+def _without_descent(c):
+    """The C module minus the whole-subtree descent: the per-directory C loop in the Python
+    descent (what a build of the previous module gave)."""
+    import types
+
+    return types.SimpleNamespace(list_dir=c.list_dir, entries=c.entries, sum_up=c.sum_up)
+
+
+@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+@pytest.mark.parametrize("workers", [1, 3])
+def test_c_descent_and_python_descent_agree(tmp_path, monkeypatch, workers):
+    """The whole subtree walked in C (``_fastwalk.Descent``), the Python descent with the C
+    per-directory loop, and the pure Python walk give the same drill-down, largest files,
+    hardlinks and warnings: with a mountpoint to leave out (never stat'ed) and a mount the
+    walk was not told of (an ``other-filesystem`` warning), and with the workers asked to
+    give work away after every directory."""
+    monkeypatch.setattr(walk_mod, "TICK_DIRS", 1)
+    root = str(tmp_path / "tree")
+    awkward_tree(root)
+    known, unknown = (os.path.join(root, "top1", "mid2", n) for n in ("known-mnt", "other-mnt"))
+    for m in (known, unknown):
+        os.makedirs(m)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", m], check=True)
+        with open(os.path.join(m, "inside"), "wb") as f:
+            f.write(b"i" * 12345)
+    c = walk_mod._fastwalk
+    try:
+        runs = []
+        for mod in (c, _without_descent(c), None):
+            monkeypatch.setattr(walk_mod, "_fastwalk", mod)
+            w = walk(root, skip=frozenset({known}), workers=workers, inline_entries=0)
+            # which worker meets a file first decides ties between equal sizes
+            largest = w.largest if workers == 1 else [
+                max(f.apparent_bytes, f.disk_bytes) for f in w.largest]
+            runs.append((w.root, list(w.dirs.rows), largest, sorted(w.warnings), w.entries,
+                         w.top))
+        assert runs[0] == runs[1] == runs[2]
+        warned = {(p.code, p.path) for p in runs[0][3]}
+        assert ("other-filesystem", unknown) in warned
+        paths = {r[0] for r in runs[0][1]}
+        assert known not in paths and unknown not in paths
+        assert runs[0][0].apparent_bytes == du_b(root)     # (du -x leaves both out too)
+    finally:
+        for m in (known, unknown):
+            subprocess.run(["umount", m], check=False)
+        os.chmod(os.path.join(root, "closed"), 0o755)
+
+
+def _descent(root: str):
+    st = os.lstat(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    return walk_mod._fastwalk.Descent(fd, root, (st.st_size, st.st_blocks, st.st_mtime_ns,
+                                                 st.st_atime_ns), st.st_dev, False, None)
+
+
+@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+def test_c_descent_gives_away_pending_directories(tmp_path):
+    """``Descent.split`` hands out pending subdirectories (the older half at every level) by
+    path, dev and inode; the descent never lists them itself, and the directories it lists
+    plus those below the ones handed out are every directory once."""
+    root = str(tmp_path / "t")
+    for a in range(4):
+        for b in range(6):
+            os.makedirs(os.path.join(root, f"a{a}", f"b{b}", "c"))
+    d = _descent(root)
+    dirs, links, large, warns = [], [], [], []
+    done, entries, _ = d.step(3, 1 << 62, dirs, links, large, warns)
+    assert not done and len(dirs) == 3
+    given = d.split(walk_mod.DEEP)
+    # levels: the root (3 of 4 pending: 2 given), an a* (5 of 6: 3 given), a b* (1: 0 given)
+    assert len(given) == 5
+    for p, dev, ino in given:
+        s = os.lstat(p)
+        assert (s.st_dev, s.st_ino) == (dev, ino)
+    while not done:
+        done, e, _ = d.step(1000, 1 << 62, dirs, links, large, warns)
+        entries += e
+    mine = [r[0] for r in dirs]
+    below = [dp for g, _, _ in given for dp, _, _ in os.walk(g)]
+    assert sorted(mine + below) == sorted(dp for dp, _, _ in os.walk(root))
+    assert entries == len(mine) and warns == links == large == []
+    assert d.split(walk_mod.DEEP) == []      # done: nothing left to give
+
+
+@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+def test_c_descent_closes_its_directories(tmp_path):
+    """Every directory fd the descent opened is closed: when it ends, when it is closed
+    half-way, and when it is dropped half-way without a close."""
+    root = str(tmp_path / "t")
+    os.makedirs(os.path.join(root, *[f"d{i}" for i in range(30)]))
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    d = _descent(root)
+    done, entries, _ = d.step(1000, 0, [], [], [], [])
+    assert done and entries == 31 and fds() == before
+    d = _descent(root)
+    d.step(5, 0, [], [], [], [])
+    assert fds() == before + 5          # one fd a level
+    d.close()
+    assert fds() == before
+    d = _descent(root)
+    d.step(5, 0, [], [], [], [])
+    del d
+    assert fds() == before
