@@ -1,6 +1,7 @@
 """`vacate scan --json`: the document is written in pieces (its drill-down encoded while the
-recognisers' other processes look), and is byte for byte what encoding it whole gives. Nothing
-here needs root."""
+recognisers' other processes look), and is the JSON that encoding it whole gives (byte for byte
+unless the drill-down was ASCII: then orjson wrote it without spaces). Nothing here needs
+root."""
 
 from __future__ import annotations
 
@@ -56,6 +57,22 @@ def test_pieces_are_the_whole_document(tmp_path):
     assert doc["warnings"] and len(doc["dirs"]["rows"]) == 9     # there was something to say
     paths = {os.fsencode(row[0]) for row in doc["dirs"]["rows"]}
     assert os.path.join(os.fsencode(root), b"caf\xe9-\xff", b"sub") in paths
+
+
+def test_ascii_drill_down_is_the_same_json(tmp_path):
+    """Where every path is ASCII the drill-down is written by orjson, without spaces: the
+    same values, one ASCII line; where a name is not (above), byte for byte as json."""
+    root = str(tmp_path / "vol")
+    small_model(os.path.join(root, "model"))
+    for i in range(5):
+        os.makedirs(os.path.join(root, "data", f"d{i}", "deeper"))
+    r = scan(root)
+    fast = jsonfmt.dir_table_json(r.dirs)
+    assert " " not in fast and fast.isascii()
+    assert json.loads(fast) == json.loads(json.dumps(jsonfmt.dir_table(r.dirs)))
+    text = jsonfmt.scan_json(r, fast)
+    assert json.loads(text) == json.loads(json.dumps(jsonfmt.scan_doc(r), ensure_ascii=True))
+    assert text.isascii() and "\n" not in text
 
 
 @pytest.mark.parametrize("side_by_side", [False, True])

@@ -85,7 +85,8 @@ def scan_doc(result, dirs: Any = None) -> dict[str, Any]:
 def scan_json(result, dirs_json: str | None = None) -> str:
     """:func:`scan_doc` on one line, exactly as ``json.dumps(scan_doc(result),
     ensure_ascii=True)`` writes it; ``dirs_json``: its ``dirs`` already encoded
-    (:func:`dir_table_json` of ``result.dirs``, done while the recognisers looked)."""
+    (:func:`dir_table_json` of ``result.dirs``, done while the recognisers looked: the same
+    JSON, ASCII, without spaces where orjson wrote it)."""
     if dirs_json is None:
         return _compact(scan_doc(result))
     doc = scan_doc(result, dirs=0)          # a stand-in, for the place of "dirs"
@@ -98,8 +99,21 @@ def scan_json(result, dirs_json: str | None = None) -> str:
 
 
 def dir_table_json(dirs) -> str:
-    """:func:`dir_table` encoded as :func:`scan_json` writes it."""
-    return _compact(dir_table(dirs))
+    """:func:`dir_table` encoded for :func:`scan_json`: by orjson, without spaces, when every
+    path is ASCII (a fourth of the time: 0.03 s against 0.11 s for the bench tree's 62,798
+    directories, at the end of a scan); otherwise as the rest of the document is written
+    (orjson refuses the surrogates that stand for bytes that are not UTF-8, and would write
+    other non-ASCII characters as they are where the rest of the document escapes them)."""
+    table = dir_table(dirs)
+    try:
+        import orjson
+
+        fast = orjson.dumps(table)
+    except (ImportError, TypeError):        # (orjson.JSONEncodeError is a TypeError)
+        fast = None
+    if fast is not None and fast.isascii():
+        return fast.decode("ascii")
+    return _compact(table)
 
 
 # (times in the drill-down: integer nanoseconds, exact; in items and totals: float seconds)
