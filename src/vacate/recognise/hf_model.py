@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from itertools import chain
 
 from vacate.model.inventory import Classification
 from vacate.output.units import human_bytes
@@ -130,11 +129,7 @@ def describe(reader: Reader, path: str, lst: Listing, size_bytes: int, *,
         if hq is not None:
             q = hq
             evidence.append("hf_quant_config.json")
-    if q is None:       # every element a parameter: no need to look at the names
-        params, adjusted = sum(sum(h.numels) for h in headers), False
-    else:
-        params, adjusted = quant.count_params(
-            chain.from_iterable(zip(h.names, h.dtypes, h.numels) for h in headers), q)
+    params, adjusted = quant.count_params(headers, q)
     if not any(h.names for h in headers):
         params = None
     if not read_all:

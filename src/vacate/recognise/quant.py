@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +115,17 @@ _AUX_SUFFIXES = (
 )
 
 
-def count_params(tensors, quant: Quant | None) -> tuple[int, bool]:
-    """Parameters from ``(name, dtype, numel)`` triples: unquantised tensors count their
-    elements; a quantised model's packed weights are unpacked (two FP4/INT4 values per byte,
-    32/bits per int32 word) and its scales and zero points left out. Returns (count, adjusted)."""
+def count_params(headers, quant: Quant | None) -> tuple[int, bool]:
+    """Parameters in safetensors ``headers`` (their ``names``, ``dtypes`` and ``numels``
+    columns): unquantised, every element counts (the names not even looked at: a hub has
+    hundreds of thousands); a quantised model's packed weights are unpacked (two FP4/INT4
+    values per byte, 32/bits per int32 word) and its scales and zero points left out.
+    Returns (count, adjusted)."""
     if quant is None:
-        return sum(n for _, _, n in tensors), False
+        return sum(sum(h.numels) for h in headers), False
     total, adjusted = 0, False
-    for name, dtype, n in tensors:
+    for name, dtype, n in chain.from_iterable(zip(h.names, h.dtypes, h.numels)
+                                              for h in headers):
         if name.endswith(_AUX_SUFFIXES) or ".quant_state." in name:
             adjusted = True
             continue
