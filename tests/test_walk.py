@@ -353,3 +353,41 @@ def test_c_descent_closes_its_directories(tmp_path):
     d.step(5, 0, [], [], [], [])
     del d
     assert fds() == before
+
+
+@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+def test_c_descent_stops_for_a_signal_inside_a_huge_directory(tmp_path):
+    """^C (here SIGALRM's handler) is honoured within a directory of 60,000 entries, between
+    two getdents64 buffers, not only after it: the directory's row never arrives."""
+    import signal
+
+    root = tmp_path / "t"
+    big = root / "huge"
+    big.mkdir(parents=True)
+    for i in range(60_000):
+        (big / f"file-with-a-longish-name-{i:06d}").touch()
+
+    class Stopped(Exception):
+        pass
+
+    def stop(*_):
+        raise Stopped
+
+    before = len(os.listdir("/proc/self/fd"))
+    old = signal.signal(signal.SIGALRM, stop)
+    d = _descent(str(big))
+    dirs: list = []
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
+        with pytest.raises(Stopped):
+            d.step(1, 0, dirs, [], [], [])
+            signal.pause()   # (not reached when the step was cut short)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert dirs == []
+    d.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+    d = _descent(str(big))
+    done, entries, _ = d.step(10, 0, dirs, [], [], [])
+    assert done and entries == 60_001 and dirs[0][3] == 60_000

@@ -334,7 +334,7 @@ typedef struct {
     Level *levels;
     Py_ssize_t depth, cap;
     unsigned long long root_dev;
-    int subvolumes, started;
+    int subvolumes, started, busy;
     PyObject *skip;
     long long dsize, dblocks, dmtime, datime;   /* the first directory's own lstat */
     char *buf;
@@ -579,6 +579,8 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
             }
             Py_DECREF(p);
         }
+        if (rc == 0 && n > 0 && PyErr_CheckSignals() < 0)   /* ^C in a huge directory */
+            rc = -1;
         if (rc != 0 || n <= 0)
             break;
     }
@@ -635,6 +637,9 @@ static int Descent_init(Descent *d, PyObject *args, PyObject *kw) {
     return push_level(d, fd, path);
 }
 
+static PyObject *descent_step(Descent *d, Py_ssize_t n, long long thr, PyObject *dirs,
+                              PyObject *links, PyObject *large, PyObject *warnings);
+
 static PyObject *Descent_step(Descent *d, PyObject *args) {
     Py_ssize_t n;
     long long thr;
@@ -646,6 +651,18 @@ static PyObject *Descent_step(Descent *d, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "Descent not initialised");
         return NULL;
     }
+    if (d->busy) {       /* another thread is in step() (it lets go of the GIL) */
+        PyErr_SetString(PyExc_RuntimeError, "Descent is already stepping");
+        return NULL;
+    }
+    d->busy = 1;
+    PyObject *r = descent_step(d, n, thr, dirs, links, large, warnings);
+    d->busy = 0;
+    return r;
+}
+
+static PyObject *descent_step(Descent *d, Py_ssize_t n, long long thr, PyObject *dirs,
+                              PyObject *links, PyObject *large, PyObject *warnings) {
     long long entries = 0, nbytes = 0;
     Py_ssize_t listed = 0;
     if (!d->started && d->depth > 0) {
@@ -714,9 +731,17 @@ static PyObject *Descent_step(Descent *d, PyObject *args) {
     return Py_BuildValue("(OLL)", d->depth == 0 ? Py_True : Py_False, entries, nbytes);
 }
 
+static int not_busy(Descent *d) {
+    if (d->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Descent is stepping in another thread");
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *Descent_split(Descent *d, PyObject *args) {
     Py_ssize_t deep;
-    if (!PyArg_ParseTuple(args, "n", &deep))
+    if (!PyArg_ParseTuple(args, "n", &deep) || !not_busy(d))
         return NULL;
     PyObject *give = PyList_New(0);
     if (!give)
@@ -755,6 +780,8 @@ static PyObject *Descent_split(Descent *d, PyObject *args) {
 }
 
 static PyObject *Descent_close(Descent *d, PyObject *unused) {
+    if (!not_busy(d))
+        return NULL;
     descent_close_all(d);
     Py_RETURN_NONE;
 }
