@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from vacate.parsers.paths import is_under
+from vacate.parsers.paths import follow_links, is_under
 
 # Filesystems whose answers come from a daemon or a server (fuse, fuseblk, fuse.sshfs, ...).
 _REMOTE = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "afs",
@@ -66,35 +66,22 @@ def realpath(path: str, risky: tuple[str, ...]) -> str:
     the filesystem mounted there). A missing component ends the resolution, as realpath does."""
     if not risky:
         return os.path.realpath(path)
-    todo = [p for p in reversed(path.split("/")) if p]
-    done = "/"
-    hops = 0
-    while todo:
-        name = todo.pop()
-        if name == ".":
-            continue
-        if name == "..":
-            done = os.path.dirname(done)
-            continue
-        nxt = done.rstrip("/") + "/" + name
-        mp = _risky_for(nxt, risky)
-        if mp is not None:
-            raise Risky(mp)
-        try:
-            st = os.lstat(nxt)
-        except OSError:
-            return os.path.normpath("/".join([nxt, *reversed(todo)]))
-        if not stat.S_ISLNK(st.st_mode):
-            done = nxt
-            continue
-        hops += 1
-        if hops > 40:
-            return os.path.normpath("/".join([nxt, *reversed(todo)]))
-        link = os.readlink(nxt)
-        if link.startswith("/"):
-            done = "/"
-        todo.extend(p for p in reversed(link.split("/")) if p)
-    return done
+    how, at, rest = follow_links(path, _link_text, lambda p: _risky_for(p, risky) is not None)
+    if how == "stopped":
+        raise Risky(_risky_for(at, risky))
+    if how == "resolved":
+        return at
+    return os.path.normpath("/".join([at, *rest]))      # missing, or a loop
+
+
+def _link_text(path: str) -> str | bool | None:
+    """What :func:`follow_links` asks: False (not a link), None (not there), or the link's
+    text (a link that cannot be read raises, as ``os.readlink`` does)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return os.readlink(path) if stat.S_ISLNK(st.st_mode) else False
 
 
 def _fork(body) -> tuple[int, int]:

@@ -11,8 +11,7 @@ import stat
 
 from vacate.collectors.configured.match import VolumeView
 from vacate.host import Host
-
-MAX_HOPS = 40          # links followed while resolving one path (as the kernel's ELOOP)
+from vacate.parsers.paths import MAX_HOPS, follow_links
 
 
 class Resolver:
@@ -61,37 +60,18 @@ class Resolver:
         """Resolve ``path`` (host spelling) by following links inside the host; stops as
         soon as it reaches the volume. Returns (resolved path, host path on the volume or
         None)."""
-        view = self.view
-        parts = [p for p in path.split("/") if p]
-        parts.reverse()                  # popped from the end: the next component last
-        cur = "/"
-        hops = 0
-        while parts:
-            comp = parts.pop()
-            if comp == ".":
-                continue
-            if comp == "..":
-                cur = posixpath.dirname(cur)
-                continue
-            nxt = cur + comp if cur == "/" else cur + "/" + comp
-            if self.by_name(nxt) is not None:
-                rest = posixpath.join(nxt, *reversed(parts)) if parts else nxt
-                return rest, view.to_host(rest)
-            what = self._what(nxt)
-            if what is None:
-                rest = posixpath.normpath(posixpath.join(nxt, *reversed(parts))) if parts \
-                    else nxt
-                return rest, view.to_host(rest)   # dangling: judged by name
-            if what is False:
-                cur = nxt
-                continue
-            hops += 1
-            if hops > MAX_HOPS or what == "":
-                return nxt, None
-            parts += reversed([p for p in what.split("/") if p])
-            if what.startswith("/"):
-                cur = "/"
-        return cur, view.to_host(cur)
+        to_host = self.view.to_host
+        how, at, rest = follow_links(path, self._what, lambda p: self.by_name(p) is not None,
+                                     MAX_HOPS)
+        if how == "stopped":                    # on the volume by name: what is left, as is
+            full = posixpath.join(at, *rest) if rest else at
+            return full, to_host(full)
+        if how == "missing":                    # dangling: judged by name
+            full = posixpath.normpath(posixpath.join(at, *rest)) if rest else at
+            return full, to_host(full)
+        if how != "resolved":                   # a loop, or a link that cannot be read
+            return at, None
+        return at, to_host(at)
 
 
 def resolve(host: Host, view: VolumeView, path: str) -> tuple[str, str | None]:
