@@ -1,6 +1,7 @@
-/* One directory's entries, stat'ed in C: the hot loop of vacate's walker.
+/* vacate's walker in C: whole subtrees, depth-first (Descent), the recognisers' directory
+   listings (entries) and the drill-down's bottom-up sums (sum_up).
 
-   collectors/walk.py keeps the same loop in Python and uses it wherever this optional module
+   collectors/walk.py keeps the same walk in Python and uses it wherever this optional module
    was not built (no compiler at install time, a remote host given only the collectors); the
    test suite runs the walk both ways and compares. Per entry this makes the same two calls as
    `du` (getdents, fstatat) and no Python object unless the entry is a directory, a file with
@@ -19,102 +20,6 @@
 
 static int is_dot(const char *n) {
     return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
-}
-
-/* list_dir(fd, thr) -> (dirs, files, apparent, blocks, mtime_ns, atime_ns, links, large,
-   errors, read_errno)
-   dirs: [(name, (mode, ino, dev, nlink, size, blocks, mtime_ns, atime_ns))]; links: [(dev, ino, size, blocks, mtime_ns, atime_ns, name)] (nlink > 1, not
-   counted in the aggregates); large: [(name, size, blocks, mtime_ns, atime_ns, nlink, dev, ino)]
-   regular files with size > thr or blocks*512 > thr; errors: [(name, errno)]. The fd (freshly
-   opened) is read from its position and not closed. */
-static PyObject *list_dir(PyObject *self, PyObject *args) {
-    int fd;
-    long long thr;
-    if (!PyArg_ParseTuple(args, "iL", &fd, &thr))
-        return NULL;
-    Dents d;
-    if (dents_open(&d, fd) < 0)
-        return NULL;
-    PyObject *dirs = PyList_New(0), *links = PyList_New(0), *large = PyList_New(0),
-             *errors = PyList_New(0);
-    if (!dirs || !links || !large || !errors)
-        goto fail;
-    long long files = 0, app = 0, blk = 0, mt = LLONG_MIN, at = LLONG_MIN;
-    int read_errno = 0;
-    for (;;) {
-        struct linux_dirent64 *de;
-        struct stat st;
-        int rc = 0, serr = 0;
-        Py_BEGIN_ALLOW_THREADS
-        errno = 0;
-        de = dents_next(&d);
-        if (de == NULL)
-            serr = errno;
-        else if (is_dot(de->d_name))
-            rc = 0;
-        else {
-            rc = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW);
-            if (rc != 0)
-                serr = errno;
-        }
-        Py_END_ALLOW_THREADS
-        if (de == NULL) {
-            read_errno = serr;
-            break;
-        }
-        if (is_dot(de->d_name))
-            continue;
-        if (serr) {
-            PyObject *t = Py_BuildValue("(O&i)", PyUnicode_DecodeFSDefault, de->d_name, serr);
-            if (!t || PyList_Append(errors, t) < 0) { Py_XDECREF(t); goto fail; }
-            Py_DECREF(t);
-            continue;
-        }
-        long long mns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-        long long ans = (long long)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec;
-        if (S_ISDIR(st.st_mode)) {
-            PyObject *t = Py_BuildValue("(O&(kKKkLLLL))", PyUnicode_DecodeFSDefault, de->d_name,
-                                        (unsigned long)st.st_mode,
-                                        (unsigned long long)st.st_ino,
-                                        (unsigned long long)st.st_dev,
-                                        (unsigned long)st.st_nlink, (long long)st.st_size,
-                                        (long long)st.st_blocks, mns, ans);
-            if (!t || PyList_Append(dirs, t) < 0) { Py_XDECREF(t); goto fail; }
-            Py_DECREF(t);
-            continue;
-        }
-        files++;
-        if (S_ISREG(st.st_mode) && ((long long)st.st_size > thr ||
-                                     (long long)st.st_blocks > thr / 512)) {
-            PyObject *t = Py_BuildValue("(O&LLLLkKK)", PyUnicode_DecodeFSDefault, de->d_name,
-                                        (long long)st.st_size, (long long)st.st_blocks, mns, ans,
-                                        (unsigned long)st.st_nlink,
-                                        (unsigned long long)st.st_dev,
-                                        (unsigned long long)st.st_ino);
-            if (!t || PyList_Append(large, t) < 0) { Py_XDECREF(t); goto fail; }
-            Py_DECREF(t);
-        }
-        if (st.st_nlink > 1) {
-            PyObject *t = Py_BuildValue("(KKLLLLO&)", (unsigned long long)st.st_dev,
-                                        (unsigned long long)st.st_ino, (long long)st.st_size,
-                                        (long long)st.st_blocks, mns, ans,
-                                        PyUnicode_DecodeFSDefault, de->d_name);
-            if (!t || PyList_Append(links, t) < 0) { Py_XDECREF(t); goto fail; }
-            Py_DECREF(t);
-            continue;
-        }
-        app += st.st_size;
-        blk += st.st_blocks;
-        if (mns > mt) mt = mns;
-        if (ans > at) at = ans;
-    }
-    dents_close(&d);
-    return Py_BuildValue("(NLLLLLNNNi)", dirs, files, app, blk, mt, at, links, large, errors,
-                         read_errno);
-fail:
-    dents_close(&d);
-    Py_XDECREF(dirs); Py_XDECREF(links); Py_XDECREF(large); Py_XDECREF(errors);
-    return NULL;
 }
 
 /* entries(fd, cap, FileInfo) -> (dirs, files, listed, truncated, read_errno)
@@ -304,7 +209,10 @@ static PyObject *sum_up(PyObject *self, PyObject *args) {
    "unreadable-dir", "vanished", "unreadable", "changed" or "other-filesystem".
    split(deep) -> [(path, dev, ino)]: pending subdirectories given away (walk.py's tick):
    the older half at every level (at least one at each but the deepest), a level's share
-   only where every path is shorter than `deep`. close(): every fd closed. */
+   only where every path is shorter than `deep`. pending() -> [(name, (mode, ino, dev,
+   nlink, size, blocks, mtime_ns, atime_ns))]: the deepest level's pending subdirectories
+   in readdir order, taken off it (after step(1): the first directory's, for walk.py's
+   breadth-first start). close(): every fd closed. */
 
 #define MAX_ENTS (DENTS_BUF / 24 + 1)     /* records a getdents64 buffer can hold */
 
@@ -313,6 +221,7 @@ enum { E_DIR = 1, E_LINK = 2, E_LARGE = 4, E_ERR = 8 };
 typedef struct {
     char *name;
     unsigned long long dev, ino;
+    unsigned long mode, nlink;
     long long size, blocks, mtime, atime;
 } Child;
 
@@ -421,6 +330,8 @@ static int add_kid(Level *L, const char *name, const struct stat *st) {
     c->name = copy;
     c->dev = st->st_dev;
     c->ino = st->st_ino;
+    c->mode = st->st_mode;
+    c->nlink = st->st_nlink;
     c->size = st->st_size;
     c->blocks = st->st_blocks;
     c->mtime = ns_of(&st->st_mtim);
@@ -779,6 +690,31 @@ static PyObject *Descent_split(Descent *d, PyObject *args) {
     return give;
 }
 
+static PyObject *Descent_pending(Descent *d, PyObject *unused) {
+    if (!not_busy(d))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out || d->depth == 0)
+        return out;
+    Level *L = &d->levels[d->depth - 1];
+    for (Py_ssize_t k = 0; k < L->n; k++) {
+        Child *c = &L->kids[k];
+        PyObject *t = Py_BuildValue("(O&(kKKkLLLL))", PyUnicode_DecodeFSDefault, c->name,
+                                    c->mode, c->ino, c->dev, c->nlink, c->size, c->blocks,
+                                    c->mtime, c->atime);
+        if (!t || PyList_Append(out, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    for (Py_ssize_t k = 0; k < L->n; k++)
+        PyMem_RawFree(L->kids[k].name);
+    L->n = 0;
+    return out;
+}
+
 static PyObject *Descent_close(Descent *d, PyObject *unused) {
     if (!not_busy(d))
         return NULL;
@@ -789,6 +725,8 @@ static PyObject *Descent_close(Descent *d, PyObject *unused) {
 static PyMethodDef descent_methods[] = {
     {"step", (PyCFunction)Descent_step, METH_VARARGS, "List up to n more directories."},
     {"split", (PyCFunction)Descent_split, METH_VARARGS, "Give away pending directories."},
+    {"pending", (PyCFunction)Descent_pending, METH_NOARGS,
+     "Take the deepest level's pending subdirectories."},
     {"close", (PyCFunction)Descent_close, METH_NOARGS, "Close every directory still open."},
     {NULL, NULL, 0, NULL},
 };
@@ -806,7 +744,6 @@ static PyTypeObject DescentType = {
 };
 
 static PyMethodDef methods[] = {
-    {"list_dir", list_dir, METH_VARARGS, "Stat every entry of an open directory (see walk.py)."},
     {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
      "recognise/base.py)."},
     {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk.py)."},

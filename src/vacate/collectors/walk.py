@@ -287,7 +287,7 @@ class _Walker:
                 self.skip and path in self.skip):
             self.listdir_full(fd, path, dst, pending)
             return
-        if _fastwalk is not None:
+        if hasattr(_fastwalk, "Descent"):
             self.listdir_c(fd, path, dst, pending)
             return
         app = dst.st_size
@@ -342,35 +342,14 @@ class _Walker:
         part.nbytes += blk * 512
 
     def listdir_c(self, fd: int, path: str, dst: os.stat_result, pending: list) -> None:
-        """:meth:`listdir` with the per-entry loop in C (``_fastwalk.list_dir``): the same
-        results, entry for entry; a subdirectory's stat comes as a :class:`DirStat`."""
-        part = self.part
+        """:meth:`listdir` in C: a :class:`_fastwalk.Descent` of this one directory (the same
+        results, entry for entry), its subdirectories taken from it."""
+        d = self._descent(os.dup(fd), path, dst, None)
         try:
-            (dirs, files, app, blk, mt, at, links, large, errors,
-             read_errno) = _fastwalk.list_dir(fd, self.thr)
-        except OSError as e:
-            self.warn("unreadable-dir", path, e)
-            dirs, files, app, blk, mt, at, links, large, errors, read_errno = (
-                (), 0, 0, 0, 0, 0, (), (), (), 0)
-        for name, err in errors:
-            self.bad_entry(path, name, OSError(err, os.strerror(err)))
-        pending.extend([(name, _dirstat(st)) for name, st in dirs])
-        if read_errno:
-            self.warn("unreadable-dir", path, OSError(read_errno, os.strerror(read_errno)))
-        for name, size, b, mns, ans, nlink, dev, ino in large:
-            key = max(size, b * 512)
-            if key > self.thr:      # (the threshold may have risen since the call began)
-                self.note_item((key, _join(path, name), size, b, _secs(mns), _secs(ans),
-                                nlink, dev, ino))
-        if links:
-            part.links.extend((dev, ino, size, b, mns, ans, _join(path, name))
-                              for dev, ino, size, b, mns, ans, name in links)
-        app += dst.st_size
-        blk += dst.st_blocks
-        part.dirs.append([path, app, blk * 512, files, 1, max(mt, dst.st_mtime_ns),
-                          max(at, dst.st_atime_ns)])
-        part.entries += files + 1
-        part.nbytes += blk * 512
+            self.step(d, 1)
+            pending.extend([(name, _dirstat(st)) for name, st in d.pending()])
+        finally:
+            d.close()
 
     def bad_entry(self, path: str, name: str, err: OSError) -> None:
         code = "vanished" if isinstance(err, FileNotFoundError) else "unreadable"
@@ -481,40 +460,44 @@ class _Walker:
         limit on the length of a path. The whole descent runs in C where it was built
         (``_fastwalk.Descent``): the same walk as :meth:`descend_py`, entry for entry, without
         ~15 us of interpreter work per directory."""
-        descent = getattr(_fastwalk, "Descent", None)
-        if descent is None or self.record:
+        if not hasattr(_fastwalk, "Descent") or self.record:
             self.descend_py(fd, path, st)
             return
+        d = self._descent(fd, path, st, self.skip or None)
         try:
-            d = descent(fd, path, (st.st_size, st.st_blocks, st.st_mtime_ns, st.st_atime_ns),
-                        self.root_dev, self.subvolumes, self.skip or None)
-        except BaseException:
-            os.close(fd)
-            raise
-        large: list[tuple] = []
-        warns: list[tuple[str, str, int]] = []
-        try:
-            while True:
-                part = self.part
-                done, entries, nbytes = d.step(TICK_DIRS, self.thr, part.dirs, part.links,
-                                               large, warns)
-                part.entries += entries
-                part.nbytes += nbytes
-                for code, p, err in warns:
-                    self.warn(code, p, _MESSAGES.get(code) or OSError(err, os.strerror(err)))
-                for p, size, b, mns, ans, nlink, dev, ino in large:
-                    key = max(size, b * 512)
-                    if key > self.thr:
-                        self.note_item((key, p, size, b, _secs(mns), _secs(ans), nlink, dev,
-                                        ino))
-                warns.clear()
-                large.clear()
-                if done:
-                    return
+            while not self.step(d, TICK_DIRS):
                 if self.conn is not None:
                     self.tick(lambda: d.split(DEEP))
         finally:
             d.close()
+
+    def _descent(self, fd: int, path: str, st: os.stat_result, skip):
+        """A ``_fastwalk.Descent`` of the open directory ``fd`` (closed by it, or here if
+        it cannot be made)."""
+        try:
+            return _fastwalk.Descent(fd, path, (st.st_size, st.st_blocks, st.st_mtime_ns,
+                                                st.st_atime_ns), self.root_dev,
+                                     self.subvolumes, skip)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def step(self, d, n: int) -> bool:
+        """``n`` more directories of the descent ``d`` into this walker's part; whether it is
+        done."""
+        part = self.part
+        large: list[tuple] = []
+        warns: list[tuple[str, str, int]] = []
+        done, entries, nbytes = d.step(n, self.thr, part.dirs, part.links, large, warns)
+        part.entries += entries
+        part.nbytes += nbytes
+        for code, p, err in warns:
+            self.warn(code, p, _MESSAGES.get(code) or OSError(err, os.strerror(err)))
+        for p, size, b, mns, ans, nlink, dev, ino in large:
+            key = max(size, b * 512)
+            if key > self.thr:      # (the threshold may have risen since the call began)
+                self.note_item((key, p, size, b, _secs(mns), _secs(ans), nlink, dev, ino))
+        return done
 
     def descend_py(self, fd: int, path: str, st: os.stat_result) -> None:
         """:meth:`descend` in Python (where the C module was not built, and when the whole
