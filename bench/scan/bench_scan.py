@@ -75,13 +75,16 @@ def run_once(cmd: list[str]) -> tuple[float, float, int]:
     return wall, float(user) + float(sys_), int(rss)
 
 
-def series(cmds: dict[str, list[str]], rounds: int, cold: bool) -> dict[str, list]:
-    """``rounds`` interleaved rounds, the order shuffled each round (seeded). Warm: each
+def series(cmds: dict[str, list[str]], rounds: int, cold: bool,
+           seed: int) -> dict[str, list]:
+    """``rounds`` interleaved rounds, the order shuffled each round (from ``seed``: a new one
+    each invocation unless given, so that no tool keeps the same places run after run; with a
+    fixed seed, cold, one tool ran right after gdu in two of three rounds every time). Warm: each
     timed run right after an untimed run of the same command, so that what that tool reads
     is in the cache when it is timed. (This machine runs DAMON reclaim, ``kdamond``, which
     evicts pages it sees unused; whether that reaches a series of runs is not settled, see
     BENCHMARKS.md, and warming each run rules it out.)"""
-    rnd = random.Random(7)
+    rnd = random.Random(seed)
     res: dict[str, list] = {k: [] for k in cmds}
     for _ in range(rounds):
         order = list(cmds)
@@ -135,6 +138,8 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=5, help="warm rounds")
     ap.add_argument("--cold", type=int, default=3, help="cold rounds")
     ap.add_argument("--only", choices=("warm", "cold"))
+    ap.add_argument("--seed", type=int, help="the order of the tools in each round (default:"
+                    " a new one each time, printed)")
     ap.add_argument("--tree", type=int, choices=sorted(tree.TREES), default=tree.DEFAULT.version,
                     help="1: the first tree (zero-filled weights); 2: the realistic hub")
     a = ap.parse_args()
@@ -179,19 +184,21 @@ def what_it_said(doc: dict) -> list[str]:
 
 def run_all(mnt: str, a: argparse.Namespace, clean: str) -> int:
     cmds = commands(mnt, clean)
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 16)
     doc = json.loads(subprocess.run(cmds["vacate"], capture_output=True, check=True,
                                     text=True).stdout)
     n = doc["totals"]
     out = [(f"tree {a.tree} ({mnt}): {n['files']:,} files, {n['dirs']:,} directories, "
             f"{n['apparent_bytes'] / 1e12:.1f} TB apparent, {n['disk_bytes'] / 1e9:.1f} GB on "
-            f"disk; load average before: {os.getloadavg()[0]:.1f}"), walk_loop(),
+            f"disk; load average before: {os.getloadavg()[0]:.1f}; order seed {seed}"),
+           walk_loop(),
            *what_it_said(doc), ""]
     if a.only != "cold":
         out += report(f"warm page cache, {a.warm} interleaved rounds",
-                      series(cmds, a.warm, False))
+                      series(cmds, a.warm, False, seed))
     if a.only != "warm":
         out += report(f"cold page cache (drop_caches before each run), {a.cold} interleaved "
-                      "rounds", series(cmds, a.cold, True))
+                      "rounds", series(cmds, a.cold, True, seed + 1))
     m = memory(mnt)
     out.append(f"vacate peak RSS (in-process run): main {m['main_mb']:.0f} MB, largest walker "
                f"{m['worker_mb']:.0f} MB; load average after: {os.getloadavg()[0]:.1f}")
