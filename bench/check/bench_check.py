@@ -70,7 +70,13 @@ if __name__ == '__main__':
 """
 
 
-DEPENDENCIES = ("rich", "zstandard", "blake3", "orjson")     # pyproject's [project] ones
+def dependencies() -> list[str]:
+    """The names in pyproject's ``[project] dependencies`` (each imported under that name)."""
+    import tomllib
+
+    with open(os.path.join(SRC, "..", "pyproject.toml"), "rb") as f:
+        reqs = tomllib.load(f)["project"]["dependencies"]
+    return [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in reqs]
 
 
 def clean_venv(where: str) -> str:
@@ -84,7 +90,7 @@ def clean_venv(where: str) -> str:
                                         "['purelib'])")], check=True, capture_output=True,
                              text=True).stdout.strip()
     deps = []
-    for name in DEPENDENCIES:
+    for name in dependencies():
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.origin:
             raise SystemExit(f"{name} is not installed here (pip install -e .)")

@@ -1,6 +1,7 @@
 /* Directory records straight from the kernel (getdents64), for the collectors' C modules
-   (_fastwalk.c reads with the Dents reader below, _fastproc.c walks /proc/PID/fd's records on
-   a buffer of its own). Include after Python.h. */
+   (_fastwalk.c reads with the Dents reader below, or a buffer at a time with dents_fill;
+   _fastproc.c walks /proc/PID/fd's records on a buffer of its own). Include after
+   Python.h. */
 #ifndef VACATE_DENTS_H
 #define VACATE_DENTS_H
 
@@ -47,13 +48,20 @@ static inline void dents_close(Dents *d) {
     d->buf = NULL;
 }
 
+/* One getdents64 call on `fd` into `buf` (DENTS_BUF bytes): the bytes read, 0 at the end,
+   -1 with errno set. A directory removed while it is read gives ENOENT: that is its end
+   here too, as in glibc's readdir. Needs no GIL. */
+static inline long dents_fill(int fd, char *buf) {
+    long n = syscall(SYS_getdents64, fd, buf, DENTS_BUF);
+    return n < 0 && errno == ENOENT ? 0 : n;
+}
+
 /* The next entry; NULL at the end (errno 0) or on an error (errno set). Needs no GIL. */
 static inline struct linux_dirent64 *dents_next(Dents *d) {
     if (d->pos >= d->end) {
-        long n = syscall(SYS_getdents64, d->fd, d->buf, DENTS_BUF);
+        long n = dents_fill(d->fd, d->buf);
         if (n <= 0) {
-            /* a directory removed while it is read: ENOENT, its end (as glibc's readdir) */
-            if (n == 0 || errno == ENOENT)
+            if (n == 0)
                 errno = 0;
             return NULL;
         }

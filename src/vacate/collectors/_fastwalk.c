@@ -286,13 +286,8 @@ static PyObject *join(PyObject *path, const char *name) {
     if (!n)
         return NULL;
     Py_ssize_t len = PyUnicode_GET_LENGTH(path);
-    PyObject *r;
-    if (len > 0 && PyUnicode_READ_CHAR(path, len - 1) == '/')
-        r = PyUnicode_Concat(path, n);
-    else {
-        PyObject *withsep = PyUnicode_FromFormat("%U/%U", path, n);
-        r = withsep;
-    }
+    PyObject *r = len > 0 && PyUnicode_READ_CHAR(path, len - 1) == '/'
+                      ? PyUnicode_Concat(path, n) : PyUnicode_FromFormat("%U/%U", path, n);
     Py_DECREF(n);
     return r;
 }
@@ -410,9 +405,9 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
         long n;
         Py_ssize_t ne = 0;
         Py_BEGIN_ALLOW_THREADS
-        n = syscall(SYS_getdents64, fd, d->buf, DENTS_BUF);
+        n = dents_fill(fd, d->buf);
         if (n < 0)
-            read_err = errno == ENOENT ? 0 : errno;    /* removed while read: its end */
+            read_err = errno;
         for (long pos = 0; pos < n;) {
             struct linux_dirent64 *de = (struct linux_dirent64 *)(d->buf + pos);
             pos += de->d_reclen;
