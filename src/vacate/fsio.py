@@ -1,0 +1,76 @@
+"""File access every layer shares: opening without touching atimes, and reading a file that
+something else named (a config, an archive's manifest) without blocking and within a bound.
+
+Standard library only: collectors use it, and they run on any host's ``python3``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_NOATIME = getattr(os, "O_NOATIME", 0)
+# what reading a named file opens with: never blocks on a FIFO or a device, never takes a tty
+NAMED = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class NotRegular(OSError):
+    """A path named as a file is something else (a FIFO, a device, a socket, a directory):
+    it is not read, since reading it could block or never end."""
+
+    def __init__(self, path: str, what: str):
+        super().__init__(f"{path}: {what}, not a regular file")
+        self.path = path
+        self.what = what
+        self.strerror = f"{what}, not a regular file"
+
+
+def open_noatime(path: str, flags: int, *, dir_fd: int | None = None) -> int:
+    """Open without touching the access time: vacate reports atimes as evidence of use, so
+    looking must not make a file look used. ``O_NOATIME`` needs ownership or CAP_FOWNER;
+    without it, open normally."""
+    if _NOATIME:
+        try:
+            return os.open(path, flags | _NOATIME, dir_fd=dir_fd)
+        except PermissionError:
+            pass
+    return os.open(path, flags, dir_fd=dir_fd)
+
+
+def file_kind(mode: int) -> str:
+    """What a mode's file type is, in words (``regular file``, ``FIFO``, ...)."""
+    for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "file of unknown type"
+
+
+def read_bounded(path: str, limit: int, *, follow: bool = True,
+                 dir_fd: int | None = None) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of the regular file ``path`` and whether it holds more.
+
+    Opened with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read: a FIFO, a
+    device or a socket raises :class:`NotRegular` (so a config line naming ``/dev/zero`` or a
+    FIFO can neither exhaust memory nor hang). ``follow=False`` refuses a symlink
+    (``O_NOFOLLOW``: ``ELOOP``). Other errors are the ``OSError`` of the call that failed."""
+    flags = NAMED | (0 if follow else os.O_NOFOLLOW)
+    fd = open_noatime(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(path, file_kind(st.st_mode))
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[:limit], len(data) > limit
