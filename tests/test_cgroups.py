@@ -67,11 +67,11 @@ def test_a_users_own_manager_is_told_apart_from_the_system_one():
 
 
 def test_the_action_for_a_user_unit_goes_to_that_users_manager():
-    from vacate.core.check import process_action
     from vacate.model.usage import Consumer
+    from vacate.output.actions import for_consumer as said
 
     info = parse("v2-user-manager-unit")
     c = Consumer("process:5:1", "process", "jupyter", True, ("/data/nb",), (),
                  {"pid": 5, "unit": info.unit, "container": None, "uid": 1000,
                   "user": "alice", "user_manager": info.user_manager})
-    assert process_action(c, {}) == "systemctl --user -M alice@ stop jupyter.service"
+    assert said(c) == "systemctl --user -M alice@ stop jupyter.service"

@@ -11,10 +11,11 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.core.check import attribute, statuses, verdict
+from vacate.decide.verdict import attribute, statuses, verdict
 from vacate.model.common import Problem
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.model.usage import Consumer, Evidence
+from vacate.output.actions import render
 
 
 def run_cli(*argv):
@@ -171,7 +172,13 @@ def test_verdict_rules():
     assert v.safe_to_unmount is None and v.unknowns == (unreadable,)
     v = verdict((disabled, enabled, proc, fstab), (unreadable,))
     assert v.safe_to_unmount is False
-    actions = {b.consumer: b.action for b in v.blockers}
+    actions = {b.consumer: render(b.actions) for b in v.blockers}
+    proc_steps = next(b.actions for b in v.blockers if b.consumer == proc.id)
+    assert [(a.kind, a.argv) for a in proc_steps] == [
+        ("stop-unit", ("systemctl", "stop", "sglang-qwen.service")),
+        ("disable-unit", ("systemctl", "disable", "sglang-qwen.service"))]
+    assert proc_steps[0].precondition == {"unit": "sglang-qwen.service", "pid": 9,
+                                          "start_time": None}
     assert set(actions) == {enabled.id, proc.id, fstab.id}
     assert actions[proc.id] == ("systemctl stop sglang-qwen.service && "
                                 "systemctl disable sglang-qwen.service")
@@ -189,16 +196,16 @@ def test_a_samba_share_that_is_switched_off_only_references_the_volume():
 def test_unit_in_a_private_pid_namespace_is_stopped_through_its_own_manager():
     """systemd as PID 1 of a private namespace (not a container): the host's systemctl would
     reach the wrong manager; the action enters the process's namespaces."""
-    from vacate.core.check import process_action
+    from vacate.output.actions import for_consumer as said
 
     proc = _consumer("process:4242:7", "process", True, ["/data/models/q/w"], pid=4242,
                      unit="sglang-qwen.service", container=None, access=["fd"],
                      pid_namespace="pid:[4026532999]")
-    assert process_action(proc, {}) == "nsenter -t 4242 -a systemctl stop sglang-qwen.service"
+    assert said(proc) == "nsenter -t 4242 -a systemctl stop sglang-qwen.service"
     host = _consumer("process:9:5", "process", True, ["/data/models/q/w"], pid=9,
                      unit="sglang-qwen.service", container=None, access=["fd"],
                      pid_namespace=None)
-    assert process_action(host, {}) == "systemctl stop sglang-qwen.service"
+    assert said(host) == "systemctl stop sglang-qwen.service"
     v = verdict((proc,), ())
     assert "pid:[4026532999]" in v.blockers[0].reason
 

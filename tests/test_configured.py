@@ -12,6 +12,7 @@ from test_cron import data_target, write
 from vacate.collectors import configured
 from vacate.host import Host
 from vacate.model.usage import ContainerRoot
+from vacate.output.actions import for_consumer as said
 
 SECRET = "hf_secretsecretsecretsecret1234"
 TREE = {
@@ -133,7 +134,7 @@ def test_container_configs_are_read_through_its_root(tree):
     job = by_id["systemd-unit:nspawn:ct:ctjob.service"]
     assert job.paths == ("/data/eagle3/run.sh",) and job.attrs["container"]["type"] == "nspawn"
     assert job.attrs["container"]["name"] == "ct"
-    assert job.attrs["action"] == "systemctl -M ct disable ctjob.service"
+    assert said(job) == "systemctl -M ct disable ctjob.service"
     assert job.evidence[0].detail == "ExecStart=/mnt/mp0/run.sh"
     cron = by_id["cron:nspawn:ct:/etc/crontab:1"]
     assert cron.paths == ("/data/eagle3/nightly.sh",)

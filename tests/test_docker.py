@@ -10,6 +10,7 @@ from vacate.collectors.configured import docker as docker_src
 from vacate.collectors.configured.match import host_view
 from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
+from vacate.output.actions import for_consumer as said
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     assert bind.attrs["container_id"] == box.inspect("vol-bind", "{{.Id}}")
     assert set(bind.attrs["relations"]) == {"bind", "env"}
     assert bind.attrs["restart_policy"] == "unless-stopped" and bind.attrs["autostart"] is True
-    assert bind.attrs["action"] == "docker stop vol-bind, then docker rm vol-bind " \
+    assert said(bind) == "docker stop vol-bind, then docker rm vol-bind " \
         "(or recreate it without the volume)"
     assert set(bind.paths) == {mnt, f"{mnt}/cache"}
     text = json.dumps([c.as_json() for c in consumers])

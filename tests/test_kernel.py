@@ -12,6 +12,7 @@ from harness.volumes import can_loop_mount, make_volume
 from vacate.collectors import kernel, mounts
 from vacate.host import Host
 from vacate.model.mount import Target
+from vacate.output.actions import for_consumer as said
 from vacate.parsers import mountinfo
 
 
@@ -50,16 +51,16 @@ def test_kernel_users_found_with_actions(kvol):
     by = {c.id: c for c in cons}
     swap = by[f"swap:{m}/swapfile"]
     assert swap.live and swap.paths == (f"{m}/swapfile",)
-    assert swap.attrs["action"] == f"swapoff {m}/swapfile"
+    assert said(swap) == f"swapoff {m}/swapfile"
     loop = by[f"loop-device:{dev}"]
     assert loop.paths == (f"{m}/images/nested.img",)
-    assert loop.attrs["action"] == f"losetup -d {dev}"
+    assert said(loop) == f"losetup -d {dev}"
     nest = [c for c in cons if c.type == "mount" and c.attrs.get("nested")]
     assert [c.name for c in nest] == [nested]
-    assert nest[0].attrs["action"] == f"umount {nested}"
+    assert said(nest[0]) == f"umount {nested}"
     binds = [c for c in cons if c.type == "mount" and c.name == bind_at]
     assert len(binds) == 1 and binds[0].paths == (f"{m}/shared",)
-    assert binds[0].attrs["action"] == f"umount {bind_at}"
+    assert said(binds[0]) == f"umount {bind_at}"
     assert not problems
     # nothing else of the host is claimed (other loop devices, other swaps)
     assert {c.type for c in cons} == {"swap", "loop-device", "mount"}
@@ -77,7 +78,7 @@ def test_mounted_loop_device_action_unmounts_first(kvol):
             target = mounts.resolve_target(v.mountpoint)
             cons, _ = kernel.collect(Host.local(), target)
             loop = next(c for c in cons if c.id == f"loop-device:{dev}")
-            assert loop.attrs["action"] == f"umount {mp} && losetup -d {dev}"
+            assert said(loop) == f"umount {mp} && losetup -d {dev}"
         finally:
             subprocess.run(["umount", mp], check=False)
     finally:
@@ -103,7 +104,7 @@ def test_nfs_etab_active_exports(tmp_path):
         ("nfs-export:etab:/data/eagle3:10.0.0.0/24", ("/data/eagle3",)),
         ("nfs-export:etab:/data/models x:gpu1.lan", ("/data/models x",)),
     ]
-    assert cons[0].attrs["action"] == "exportfs -u 10.0.0.0/24:/data/eagle3"
+    assert said(cons[0]) == "exportfs -u 10.0.0.0/24:/data/eagle3"
     assert cons[0].live
 
 

@@ -10,6 +10,7 @@ from vacate.collectors.configured import lxc as lxc_src
 from vacate.collectors.configured.match import host_view
 from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
+from vacate.output.actions import for_consumer as said
 from vacate.parsers import fstab, lxc_config
 
 
@@ -105,7 +106,7 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
     assert sources == {"/srv/lxc/web/config:2", "/srv/lxc/web/more.conf:1",
                        "/srv/lxc/web/more.conf:2"}
     assert web.attrs["autostart"] is True
-    assert web.attrs["action"] == ("lxc-stop -P /srv/lxc -n web, then remove or change the "
+    assert said(web) == ("lxc-stop -P /srv/lxc -n web, then remove or change the "
                                    "entry at /srv/lxc/web/config:2; set lxc.start.auto = 0 "
                                    "meanwhile")
     ovl = by["lxc-container:ovl"]
@@ -117,7 +118,7 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
     assert set(ovl.paths) == {f"{vol}/ovl/delta0", f"{vol}/logs"}
     assert by["lxc-container:old"].attrs["relations"] == ["rootfs"]
     assert by["lxc-container:old"].attrs["autostart"] is False
-    assert "lxc-destroy -P /srv/lxc -n old" in by["lxc-container:old"].attrs["action"]
+    assert "lxc-destroy -P /srv/lxc -n old" in said(by["lxc-container:old"])
 
 
 @pytest.mark.root

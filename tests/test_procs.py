@@ -12,6 +12,7 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.collectors import kernel, mounts, procs
 from vacate.host import Host
+from vacate.output.actions import for_consumer as said
 
 pytestmark = pytest.mark.root
 
@@ -122,7 +123,7 @@ def test_bind_in_private_namespace_is_a_kernel_user(held):
     cons, problems = kernel.collect(Host.local(), target, found.namespaces)
     ms = [c for c in cons if c.type == "mount" and c.attrs.get("mountpoint") == ns_where]
     assert len(ms) == 1 and ms[0].paths == (f"{m}/work",)
-    assert ms[0].attrs["action"] == f"nsenter -t {pids['nsbind']} -m umount {ns_where}"
+    assert said(ms[0]) == f"nsenter -t {pids['nsbind']} -m umount {ns_where}"
     assert not [p for p in problems if p.blocks_verdict]
 
 

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from vacate.collectors import procs
-from vacate.core.check import process_action
 from vacate.host import Host
 from vacate.model.mount import Target
+from vacate.output.actions import for_consumer as said
 from vacate.parsers import mountinfo
 
 MOUNTINFO = (
@@ -160,6 +160,6 @@ def test_next_actions_follow_unit_and_container(captured):
     host, target = captured
     found = procs.collect(host, target, nvml=FakeNVML())
     by = {c.attrs["pid"]: c for c in found.consumers}
-    assert process_action(by[2001], {}) == "systemctl stop sglang-qwen.service"
-    assert process_action(by[2002], {}) == "pct exec 129 -- systemctl stop trainer.service"
-    assert process_action(by[2003], {}) == "docker stop web"
+    assert said(by[2001]) == "systemctl stop sglang-qwen.service"
+    assert said(by[2002]) == "pct exec 129 -- systemctl stop trainer.service"
+    assert said(by[2003]) == "docker stop web"

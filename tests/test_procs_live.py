@@ -10,7 +10,7 @@ import time
 import pytest
 
 from vacate.collectors import mounts, procs
-from vacate.core.check import verdict
+from vacate.decide.verdict import verdict
 from vacate.host import Host
 
 

@@ -12,6 +12,7 @@ from vacate.collectors.configured import pve as pve_src
 from vacate.collectors.configured.match import host_view
 from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
+from vacate.output.actions import for_consumer as said
 from vacate.parsers import pve_config, pve_storage
 
 PX = os.path.join(FIXTURES, "proxmox")
@@ -130,20 +131,20 @@ def test_collect_guests_using_the_volume(pve_tree):
                        "pve-container:133", "pve-vm:200", "pve-storage:onvol"}
     pend = by["pve-container:133"]
     assert pend.attrs["pending_keys"] == ["mp0"] and not pend.attrs["in_current_config"]
-    assert pend.attrs["action"].startswith("pct set 133 --revert mp0")
+    assert said(pend).startswith("pct set 133 --revert mp0")
     assert "[pve:pending]" in pend.evidence[0].detail
     ct = by["pve-container:129"]
     assert ct.type == "pve-container" and ct.name == "129 (ct129)" and ct.live is False
     assert ct.attrs["relations"] == ["mount-point"]
     assert {e.source for e in ct.evidence} == {"/etc/pve/lxc/129.conf:6", "/etc/pve/lxc/129.conf:7"}
     assert ct.attrs["onboot"] is True and ct.attrs["keys"] == ["mp0", "mp1"]
-    assert "pct set 129 --delete mp0,mp1" in ct.attrs["action"]
+    assert "pct set 129 --delete mp0,mp1" in said(ct)
     assert set(ct.paths) == {vol, f"{vol}/eagle3"}
     assert ct.attrs["in_current_config"] and ct.attrs["snapshots"] == []
     snap = by["pve-container:130"]
     assert not snap.attrs["in_current_config"] and snap.attrs["snapshots"] == ["before"]
     assert "snapshot [before]" in snap.evidence[0].detail
-    assert snap.attrs["action"].startswith("pct delsnapshot 130 before")
+    assert said(snap).startswith("pct delsnapshot 130 before")
     assert snap.attrs["onboot"] is False
     c131 = by["pve-container:131"]
     assert set(c131.attrs["relations"]) == {"bind-source", "unused-disk"}
@@ -154,8 +155,8 @@ def test_collect_guests_using_the_volume(pve_tree):
     assert set(vm.paths) == {f"{vol}/pve/images/200/vm-200-disk-0.qcow2",
                              f"{vol}/pve/template/iso/debian-12.iso"}
     assert by["pve-storage:onvol"].type == "config-file"
-    assert "pvesm remove onvol" in by["pve-storage:onvol"].attrs["action"]
-    assert vm.attrs["action"].startswith("qm shutdown 200, then qm set 200 --delete scsi0,ide2")
+    assert "pvesm remove onvol" in said(by["pve-storage:onvol"])
+    assert said(vm).startswith("qm shutdown 200, then qm set 200 --delete scsi0,ide2")
     # storages missing from storage.cfg are reported (132's "ghost"; the real configs'
     # zfs-hdd and preserved), without blocking the verdict
     assert {p.path for p in problems} == {"/etc/pve/lxc/132.conf:2",

@@ -17,6 +17,7 @@ from vacate.collectors.configured.match import VolumeView, container_view
 from vacate.collectors.mounts import read_mounts, resolve_target
 from vacate.host import Host
 from vacate.model.usage import ContainerRoot
+from vacate.output.actions import for_consumer as said
 from vacate.parsers.systemd_unit import path_escape
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
@@ -110,7 +111,7 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
         assert c.attrs["container"]["name"] == "box"
         assert c.live is active
     run = by_id["systemd-unit:nspawn:box:vol-run.service"]
-    assert run.attrs["action"] == "systemctl -M box disable --now vol-run.service"
+    assert said(run) == "systemctl -M box disable --now vol-run.service"
     assert set(run.paths) == {vol, f"{vol}/work", f"{vol}/db", f"{vol}/bin/sleeper"}
     assert run.attrs["unit_file"] == "/etc/systemd/system/vol-run.service"
     draft = by_id["systemd-unit:nspawn:box:vol-draft.service"]

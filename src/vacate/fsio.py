@@ -74,3 +74,33 @@ def read_bounded(path: str, limit: int, *, follow: bool = True,
         os.close(fd)
     data = b"".join(chunks)
     return data[:limit], len(data) > limit
+
+
+def write_atomic(path: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old file or the whole new
+    one: a temporary file in the same directory, fsync, rename over ``path``, fsync the
+    directory. The temporary file is removed when writing fails."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

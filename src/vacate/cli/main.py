@@ -23,6 +23,7 @@ COMMANDS = (
     ("demo", "demo_cmd"),
     ("scan", "scan_cmd"),
     ("check", "check_cmd"),
+    ("observe", "observe_cmd"),
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),

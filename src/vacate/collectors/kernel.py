@@ -49,7 +49,7 @@ def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consume
             id=f"swap:{path}", type="swap", name=path, live=True, paths=(path,),
             evidence=(Evidence("swaps", path, host.proc_path("swaps"), line.strip(), deleted),),
             attrs={"size_kb": int(parts[2]), "used_kb": int(parts[3]),
-                   "action": f"swapoff {raw}"}))
+                   "swap_path": raw}))
     return out
 
 
@@ -121,19 +121,18 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
             got = (text.removesuffix(" (deleted)"), text.endswith(" (deleted)"))
         path, deleted = got
         users = [m.mountpoint for m in mounts if m.source == dev]
-        action = " && ".join([f"umount {mp}" for mp in reversed(users)] + [f"losetup -d {dev}"])
         out.append(Consumer(
             id=f"loop-device:{dev}", type="loop-device", name=dev, live=True, paths=(path,),
             evidence=(Evidence("loop", path, bf, text, deleted),),
-            attrs={"device": dev, "backing_file": path, "mounted_at": users, "action": action}))
+            attrs={"device": dev, "backing_file": path, "mounted_at": users}))
     return out, problems
 
 
-def _mount_consumer(m: Mount, target: Target, where: str, source: str, action: str,
+def _mount_consumer(m: Mount, target: Target, where: str, source: str,
                     extra: dict | None = None) -> Consumer:
     host = fs_to_target(target, m.root) or target.path
     attrs = {"mount_id": m.mount_id, "mountpoint": m.mountpoint, "root": m.root,
-             "fstype": m.fstype, "source": m.source, "namespace": where, "action": action}
+             "fstype": m.fstype, "source": m.source, "namespace": where}
     attrs.update(extra or {})
     return Consumer(
         id=f"mount:{m.mount_id}", type="mount", name=m.mountpoint, live=True, paths=(host,),
@@ -153,10 +152,10 @@ def mounts_of_volume(host: Host, target: Target,
     problems: list[Problem] = []
     src = host.proc_path("self", "mountinfo")
     for m in target.nested_mounts:
-        c = _mount_consumer(m, target, "host", src, f"umount {m.mountpoint}", {"nested": True})
+        c = _mount_consumer(m, target, "host", src, {"nested": True})
         out.append(Consumer(c.id, c.type, c.name, c.live, (m.mountpoint,), c.evidence, c.attrs))
     for m in target.other_mounts:
-        out.append(_mount_consumer(m, target, "host", src, f"umount {m.mountpoint}"))
+        out.append(_mount_consumer(m, target, "host", src))
     seen = {c.attrs["mount_id"] for c in out} | {target.mount.mount_id}
     vol = (target.mount.major, target.mount.minor)
     for ns, pid in namespaces:
@@ -177,9 +176,7 @@ def mounts_of_volume(host: Host, target: Target,
             if (m.major, m.minor) != vol or m.mount_id in seen:
                 continue
             seen.add(m.mount_id)
-            out.append(_mount_consumer(
-                m, target, ns, path, f"nsenter -t {pid} -m umount {m.mountpoint}",
-                {"pid": pid}))
+            out.append(_mount_consumer(m, target, ns, path, {"pid": pid}))
     return out, problems
 
 
@@ -207,8 +204,7 @@ def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Co
             id=f"nfs-export:etab:{path}:{client}", type="nfs-export", name=f"{client}:{path}",
             live=True, paths=(hp,),
             evidence=(Evidence("etab", hp, f"{etab}:{n}", line.strip()),),
-            attrs={"client": client, "export": path, "active": True,
-                   "action": f"exportfs -u {client}:{path}"}))
+            attrs={"client": client, "export": path, "active": True}))
     return out
 
 

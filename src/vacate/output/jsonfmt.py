@@ -146,7 +146,7 @@ def unanswered_check_doc(target, why) -> dict[str, Any]:
     return {
         "schema": "vacate.check/1",
         "target": target.as_json(),
-        "verdict": Verdict(None, (), (why,)).as_json(),
+        "verdict": verdict_json(Verdict(None, (), (why,))),
         "items": [],
         "whole_volume": [],
         "consumers": [],
@@ -155,9 +155,32 @@ def unanswered_check_doc(target, why) -> dict[str, Any]:
     }
 
 
+def verdict_json(v) -> dict[str, Any]:
+    """A verdict: each blocker with its next actions as values (``actions``) and as the line
+    a person reads (``action``)."""
+    from vacate.output.actions import render
+
+    return {
+        "safe_to_unmount": v.safe_to_unmount,
+        "blockers": [{"consumer": b.consumer, "reason": b.reason, "action": render(b.actions),
+                      "actions": [a.to_json() for a in b.actions]} for b in v.blockers],
+        "unknowns": [u.as_json() for u in v.unknowns],
+    }
+
+
+def consumer_json(c, by_id) -> dict[str, Any]:
+    """A consumer with its evidence, and what would end its use of the volume (``action``)."""
+    from vacate.output.actions import for_consumer
+
+    d = c.as_json()
+    d["action"] = for_consumer(c, by_id)
+    return d
+
+
 def check_doc(result) -> dict[str, Any]:
     """``vacate.check/1``: the target, the verdict, every item with its status and users, every
     consumer with its evidence, and the warnings."""
+    by_id = {c.id: c for c in result.consumers}
     items = []
     for u in result.items:
         it = u.item
@@ -173,10 +196,10 @@ def check_doc(result) -> dict[str, Any]:
     return {
         "schema": "vacate.check/1",
         "target": result.target.as_json(),
-        "verdict": result.verdict.as_json(),
+        "verdict": verdict_json(result.verdict),
         "items": items,
         "whole_volume": list(result.whole_volume),
-        "consumers": [c.as_json() for c in result.consumers],
+        "consumers": [consumer_json(c, by_id) for c in result.consumers],
         "warnings": [w.as_json() for w in result.warnings],
         "scanned": result.scanned,
         "elapsed_s": round(result.elapsed_s, 3),

@@ -201,9 +201,7 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
              # comes back by itself when the daemon (re)starts
              "autostart": policy in ("always", "unless-stopped") or
                           (policy == "on-failure" and running is True),
-             "relations": list(dict.fromkeys(relations)),
-             "action": (f"docker stop {name}, then " if running else "")
-                       + f"docker rm {name} (or recreate it without the volume)"}
+             "relations": list(dict.fromkeys(relations))}
     if pid:
         attrs["pid"] = pid
     return Consumer(f"docker-container:{name}", "docker-container", name, False,

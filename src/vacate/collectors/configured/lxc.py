@@ -225,16 +225,6 @@ def running_state(host: Host, name: str, lxcpath: str) -> tuple[bool | None, int
     return running, None, "cgroup" if running is not None else "unknown"
 
 
-def _action(name: str, lxcpath: str, running: bool | None, found: Finding) -> str:
-    p = "" if lxcpath == DEFAULT_LXCPATH else f" -P {lxcpath}"
-    stop = f"lxc-stop{p} -n {name}, then " if running is not False else ""
-    if "rootfs" in found.relations or "container-dir" in found.relations:
-        return f"{stop}move the container off the volume or destroy it (lxc-destroy{p} -n {name})"
-    where = found.evidence[0].source if found.evidence else name
-    auto = "; set lxc.start.auto = 0 meanwhile" if found.autostart else ""
-    return f"{stop}remove or change the entry at {where}{auto}"
-
-
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     scope = Scope(host, view, VolumeDevice.of(target), target.path)
@@ -261,8 +251,7 @@ def collect(host: Host, target: Target, view: VolumeView
             running, pid, how = running_state(host, name, lxcpath)
             attrs = {"config": spelled(host, cfg), "lxcpath": lxcpath, "running": running,
                      "state_from": how, "autostart": found.autostart,
-                     "relations": list(dict.fromkeys(found.relations)),
-                     "action": _action(name, lxcpath, running, found)}
+                     "relations": list(dict.fromkeys(found.relations))}
             if pid:
                 attrs["pid"] = pid
             consumers.append(Consumer(f"lxc-container:{name}", "lxc-container", name, False,

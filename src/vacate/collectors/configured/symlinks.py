@@ -155,5 +155,4 @@ def _link(links: Resolver, spelled: str, local: str) -> Consumer | None:
     return Consumer(
         f"symlink:{spelled}", "symlink", spelled, False, (on,),
         (Evidence("symlink", on, spelled, f"{spelled} -> {raw}"),),
-        {"target": raw, "resolved": resolved, "dangling": not exists,
-         "action": f"remove the link (rm {spelled}) or point it elsewhere"})
+        {"target": raw, "resolved": resolved, "dangling": not exists})

@@ -329,20 +329,6 @@ def _user_manager(host: Host, view: VolumeView, uid: int) -> list[str] | None:
     return base
 
 
-def container_systemctl(view: VolumeView) -> str:
-    """How a person reaches the systemd inside the container ``view.where`` names."""
-    kind, _, name = view.where.partition(":")
-    if kind == "lxc":
-        return f"lxc-attach -n {name} -- systemctl"
-    if kind == "pve":
-        return f"pct exec {name} -- systemctl"
-    if kind == "nspawn":
-        return f"systemctl -M {name}"
-    if kind == "docker":
-        return f"docker exec {name} systemctl"
-    return f"nsenter -t {view.pid} -a systemctl"
-
-
 def parse_show(text: str) -> dict[str, dict[str, str]]:
     """``systemctl show -p Id,...`` output: one block per unit, keyed by Id."""
     out: dict[str, dict[str, str]] = {}
@@ -519,9 +505,6 @@ def collect(host: Host, target: Target, view: VolumeView
         st = states.get(scope.id_prefix, {}).get(name)
         c = _consumer(scope, name, unit, hits, st, _fallback_state(scope, name, unit),
                       target.path)
-        if view.in_container and scope.kind == "system":
-            verb = "disable --now" if c.attrs["active"] is True else "disable"
-            c.attrs["action"] = f"{container_systemctl(view)} {verb} {name}"
         consumers.append(c)
     for path, (hits, ids) in env_users.items():
         consumers.append(_env_consumer(path, hits, ids))
