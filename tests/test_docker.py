@@ -5,6 +5,7 @@ import json
 import os
 
 import pytest
+from harness.observed import check_both_ways
 
 from vacate.collectors.configured import docker as docker_src
 from vacate.collectors.configured.match import host_view
@@ -141,7 +142,6 @@ def test_data_roots_from_daemon_json_and_dockerd_command_lines(tmp_path):
 def test_check_end_to_end_with_stopped_containers(cleanup):
     """`vacate check`: a stopped container that restarts with the daemon blocks; one that
     does not is a reference that breaks when started."""
-    import subprocess
 
     from harness.docker_box import IMAGE, start_daemon
     from harness.volumes import make_volume
@@ -157,10 +157,8 @@ def test_check_end_to_end_with_stopped_containers(cleanup):
     box.run("comes-back", "--restart", "always", "-v", f"{mnt}/models:/models", IMAGE, "true",
             start=False)
     box.run("idle", "-v", f"{mnt}/work:/work", IMAGE, "true", start=False)
-    r = subprocess.run(["vacate", "check", "--json", "--no-scan", mnt], capture_output=True,
-                       text=True, timeout=120, check=False)
-    doc = json.loads(r.stdout)
-    assert r.returncode == 1 and doc["verdict"]["safe_to_unmount"] is False
+    rc, doc = check_both_ways(mnt, "--no-scan", timeout=120)     # also decided from a saved one
+    assert rc == 1 and doc["verdict"]["safe_to_unmount"] is False
     blockers = {b["consumer"]: b for b in doc["verdict"]["blockers"]}
     assert set(blockers) == {"docker-container:comes-back"}
     assert blockers["docker-container:comes-back"]["action"].startswith("docker rm comes-back")

@@ -159,3 +159,20 @@ def test_user_units_with_state_from_the_user_manager(box):
         assert (en, ac) == (enabled, active)                   # what systemctl --user says
     assert by_id["systemd-unit:nspawn:box:user:root:nb.service"].paths == (f"{vol}/bin/sleeper",)
     assert by_id["systemd-unit:nspawn:box:user:root:later.service"].paths == (f"{vol}/notebooks",)
+
+
+def test_check_decides_the_same_from_a_saved_observation(box):
+    """The whole check of the volume the box's units use (processes in the booted systemd,
+    its units through the container's root) equals the one decided from a saved
+    observation; the running unit is stopped through the box's own manager."""
+    from harness.observed import check_both_ways
+
+    _b, vol, _mount_name = box
+    rc, doc = check_both_ways(vol, "--no-scan")
+    assert rc == 1
+    stops = {a["subject"]: a for bl in doc["verdict"]["blockers"] for a in bl["actions"]
+             if a["kind"] == "stop-unit"}
+    run = stops["vol-run.service"]
+    assert run["argv"] == ["systemctl", "stop", "vol-run.service"]
+    assert run["where"]["kind"] == "pid-namespace"       # the box's manager, not the host's
+    assert run["where"]["pid"] in {c["pid"] for c in doc["consumers"] if c["type"] == "process"}

@@ -39,7 +39,11 @@ def run(args, env: Env) -> int:
 
         if args.no_scan or args.no_config:
             raise UsageError("--no-scan and --no-config are for observing, not with --from")
-        return show(verdict.check(load_observation(args.saved, env)), args, env)
+        obs = load_observation(args.saved, env)
+        if not obs.users:
+            raise UsageError(f"{args.saved}: the observation was made with --no-users: it "
+                             "holds no users to decide on")
+        return show(verdict.check(obs), args, env)
     early = None
     if env.host.live and env.host.proc == "/proc":
         # The first look over /proc runs on C threads or in a forked child (started by the
