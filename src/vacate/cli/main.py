@@ -24,6 +24,7 @@ COMMANDS = (
     ("scan", "scan_cmd"),
     ("check", "check_cmd"),
     ("observe", "observe_cmd"),
+    ("plan", "plan_cmd"),
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),

@@ -1,0 +1,390 @@
+"""Deciding a retirement: per item keep / archive / delete, then the ordered teardown, as a
+pure function of an observation (and of what the person asked).
+
+Defaults, in this order: filesystem artifacts are kept; what can be downloaded again from a
+named source (not a guess) is deleted; everything else (unique, unknown, regenerable,
+guessed) is archived. ``--keep/--archive/--delete P`` override them: the deepest match wins,
+a literal path beats a glob at the same depth, a tie or a pattern that matches nothing is
+refused (:class:`PlanRefused`).
+
+The teardown (each step with the evidence that led to it): archive and verify what nothing
+uses while the services still run; stop the units whose processes use the volume and disable
+what would start them; end the remaining holders (TERM, wait, KILL); confirm the GPUs are
+released; kernel users (swap, loop devices, nested and other mounts, exports, containers);
+archive and verify the rest; snapshot; delete; configuration that would mount or use the
+volume again; unmount, lock the empty mount point, and look again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from vacate.decide import verdict
+from vacate.model.action import Action
+from vacate.model.observation import Observation
+from vacate.model.plan import Identity, Plan, PlanItem, Step
+from vacate.model.usage import Consumer, ItemUsage
+from vacate.parsers.paths import is_under
+
+HASH_BYTES_PER_S = 1.2e9      # SHA-256 of holes and data, one core (the archive's floor)
+SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
+
+
+class PlanRefused(ValueError):
+    """What the person asked cannot be planned (exit 2): the reason names it."""
+
+
+# -- per item ----------------------------------------------------------------------------------
+def _rel(target: str, path: str) -> str:
+    return os.path.relpath(path, target)
+
+
+def _pattern(target: str, p: str) -> str:
+    """A ``--keep/--archive/--delete`` argument as a path relative to the target."""
+    if p.startswith("/"):
+        if not is_under(p, target) or p == target:
+            raise PlanRefused(f"{p} is not below the volume {target}")
+        p = _rel(target, p)
+    p = os.path.normpath(p)
+    if p == "." or p.startswith("../"):
+        raise PlanRefused(f"{p!r} does not name something on the volume")
+    return p
+
+
+def _is_glob(p: str) -> bool:
+    return any(ch in p for ch in "*?[")
+
+
+def _ancestors(rel: str) -> list[str]:
+    """``a/b/c`` -> ``[a/b/c, a/b, a]``."""
+    out = [rel]
+    while "/" in rel:
+        rel = rel.rsplit("/", 1)[0]
+        out.append(rel)
+    return out
+
+
+def override_for(rel: str, overrides: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The (action, pattern) that decides the item at ``rel``: of the patterns naming it or
+    a directory above it, the deepest; at the same depth a literal one beats a glob; two
+    that still tie with different actions are refused."""
+    best: list[tuple[int, int, str, str]] = []
+    for action, pat in overrides:
+        for anc in _ancestors(rel):
+            if anc == pat or (_is_glob(pat) and fnmatch.fnmatchcase(anc, pat)):
+                best.append((anc.count("/"), 0 if _is_glob(pat) else 1, action, pat))
+                break
+    if not best:
+        return None
+    best.sort(reverse=True)
+    top = best[0]
+    rivals = {b[2] for b in best if b[:2] == top[:2]}
+    if len(rivals) > 1:
+        pats = ", ".join(sorted({b[3] for b in best if b[:2] == top[:2]}))
+        raise PlanRefused(f"{rel}: {pats} ask for different actions at the same depth")
+    return top[2], top[3]
+
+
+def default_action(u: ItemUsage) -> tuple[str, str]:
+    """(action, why) for an item nobody asked about."""
+    c = u.item.classification
+    if c is not None and c.kind == "filesystem-artifact":
+        return "keep", "filesystem artifact"
+    if c is not None and c.recoverable == "re-downloadable" and c.source and not c.guess:
+        return "delete", f"re-downloadable from {c.source}"
+    if c is None or c.recoverable is None:
+        return "archive", "not known to be obtainable again"
+    if c.guess:
+        return "archive", f"{c.recoverable} by its name only (a guess)"
+    if c.recoverable == "regenerable":
+        return "archive", ("regenerable, but regenerating may need what is deleted here and "
+                           "GPU-days")
+    return "archive", f"{c.recoverable}"
+
+
+def get_back(action: str, it: PlanItem, archive_to: str | None, target: str) -> str:
+    if action == "keep":
+        return "stays on the volume (it goes cold with it)"
+    if action == "delete":
+        return f"download again: {it.source}" if it.source else "gone: only a snapshot has it"
+    name = _rel(target, it.path).replace("/", "_")
+    dest = f"{archive_to.rstrip('/')}/{name}" if archive_to else "DEST"
+    return f"vacate restore {dest} --to DIR (or zstd -dc | tar -x, see its README)"
+
+
+def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[tuple[str, str]],
+               archive_to: str | None, identities: dict[str, Identity],
+               entries: dict[str, dict]) -> tuple[PlanItem, ...]:
+    target = obs.target.path
+    pats = [(a, _pattern(target, p)) for a, p in overrides]
+    used_pats = set()
+    decided: dict[str, tuple[str, str]] = {}
+    for u in usages:
+        rel = _rel(target, u.item.path)
+        got = override_for(rel, pats)
+        if got is not None:
+            used_pats.add(got[1])
+            decided[u.item.path] = (got[0], f"asked: --{got[0]} {got[1]}")
+        elif u.item.parent is None:
+            decided[u.item.path] = default_action(u)
+    for a, p in pats:
+        if p not in used_pats and not any(
+                _rel(target, u.item.path) == p or fnmatch.fnmatchcase(_rel(target, u.item.path), p)
+                for u in usages):
+            raise PlanRefused(f"--{a} {p}: matches no item of the volume")
+    out = []
+    tops = {u.item.path: u for u in usages if u.item.parent is None}
+    for u in usages:
+        it, c = u.item, u.item.classification
+        if it.parent is not None:
+            own = decided.get(it.path)
+            if own is None or own[0] == decided[it.parent][0]:
+                continue      # goes with its top-level item
+        action, why = decided[it.path]
+        pi = PlanItem(
+            id=it.id, path=it.path, action=action, reason=why,
+            kind=c.kind if c else ("directory" if it.is_dir else "file"),
+            label=c.label if c else ("directory" if it.is_dir else "file"),
+            recoverable=c.recoverable if c else None, source=c.source if c else None,
+            apparent_bytes=it.stats.apparent_bytes, disk_bytes=it.stats.disk_bytes,
+            files=it.stats.files, status=u.status, users=u.users,
+            identity=identities.get(it.path),
+            entries=entries.get(it.path) if action == "delete" else None)
+        out.append(pi)
+    # a top-level item leaves out its sub-items that have an action of their own
+    subs = {p.path for p in out if p.path not in tops}
+    final = []
+    for p in out:
+        excl = tuple(s for s in subs if s != p.path and is_under(s, p.path))
+        final.append(_with(p, exclude=excl,
+                           get_back=get_back(p.action, p, archive_to, target)))
+    return tuple(final)
+
+
+def _with(p: PlanItem, **kw) -> PlanItem:
+    from dataclasses import replace
+
+    return replace(p, **kw)
+
+
+# -- the teardown ------------------------------------------------------------------------------
+class _Steps:
+    def __init__(self):
+        self.steps: list[Step] = []
+
+    def add(self, kind: str, summary: str, *, action: Action | None = None, downtime=False,
+            **kw) -> Step:
+        n = len(self.steps) + 1
+        s = Step(id=f"{n:02d}-{kind}", kind=kind, summary=summary, action=action,
+                 downtime=downtime, **kw)
+        self.steps.append(s)
+        return s
+
+
+def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
+    for it in items:
+        dest_name = it.id.removeprefix("item:").replace("/", "_")
+        st.add("archive", f"archive {it.path} to {archive_to}", downtime=downtime,
+               params={"item": it.path, "to": archive_to, "name": dest_name,
+                       "exclude": list(it.exclude)},
+               precondition={"identity": it.identity is not None},
+               postcondition={"archive": f"{archive_to.rstrip('/')}/{dest_name}",
+                              "complete": True})
+        st.add("verify", f"verify the archive of {it.path} read back from {archive_to}",
+               downtime=downtime,
+               params={"item": it.path, "archive": f"{archive_to.rstrip('/')}/{dest_name}",
+                       "against": it.path},
+               postcondition={"mismatches": 0})
+
+
+def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
+    return any(by_id[c].live for c in u.users if c in by_id)
+
+
+def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str | None,
+             grace_s: float, snapshot: bool) -> tuple[Step, ...]:
+    result = verdict.check(obs)
+    by_id = {c.id: c for c in obs.consumers}
+    ev = {c.id: c.evidence for c in obs.consumers}
+    st = _Steps()
+    to_archive = [i for i in items if i.action == "archive"]
+    # 1. what nothing uses now is archived while the services still run
+    if archive_to:
+        _archive_steps(st, [i for i in to_archive if not _live_users(i, by_id)], archive_to,
+                       False)
+    blockers = {b.consumer: b for b in result.verdict.blockers}
+    # 2. units: stop in the manager that runs them, then disable what starts them
+    stopped_units: set[tuple[str, str]] = set()
+    for b in blockers.values():
+        for a in b.actions:
+            key = (a.subject, a.where.label())
+            if a.kind == "stop-unit" and key not in stopped_units:
+                stopped_units.add(key)
+                pids = [c.attrs["pid"] for c in obs.consumers if c.type == "process"
+                        and c.attrs.get("unit") == a.subject
+                        and verdict_place(c) == a.where.label()]
+                st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                       downtime=True, precondition=a.precondition,
+                       postcondition={"active": False, "pids_gone": pids},
+                       evidence=ev.get(a.consumer or "", ()))
+    for b in blockers.values():
+        for a in b.actions:
+            if a.kind == "disable-unit":
+                if a.params.get("now") and (a.subject, a.where.label()) not in stopped_units:
+                    stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
+                                  a.where, precondition={"unit": a.subject},
+                                  consumer=a.consumer)
+                    stopped_units.add((a.subject, a.where.label()))
+                    st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
+                           downtime=True, postcondition={"active": False},
+                           evidence=ev.get(a.consumer or "", ()))
+                dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
+                             a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+                       downtime=True, postcondition={"enabled": False},
+                       evidence=ev.get(a.consumer or "", ()))
+    # 3. the remaining holders
+    inits = {ct.init_pid for ct in obs.containers}
+    gpu_pids = []
+    for c in obs.consumers:
+        if c.type != "process":
+            continue
+        a = c.attrs
+        if a.get("gpus"):
+            gpu_pids.append(a["pid"])
+        acts = blockers[c.id].actions if c.id in blockers else ()
+        if any(x.kind == "stop-unit" for x in acts):
+            continue
+        pid = a.get("pid")
+        for x in acts:
+            if x.kind == "stop-container":
+                st.add("stop-container", f"stop container {x.subject}", action=x,
+                       downtime=True, postcondition={"running": False},
+                       evidence=c.evidence)
+            elif x.kind == "end-process":
+                if pid == 1 or pid in inits or a.get("lxc_monitor"):
+                    st.add("manual", f"{c.name} (pid {pid}) is the init of a namespace: stop "
+                                     "its container or machine instead", downtime=True,
+                           params={"consumer": c.id}, evidence=c.evidence)
+                    continue
+                st.add("end-process", f"end {c.name} (pid {pid}): TERM, wait {grace_s:g} s, "
+                                      "KILL", action=x, downtime=True,
+                       params={"grace_s": grace_s}, precondition=x.precondition,
+                       postcondition={"gone": True}, evidence=c.evidence)
+    # 4. GPUs: the driver's view, from the host
+    if gpu_pids:
+        st.add("release-gpu", f"confirm no GPU is held by pid {', '.join(map(str, gpu_pids))}",
+               downtime=True, params={"pids": gpu_pids}, postcondition={"held": []})
+    # 5. kernel users and other starters
+    kernel = [c for c in obs.consumers if c.id in blockers and c.type in (
+        "swap", "loop-device", "mount", "nfs-export", "docker-container")]
+    mounts = sorted((c for c in kernel if c.type == "mount"),
+                    key=lambda c: -str(c.attrs.get("mountpoint") or c.name).count("/"))
+    for c in [k for k in kernel if k.type == "swap"] + \
+            [k for k in kernel if k.type == "loop-device"] + mounts + \
+            [k for k in kernel if k.type in ("nfs-export", "docker-container")]:
+        for x in blockers[c.id].actions:
+            kind = {"remove-container": "stop-container"}.get(x.kind, x.kind)
+            if x.kind == "remove-container":
+                x = Action("stop-container", x.subject, ("docker", "update", "--restart=no",
+                                                         x.subject),
+                           params={"engine": "docker", "restart_policy": "no"},
+                           consumer=x.consumer)
+                kind = "stop-container"
+            if kind not in ("swapoff", "detach-loop", "unmount", "unexport", "stop-container",
+                            "edit-config"):
+                kind = "manual"
+            st.add(kind, f"{x.kind} {x.subject}", action=x, downtime=True,
+                   precondition=x.precondition, evidence=c.evidence)
+    # 6. the rest of the archives, now that nothing uses them
+    if archive_to:
+        _archive_steps(st, [i for i in to_archive if _live_users(i, by_id)], archive_to, True)
+    # 7-8. snapshot, then delete
+    deletes = [i for i in items if i.action == "delete"]
+    fstype = obs.target.mount.fstype
+    if deletes and snapshot and fstype in SNAPSHOT_FS:
+        st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
+               params={"fstype": fstype, "dataset": obs.target.zfs_dataset,
+                       "items": [i.path for i in deletes]},
+               postcondition={"exists": True})
+    for it in deletes:
+        st.add("delete", f"delete {it.path} ({it.files} files)", downtime=True,
+               params={"item": it.path, "exclude": list(it.exclude)},
+               precondition={"identity": it.identity is not None},
+               postcondition={"gone": True})
+    if deletes:
+        st.add("check", "compare the space freed with what was expected", downtime=True,
+               params={"what": "freed"})
+    # 9. configuration that would mount or use the volume again
+    for c in obs.consumers:
+        if c.id not in blockers or c.type not in ("fstab", "cron", "smb-share", "nfs-export",
+                                                  "lxc-container", "pve-container", "pve-vm",
+                                                  "symlink", "config-file"):
+            continue
+        if c.type == "nfs-export" and c.live:
+            continue
+        for x in blockers[c.id].actions:
+            kind = "edit-config" if x.kind == "edit-config" and c.type in ("fstab", "cron") \
+                else "manual"
+            st.add(kind, f"{c.type} {c.name}", action=x, downtime=True,
+                   params={"file": x.params.get("file"), "line": x.params.get("line"),
+                           "line_sha256": c.attrs.get("line_sha256")},
+                   evidence=c.evidence)
+    # 10. unmount, lock the mount point, look again
+    t = obs.target
+    st.add("unmount", f"unmount {t.mountpoint}", downtime=True,
+           action=Action("unmount", t.mountpoint, ("umount", t.mountpoint),
+                         precondition={"mount_id": t.mount.mount_id}),
+           precondition={"mount_id": t.mount.mount_id, "dev": t.mount.dev},
+           postcondition={"mounted": False})
+    st.add("lock-dir", f"make the empty {t.mountpoint} immutable (chattr +i)", downtime=True,
+           params={"path": t.mountpoint}, postcondition={"immutable": True})
+    st.add("check", "look again by the recorded mount identity: nothing uses it, nothing "
+                    "mounts it again", downtime=True,
+           params={"what": "retired", "mount_dev": t.mount.dev, "source": t.mount.source})
+    return tuple(st.steps)
+
+
+def verdict_place(c: Consumer) -> str:
+    from vacate.decide.actions import unit_place
+
+    return unit_place(c).label()
+
+
+def make_plan(obs: Observation, *, archive_to: str | None = None,
+              overrides: list[tuple[str, str]] = (), grace_s: float = 10.0,
+              snapshot: bool = True, identities: dict[str, Identity] | None = None,
+              entries: dict[str, dict] | None = None,
+              dest_free: int | None = None, created_at: float = 0.0) -> Plan:
+    """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
+    planned. ``identities``: what each item to archive or delete is, by path (observed by
+    the caller), ``entries`` each delete item's entries (``vacate.entries/1``); ``dest_free``: the free bytes at ``archive_to``."""
+    identities = identities or {}
+    result = verdict.check(obs)
+    items = plan_items(obs, result.items, list(overrides), archive_to, identities,
+                       entries or {})
+    blocked = []
+    to_archive = [i for i in items if i.action == "archive"]
+    need = sum(i.disk_bytes for i in to_archive)
+    if to_archive and not archive_to:
+        blocked.append("these items are to be archived and no destination was given "
+                       "(--archive-to): " + ", ".join(i.path for i in to_archive))
+    if archive_to and dest_free is not None and need > dest_free:
+        blocked.append(f"{archive_to} has {dest_free} bytes free; archiving needs up to "
+                       f"{need} (before compression)")
+    if result.verdict.safe_to_unmount is None:
+        blocked.append("could not tell what uses the volume: " +
+                       "; ".join(p.message for p in result.verdict.unknowns))
+    steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot)
+    deletes = [i for i in items if i.action == "delete"]
+    snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
+    hashed = sum(i.apparent_bytes for i in to_archive)
+    return Plan(target_path=obs.target.path, mount_id=obs.target.mount.mount_id,
+                mount_dev=obs.target.mount.dev, fstype=obs.target.mount.fstype,
+                archive_to=archive_to, grace_s=grace_s, snapshot=snapshot, items=items,
+                steps=steps, observation=obs, blocked=tuple(blocked),
+                problems=tuple(p for p in result.warnings if p.blocks_verdict),
+                expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
+                archive_bytes=need, archive_estimate_s=hashed / HASH_BYTES_PER_S,
+                created_at=created_at)
