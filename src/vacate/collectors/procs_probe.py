@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import os
 
+from vacate import native
 from vacate.collectors import forking, guarded
 from vacate.parsers.paths import is_under, unescape
 
-try:                      # the first look in C, when it was built (see _fastproc.c)
-    from vacate.collectors import _fastproc
-except ImportError:       # no compiler at install time, or only the collectors were sent
-    _fastproc = None
+FASTPROC_VERSION = 1      # the VERSION of _fastproc.c this code calls
+# the first look in C (see _fastproc.c); None where it was not built (no compiler at install
+# time, or only the collectors were sent)
+_fastproc = native.load("vacate.collectors._fastproc", FASTPROC_VERSION)
 
 PF_KTHREAD = 0x00200000
 _FILE = os.O_RDONLY | os.O_CLOEXEC

@@ -125,7 +125,7 @@ def dir_table(dirs) -> dict[str, Any]:
     """The scan's drill-down, one row per directory under a ``columns`` header (a scan of
     millions of files has tens of thousands of directories: rows are half the size of
     records, and quicker to write and to read)."""
-    rows = getattr(dirs, "rows", None)     # walk.DirTable: the rows as they are
+    rows = getattr(dirs, "rows", None)     # model.walk.DirTable: the rows as they are
     if rows is None:
         rows = [[d.path, d.stats.apparent_bytes, d.stats.disk_bytes, d.stats.files,
                  d.stats.dirs, _ns(d.stats.newest_mtime), _ns(d.stats.newest_atime)]
