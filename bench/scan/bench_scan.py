@@ -124,7 +124,7 @@ def series(cmds: dict[str, list[str]], rounds: int, cold: bool,
     timed run right after an untimed run of the same command, so that what that tool reads
     is in the cache when it is timed. (This machine runs DAMON reclaim, ``kdamond``, which
     evicts pages it sees unused; whether that reaches a series of runs is not settled, see
-    BENCHMARKS.md, and warming each run rules it out.)"""
+    bench/HISTORY.md, and warming each run rules it out.)"""
     rnd = random.Random(seed)
     res: dict[str, list] = {k: [] for k in cmds}
     for _ in range(rounds):
