@@ -24,7 +24,8 @@ def load(name: str, version: int):
         return None
     got = getattr(mod, "VERSION", None)
     if got != version:
-        raise StaleBuild(f"{mod.__file__} is version {got}, this vacate needs version "
-                         f"{version} of {name}",
+        built = "has no VERSION" if got is None else f"is version {got!r}"
+        raise StaleBuild(f"{mod.__file__} {built}; this vacate needs version {version} of "
+                         f"{name} (the module was built from other sources)",
                          hint="rebuild the C modules: pip install . (or build_ext --inplace)")
     return mod
