@@ -14,7 +14,7 @@ import pytest
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.collectors import walk as walk_mod
+from vacate.collectors import walk_descent
 from vacate.collectors.walk import walk
 
 pytestmark = pytest.mark.root
@@ -153,7 +153,7 @@ def test_totals_equal_du(filled, monkeypatch):
                                                           tot["disk_bytes"])
     assert (w.root.files, w.root.dirs) == (tot["files"], tot["dirs"])
     # and with the hot loop in Python (where the C one is built, the runs above used it)
-    monkeypatch.setattr(walk_mod, "_fastwalk", None)
+    monkeypatch.setattr(walk_descent, "fastwalk", None)
     pure = walk(root, skip=frozenset({os.path.join(root, "data/nested")}),
                 subvolumes=vol.fstype == "btrfs", workers=2, inline_entries=0)
     assert (pure.root, list(pure.dirs.rows)) == (w.root, list(w.dirs.rows))
@@ -230,7 +230,7 @@ def walk_as(uid: int, path: str, pure: bool = False) -> dict:
         try:
             os.close(r)
             if pure:
-                walk_mod._fastwalk = None
+                walk_descent.fastwalk = None
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)

@@ -11,7 +11,7 @@ import pytest
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.collectors import walk as walk_mod
+from vacate.collectors import walk_descent, walk_finish, walk_loops
 from vacate.collectors.walk import walk
 
 
@@ -35,10 +35,10 @@ def make_tree(root: str, dirs: int = 60, files: int = 40) -> None:
             first = first or p
 
 
-@pytest.mark.parametrize("send_dirs", [walk_mod.SEND_DIRS, 2])
+@pytest.mark.parametrize("send_dirs", [walk_loops.SEND_DIRS, 2])
 def test_workers_agree_with_one_process_and_du(tmp_path, monkeypatch, send_dirs):
     # send_dirs=2: the walkers send what they found in many pieces during the walk
-    monkeypatch.setattr(walk_mod, "SEND_DIRS", send_dirs)
+    monkeypatch.setattr(walk_loops, "SEND_DIRS", send_dirs)
     root = str(tmp_path / "tree")
     make_tree(root)
     one = walk(root, workers=1)
@@ -181,7 +181,7 @@ def awkward_tree(root: str) -> None:
     os.chmod(closed, 0)
 
 
-@pytest.mark.skipif(walk_mod._fastwalk is None, reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_c_loop_and_python_loop_agree(tmp_path, monkeypatch, workers):
     """The walk's hot loop in C (``_fastwalk``) and in Python give the same drill-down,
@@ -190,8 +190,8 @@ def test_c_loop_and_python_loop_agree(tmp_path, monkeypatch, workers):
     awkward_tree(root)
     try:
         runs = []
-        for loop in (walk_mod._fastwalk, None):
-            monkeypatch.setattr(walk_mod, "_fastwalk", loop)
+        for loop in (walk_descent.fastwalk, None):
+            monkeypatch.setattr(walk_descent, "fastwalk", loop)
             w = walk(root, workers=workers, inline_entries=0 if workers else 10**9)
             runs.append((w.root, list(w.dirs.rows), w.largest, sorted(w.warnings),
                          w.entries))
@@ -206,26 +206,26 @@ def test_c_loop_and_python_loop_agree(tmp_path, monkeypatch, workers):
 def test_c_loop_is_built():
     """The install builds the C loop where a compiler is (scripts/test-deps.sh installs one):
     a silent fallback would leave the fast path untested."""
-    assert walk_mod._fastwalk is not None, (
+    assert walk_descent.fastwalk is not None, (
         "vacate.collectors._fastwalk was not built: reinstall with a C compiler and the Python"
         " headers (pip install -e .)")
 
 
-@pytest.mark.skipif(walk_mod._fastwalk is None, reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 def test_c_sum_up_and_python_sum_up_agree(tmp_path, monkeypatch):
     """The drill-down added up bottom-up in C (``_fastwalk.sum_up``) and in Python
-    (``walk._sum_up``): the same rows, on a walked tree and on made-up rows with the root
-    ``/`` and a parent that is not there."""
+    (``walk_finish.sum_up_py``): the same rows, on a walked tree and on made-up rows with the
+    root ``/`` and a parent that is not there."""
     import copy
     import types
 
-    c = walk_mod._fastwalk
+    c = walk_descent.fastwalk
     made = [["/", 1, 1, 0, 1, 5, 5], ["/a", 1, 2, 3, 1, 10, 1], ["/a/b", 4, 5, 6, 1, 3, 20],
             ["/a/b/c", 1, 1, 1, 1, 30, 2], ["/x/y", 7, 7, 7, 1, 99, 99]]
     for root in ("/", "/a"):
         rows_c, rows_py = copy.deepcopy(made), copy.deepcopy(made)
         c.sum_up(rows_c, {r[0]: r for r in rows_c}, root)
-        walk_mod._sum_up(rows_py, {r[0]: r for r in rows_py}, root)
+        walk_finish.sum_up_py(rows_py, {r[0]: r for r in rows_py}, root)
         assert rows_c == rows_py
     assert rows_py[1] == ["/a", 6, 8, 10, 3, 30, 20]      # /a/b/c into /a/b, then into /a
     assert rows_py[4] == made[4]                          # its parent is not there
@@ -236,8 +236,9 @@ def test_c_sum_up_and_python_sum_up_agree(tmp_path, monkeypatch):
     awkward_tree(root)
     try:
         runs = []
-        for mod in (c, types.SimpleNamespace(Descent=c.Descent, entries=c.entries)):
-            monkeypatch.setattr(walk_mod, "_fastwalk", mod)
+        for mod in (c, types.SimpleNamespace(Descent=c.Descent, entries=c.entries,
+                                            sum_up=walk_finish.sum_up_py)):
+            monkeypatch.setattr(walk_descent, "fastwalk", mod)
             w = walk(root, workers=2, inline_entries=0)
             runs.append((w.root, list(w.dirs.rows), w.top))
         assert runs[0] == runs[1] and len(runs[0][1]) > 5
@@ -245,7 +246,7 @@ def test_c_sum_up_and_python_sum_up_agree(tmp_path, monkeypatch):
         os.chmod(os.path.join(root, "closed"), 0o755)
 
 
-@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
 @pytest.mark.parametrize("workers", [1, 3])
 def test_c_descent_and_python_descent_agree(tmp_path, monkeypatch, workers):
@@ -253,7 +254,7 @@ def test_c_descent_and_python_descent_agree(tmp_path, monkeypatch, workers):
     files, hardlinks and warnings: with a mountpoint to leave out (never stat'ed) and a mount the
     walk was not told of (an ``other-filesystem`` warning), and with the workers asked to
     give work away after every directory."""
-    monkeypatch.setattr(walk_mod, "TICK_DIRS", 1)
+    monkeypatch.setattr(walk_loops, "TICK_DIRS", 1)
     root = str(tmp_path / "tree")
     awkward_tree(root)
     known, unknown = (os.path.join(root, "top1", "mid2", n) for n in ("known-mnt", "other-mnt"))
@@ -262,11 +263,11 @@ def test_c_descent_and_python_descent_agree(tmp_path, monkeypatch, workers):
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", m], check=True)
         with open(os.path.join(m, "inside"), "wb") as f:
             f.write(b"i" * 12345)
-    c = walk_mod._fastwalk
+    c = walk_descent.fastwalk
     try:
         runs = []
         for mod in (c, None):
-            monkeypatch.setattr(walk_mod, "_fastwalk", mod)
+            monkeypatch.setattr(walk_descent, "fastwalk", mod)
             w = walk(root, skip=frozenset({known}), workers=workers, inline_entries=0)
             # which worker meets a file first decides ties between equal sizes
             largest = w.largest if workers == 1 else [
@@ -288,11 +289,11 @@ def test_c_descent_and_python_descent_agree(tmp_path, monkeypatch, workers):
 def _descent(root: str):
     st = os.lstat(root)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    return walk_mod._fastwalk.Descent(fd, root, (st.st_size, st.st_blocks, st.st_mtime_ns,
+    return walk_descent.fastwalk.Descent(fd, root, (st.st_size, st.st_blocks, st.st_mtime_ns,
                                                  st.st_atime_ns), st.st_dev, False, None)
 
 
-@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 def test_c_descent_gives_away_pending_directories(tmp_path):
     """``Descent.split`` hands out pending subdirectories (the older half at every level) by
     path, dev and inode; the descent never lists them itself, and the directories it lists
@@ -305,7 +306,7 @@ def test_c_descent_gives_away_pending_directories(tmp_path):
     dirs, links, large, warns = [], [], [], []
     done, entries, _ = d.step(3, 1 << 62, dirs, links, large, warns)
     assert not done and len(dirs) == 3
-    given = d.split(walk_mod.DEEP)
+    given = d.split(walk_loops.DEEP)
     # levels: the root (3 of 4 pending: 2 given), an a* (5 of 6: 3 given), a b* (1: 0 given)
     assert len(given) == 5
     for p, dev, ino in given:
@@ -318,10 +319,10 @@ def test_c_descent_gives_away_pending_directories(tmp_path):
     below = [dp for g, _, _ in given for dp, _, _ in os.walk(g)]
     assert sorted(mine + below) == sorted(dp for dp, _, _ in os.walk(root))
     assert entries == len(mine) and warns == links == large == []
-    assert d.split(walk_mod.DEEP) == []      # done: nothing left to give
+    assert d.split(walk_loops.DEEP) == []      # done: nothing left to give
 
 
-@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 def test_c_descent_closes_its_directories(tmp_path):
     """Every directory fd the descent opened is closed: when it ends, when it is closed
     half-way, and when it is dropped half-way without a close."""
@@ -346,7 +347,7 @@ def test_c_descent_closes_its_directories(tmp_path):
     assert fds() == before
 
 
-@pytest.mark.skipif(not hasattr(walk_mod._fastwalk, "Descent"), reason="the C loop was not built")
+@pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 def test_c_descent_stops_for_a_signal_inside_a_huge_directory(tmp_path):
     """^C (here SIGALRM's handler) is honoured within a directory of 60,000 entries, between
     two getdents64 buffers, not only after it: the directory's row never arrives."""

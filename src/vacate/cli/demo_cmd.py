@@ -1,7 +1,7 @@
 """``vacate demo``: build the story's /data as a small real volume and show what vacate says
-about it, with every command that exists: scan; check while a stand-in for the story's SGLang
-server mmaps a model shard (in use: the blocker and its next action), and again once it has
-stopped (safe); then a cold backup of the EAGLE-3 data, verified by reading it back."""
+about it with its commands: scan; check while a stand-in for the story's SGLang server mmaps a
+model shard (in use: the blocker and its next action), and again once it has stopped (safe);
+then a cold backup of the EAGLE-3 data, verified by reading it back."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import argparse
 from vacate.cli.env import Env
 from vacate.errors import EXIT_OK, VacateError
 
-# the commands the demo runs on the volume, in order, when they exist
+# the commands the demo runs on the volume, in order (then archive and verify)
 STEPS: tuple[tuple[str, ...], ...] = (("scan",), ("check",))
 
 # A stand-in for `python -m sglang.launch_server --model-path ...`: it maps one weight shard
@@ -51,18 +51,14 @@ def run(args, env: Env) -> int:
                       "machine, so `check` reports everything that uses that filesystem; run "
                       "as root for a volume of its own.[/]")
         out.print("")
-        commands = dict(cli.COMMANDS)
         for step in STEPS:
-            if step[0] not in commands or not _exists(commands[step[0]]):
-                continue
             if step[0] == "check":
                 status = _check_with_server(vol.path, out, env, cli)
                 continue
             out.print(f"[bold cyan]$ vacate {' '.join(step)} {vol.path}[/]")
             cli.main([*step, vol.path], env)
             out.print("")
-        if _exists("archive_cmd") and _exists("verify_cmd"):
-            _backup(vol.path, out, env, cli)
+        _backup(vol.path, out, env, cli)
     finally:
         if args.keep:
             out.print(f"Kept: {vol.path}. Remove it with:")
@@ -137,9 +133,3 @@ def _backup(path: str, out, env: Env, cli) -> None:
         out.print("")
     finally:
         shutil.rmtree(dest, ignore_errors=True)
-
-
-def _exists(modname: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(f"vacate.cli.{modname}") is not None

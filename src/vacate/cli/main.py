@@ -32,16 +32,10 @@ COMMANDS = (
 
 
 def _modules(only: str | None = None):
+    """(command, module) for every command, or for the command ``only``."""
     for name, modname in COMMANDS:
-        if only is not None and name != only:
-            continue
-        try:
-            mod = importlib.import_module(f"vacate.cli.{modname}")
-        except ModuleNotFoundError as e:
-            if e.name == f"vacate.cli.{modname}":
-                continue   # command not built yet
-            raise
-        yield name, mod
+        if only is None or name == only:
+            yield name, importlib.import_module(f"vacate.cli.{modname}")
 
 
 def _invoked(argv: list[str]) -> str | None:

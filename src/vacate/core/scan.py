@@ -26,7 +26,7 @@ def cpu_bound(w: walk.WalkResult, wall_s: float, use: tuple[float, int]) -> bool
     """Whether looking at the items will compute more than it waits: the walk ``w``
     (``wall_s`` long, ``use`` its CPU seconds and 512-byte blocks read from the disk, this
     process's and its walkers', see :func:`_usage`) found what it read in the page cache and
-    kept its CPUs busy. On the bench tree, 1M entries: warm, the walk read 2-3 MB (2-3 bytes
+    kept its CPUs busy. On a tree of 1M entries: warm, the walk read 2-3 MB (2-3 bytes
     an entry) and kept 2 CPUs 0.84-0.89 busy; cold, it read 537 MB (500 bytes an entry) and
     kept them 0.54-0.63 busy. Then the recognisers read little the walk did not either."""
     cpu_s, blocks = use

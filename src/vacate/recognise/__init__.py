@@ -20,9 +20,9 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.collectors.walk import stats_of_row
 from vacate.model.common import Problem
 from vacate.model.inventory import Classification, DirSummary, Item, Stats
+from vacate.model.walk import stats_of_row
 from vacate.recognise import (  # noqa: F401  (importing registers them)
     artifacts,
     caches,
@@ -59,7 +59,7 @@ def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
     budgets = entry_budgets(items)
     # The cyclic garbage collector is paused while looking (and in the forked lookers): what
     # is made here holds no cycles, and its passes over the walk's tens of thousands of rows
-    # cost ~15% of looking at the bench tree's items.
+    # cost ~15% of looking at a 1M-entry tree's items.
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -88,7 +88,7 @@ def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
 
 def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None]:
     """path -> the subtree's Stats, for the directories the walk saw. A walk's
-    :class:`~vacate.collectors.walk.DirTable` is indexed by its rows and a Stats made only for
+    :class:`~vacate.model.walk.DirTable` is indexed by its rows and a Stats made only for
     the directories looked up (the explorer looks at a few thousand of tens of thousands)."""
     index = getattr(dirs, "index", None)
     if index is None:
