@@ -6,8 +6,11 @@ Standard library only: collectors use it, and they run on any host's ``python3``
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+
+from vacate.model.common import Problem
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
 # what reading a named file opens with: never blocks on a FIFO or a device, never takes a tty
@@ -104,3 +107,32 @@ def write_atomic(path: str, data: bytes, *, mode: int = 0o644) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+# a file named but not there: nothing to read, so nothing it could say
+MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
+
+
+def read_problem(e: OSError, shown: str, *, code: str = "unreadable",
+                 path: str | None = None) -> Problem | None:
+    """What an error reading the file ``shown`` (as the host spells it) means, the same for
+    every collector (as psutil translates every /proc error in one place): missing
+    (``ENOENT``, ``ENOTDIR``) is nothing, None; anything else (``EACCES``, ``EIO``, ``ELOOP``,
+    a FIFO or a device where a file was named) is a Problem that makes the verdict "could not
+    tell", since what the file would have said is unknown. ``path``: the Problem's path when
+    it is not ``shown`` (a link as a config spells it, ``shown`` saying where it leads)."""
+    if isinstance(e, NotRegular):
+        return Problem(code, f"could not read {shown}: {e.what}, not a regular file (not "
+                       "read: reading it could block or never end)", path or shown,
+                       blocks_verdict=True)
+    if e.errno in MISSING:
+        return None
+    return Problem(code, f"could not read {shown}: {e.strerror or e}", path or shown,
+                   blocks_verdict=True)
+
+
+def cut_problem(shown: str, limit: int, path: str | None = None) -> Problem:
+    """A file read only up to ``limit`` bytes: what follows was not looked at."""
+    return Problem("file-cut", f"{shown} is larger than {limit} bytes: only the first "
+                   f"{limit} were read, what follows was not looked at", path or shown,
+                   blocks_verdict=True)

@@ -7,6 +7,8 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import glob
 import os
 import struct
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 
 from vacate.collectors import guarded
 from vacate.collectors.procs import fs_to_target, host_mounts, on_volume
+from vacate.fsio import read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Mount, Target
@@ -24,16 +27,35 @@ LOOP_GET_STATUS64 = 0x4C05
 _LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")
 
 
+MAX_BYTES = 64 << 20      # the kernel's tables (mountinfo of thousands of mounts included)
+
+
 def _read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "surrogateescape")
+    """A kernel table, whole; raises the ``OSError`` of the read (:class:`NotRegular` for what
+    is not a regular file, ``EFBIG`` for a table over the bound: not all of it was seen)."""
+    data, more = read_bounded(path, MAX_BYTES)
+    if more:
+        raise OSError(errno.EFBIG, f"larger than {MAX_BYTES} bytes, not read whole", path)
+    return data.decode("utf-8", "surrogateescape")
 
 
-def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
-    """Active swap files on the volume (``/proc/swaps``)."""
+def _table(path: str, problems: list[Problem] | None) -> str | None:
+    """A kernel table, or None: missing is nothing (no swap, no NFS server); unreadable is a
+    problem that makes the verdict "could not tell" (what it lists is unknown)."""
     try:
-        text = _read_text(host.proc_path("swaps"))
-    except OSError:
+        return _read_text(path)
+    except OSError as e:
+        p = read_problem(e, path)
+        if p and problems is not None:
+            problems.append(p)
+        return None
+
+
+def swaps(host: Host, target: Target, mounts: tuple[Mount, ...],
+          problems: list[Problem] | None = None) -> list[Consumer]:
+    """Active swap files on the volume (``/proc/swaps``)."""
+    text = _table(host.proc_path("swaps"), problems)
+    if text is None:
         return []
     out = []
     for line in text.splitlines()[1:]:
@@ -93,12 +115,13 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
     if host.live:
         vol_devs.add(target.st_dev)
     rows = []
+    problems: list[Problem] = []
     for bf in sorted(glob.glob(host.sys_path("block", "loop*", "loop", "backing_file"))):
         name = bf.split(os.sep)[-3]
-        try:
-            text = _read_text(bf).rstrip("\n")
-        except OSError:
+        text = _table(bf, problems)     # missing: the device was detached meanwhile
+        if text is None:
             continue
+        text = text.rstrip("\n")
         got = on_volume(mounts, target, text)
         if got or host.live:
             rows.append((f"/dev/{name}", bf, text, got))
@@ -106,7 +129,6 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
     # (LOOP_GET_STATUS64) still tells whether it lies on the volume
     idents = _statuses([dev for dev, _, _, got in rows if not got], guard and bool(rows))
     out: list[Consumer] = []
-    problems: list[Problem] = []
     for dev, bf, text, got in rows:
         if not got:
             ident = idents.get(dev)
@@ -164,11 +186,12 @@ def mounts_of_volume(host: Host, target: Target,
         path = host.proc_path(pid, "mountinfo")
         try:
             ms, _bad = mountinfo.parse(_read_text(path))
-        except (FileNotFoundError, ProcessLookupError):
-            continue
+        except ProcessLookupError:
+            continue                # the process ended meanwhile
         except OSError as e:
-            problems.append(Problem("unreadable-mountinfo", f"{path}: {e.strerror}", path,
-                                    blocks_verdict=pid != 1))
+            p = read_problem(e, path, code="unreadable-mountinfo")
+            if p:                   # the host's own init may be unreadable even to root
+                problems.append(dataclasses.replace(p, blocks_verdict=pid != 1))
             continue
         for m in ms:
             if may_hang is not None and guarded.may_hang(m.fstype):
@@ -180,12 +203,12 @@ def mounts_of_volume(host: Host, target: Target,
     return out, problems
 
 
-def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
+def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...],
+               problems: list[Problem] | None = None) -> list[Consumer]:
     """Exports the NFS server is serving now (``/var/lib/nfs/etab``)."""
     etab = host.path("/var/lib/nfs/etab")
-    try:
-        text = _read_text(etab)
-    except OSError:
+    text = _table(etab, problems)
+    if text is None:
         return []
     out = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -221,5 +244,7 @@ def collect(host: Host, target: Target, namespaces: Iterable[tuple[str, int]] = 
     hang = {m.fstype for m in mounts if guarded.may_hang(m.fstype)}
     ms, problems = mounts_of_volume(host, target, namespaces, self_ns, hang)
     lo, lprob = loops(host, target, mounts, guard=bool(hang) and host.live)
-    out = swaps(host, target, mounts) + lo + ms + nfs_active(host, target, mounts)
-    return tuple(out), (*problems, *lprob)
+    tables: list[Problem] = []
+    out = swaps(host, target, mounts, tables) + lo + ms + nfs_active(host, target, mounts,
+                                                                      tables)
+    return tuple(out), (*problems, *lprob, *tables)

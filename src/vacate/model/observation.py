@@ -120,7 +120,7 @@ def _ns(t: float | None) -> int | None:
 
 
 def _scan_decode(data, where: str) -> dict:
-    from vacate.collectors.walk import DirTable
+    from vacate.model.walk import DirTable
 
     if not isinstance(data, dict):
         raise codec.Malformed(where, "expected an object for the inventory")

@@ -124,3 +124,18 @@ def redact_text(text: str) -> str:
     text = _URL_CRED.sub(lambda m: m.group("pre") + MASK + m.group("at"), text)
     text = _words(text)
     return _SECRET_VALUE.sub(MASK, text)
+
+
+MAX_SHOWN = 300      # characters of collected text kept in evidence and notes
+
+
+def bound(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to ``limit`` characters, the cut said (``…[+N chars]``)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[+{len(text) - limit} chars]"
+
+
+def shown_text(text: str) -> str:
+    """Collected text as it may be kept: secrets redacted, then cut to :data:`MAX_SHOWN`."""
+    return bound(redact_text(text))

@@ -52,6 +52,8 @@ PATH_LISTS = frozenset({
 })
 # Space-separated SRC[:DST[:OPTS]] bind specifications.
 BIND_LISTS = frozenset({"BindPaths", "BindReadOnlyPaths"})
+# Free text for people (and identifiers): a path written there names nothing systemd opens.
+FREE_TEXT = frozenset({"Description", "Documentation", "SyslogIdentifier", "LogExtraFields"})
 # Relative directory names below a manager's base directory.
 DIRECTORY_KEYS = {
     "StateDirectory": ("/var/lib", "state"), "CacheDirectory": ("/var/cache", "cache"),
@@ -504,6 +506,8 @@ def references(unit: Unit, ctx: Context, env: dict[str, str] | None = None,
         return expand_specifiers(a.value, name, ctx, unit.fragment)
 
     for section, key in unit.settings():
+        if key in FREE_TEXT:
+            continue
         for a in unit.values(section, key):
             v = spec(a)
             if key in EXEC_KEYS:

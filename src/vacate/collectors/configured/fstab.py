@@ -75,7 +75,8 @@ def collect(host: Host, target: Target, view: VolumeView
     if text is None:
         return (), (problem,) if problem else ()
     where = spelled(host, local)
-    entries, problems = fstab_parser.parse(text, where)
+    entries, parsed = fstab_parser.parse(text, where)
+    problems = (problem, *parsed) if problem else tuple(parsed)
     dev = VolumeDevice.of(target)
     consumers: list[Consumer] = []
     for e in entries:

@@ -115,9 +115,9 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
     seen.add(local)
     host = scope.host
     text, prob = read_text(host, local)
+    if prob:
+        problems.append(prob)
     if text is None:
-        if prob:
-            problems.append(prob)
         return rootfs
     where = spelled(host, local)
     lines, probs = lxc_config.parse(text, where)
@@ -171,9 +171,11 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
     return rootfs
 
 
-def lxcpaths(host: Host) -> list[str]:
+def lxcpaths(host: Host, problems: list[Problem]) -> list[str]:
     """LXC's container directories: ``lxc.lxcpath`` from ``/etc/lxc/lxc.conf``, or the default."""
-    text, _ = read_text(host, host.etc_path("lxc", "lxc.conf"))
+    text, p = read_text(host, host.etc_path("lxc", "lxc.conf"))
+    if p:
+        problems.append(p)
     paths = []
     if text:
         lines, _ = lxc_config.parse(text)
@@ -230,14 +232,14 @@ def collect(host: Host, target: Target, view: VolumeView
     scope = Scope(host, view, VolumeDevice.of(target), target.path)
     consumers: list[Consumer] = []
     problems: list[Problem] = []
-    for lxcpath in lxcpaths(host):
+    for lxcpath in lxcpaths(host, problems):
         dirs, p = list_dir(host, host.path(lxcpath))
         if p:
             problems.append(p)
         for d in dirs:
             cfg = os.path.join(d, "config")
-            if not os.path.isfile(cfg):
-                continue
+            if not os.path.lexists(cfg) or os.path.isdir(cfg):
+                continue      # not a container (a config that is not a file is a problem)
             name = os.path.basename(d)
             found = Finding()
             read_config(scope, cfg, found, problems, rootfs=posixpath.join(lxcpath, name,

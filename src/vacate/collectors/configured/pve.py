@@ -121,9 +121,9 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
     audit = GuestAudit()
     found = audit.found
     text, p = read_text(scope.host, local)
+    if p:
+        problems.append(p)
     if text is None:
-        if p:
-            problems.append(p)
         return audit
     where = spelled(scope.host, local)
     cfg, probs = pve_config.parse(text, where)

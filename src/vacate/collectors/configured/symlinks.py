@@ -11,7 +11,7 @@ import os
 import posixpath
 import stat
 
-from vacate.collectors.configured.cfgfiles import read_text
+from vacate.collectors.configured.cfgfiles import list_dir, read_text
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import Resolver
 from vacate.collectors.guarded import may_hang
@@ -20,6 +20,7 @@ from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import passwd
 
 ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
@@ -43,19 +44,18 @@ def skipped_mountpoints(host: Host) -> frozenset[str]:
                      if m.fstype in SKIP_FSTYPES or may_hang(m.fstype))
 
 
-def home_dirs(host: Host) -> list[str]:
+def home_dirs(host: Host, problems: list[Problem]) -> list[str]:
     """Home directories of users: ``/home/*`` and those in ``/etc/passwd`` of real users."""
-    homes: list[str] = []
-    text, _ = read_text(host, host.etc_path("passwd"))
-    for line in (text or "").splitlines():
-        f = line.split(":")
-        if len(f) >= 6 and f[2].isdigit() and (int(f[2]) >= 1000 or f[5].startswith("/home/")) \
-                and f[5].startswith("/") and f[5] != "/" and int(f[2]) != 65534:
-            homes.append(posixpath.normpath(f[5]))
-    try:
-        homes += sorted("/home/" + n for n in os.listdir(host.path("/home")))
-    except OSError:
-        pass
+    text, p = read_text(host, host.etc_path("passwd"))
+    if p:
+        problems.append(p)
+    homes = [posixpath.normpath(u.home) for u in passwd.parse(text or "")
+             if (u.uid >= 1000 or u.home.startswith("/home/")) and u.home.startswith("/")
+             and u.home != "/" and u.uid != passwd.NOBODY]
+    names, p = list_dir(host, host.path("/home"))
+    if p:
+        problems.append(p)
+    homes += ["/home/" + os.path.basename(n) for n in names]
     return list(dict.fromkeys(homes))
 
 
@@ -69,7 +69,7 @@ def collect(host: Host, target: Target, view: VolumeView
     seen_dirs: set[tuple[int, int]] = set()
     skip = skipped_mountpoints(host)
     links = Resolver(host, view)
-    for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
+    for root in list(dict.fromkeys((*ROOTS, *home_dirs(host, problems)))):
         if view.to_host(root) is not None or root in skip:
             continue        # the root itself is on the volume (or a FUSE/network mount)
         try:
