@@ -133,14 +133,24 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                 _rel(target, u.item.path) == p or fnmatch.fnmatchcase(_rel(target, u.item.path), p)
                 for u in usages):
             raise PlanRefused(f"--{a} {p}: matches no item of the volume")
-    out = []
-    tops = {u.item.path: u for u in usages if u.item.parent is None}
-    for u in usages:
-        it, c = u.item, u.item.classification
+    # a sub-item becomes an item of the plan only where its action differs from that of the
+    # nearest plan item around it; that one then leaves it out
+    included: dict[str, str] = {}                  # path -> action, ancestors first
+    around: dict[str, str | None] = {}
+    for u in sorted(usages, key=lambda u: u.item.path):
+        it = u.item
+        outer = next((p for p in reversed(included) if is_under(it.path, p)), None)
         if it.parent is not None:
             own = decided.get(it.path)
-            if own is None or own[0] == decided[it.parent][0]:
-                continue      # goes with its top-level item
+            if own is None or own[0] == included[outer]:
+                continue      # goes with the plan item around it
+        included[it.path] = decided[it.path][0]
+        around[it.path] = outer
+    out = []
+    for u in usages:
+        it, c = u.item, u.item.classification
+        if it.path not in included:
+            continue
         action, why = decided[it.path]
         pi = PlanItem(
             id=it.id, path=it.path, action=action, reason=why,
@@ -151,15 +161,9 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             files=it.stats.files, status=u.status, users=u.users,
             identity=identities.get(it.path),
             entries=entries.get(it.path) if action == "delete" else None)
-        out.append(pi)
-    # a top-level item leaves out its sub-items that have an action of their own
-    subs = {p.path for p in out if p.path not in tops}
-    final = []
-    for p in out:
-        excl = tuple(s for s in subs if s != p.path and is_under(s, p.path))
-        final.append(_with(p, exclude=excl,
-                           get_back=get_back(p.action, p, archive_to, target)))
-    return tuple(final)
+        excl = tuple(p for p, o in around.items() if o == it.path)
+        out.append(_with(pi, exclude=excl, get_back=get_back(action, pi, archive_to, target)))
+    return tuple(out)
 
 
 def _with(p: PlanItem, **kw) -> PlanItem:

@@ -26,6 +26,7 @@ from vacate.model.inventory import (
 )
 from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, ContainerRoot, Evidence
+from vacate.model.walk import DirTable
 
 SCHEMA = "vacate.observation/1"
 SCHEMA_FAMILY = "vacate.observation/"
@@ -120,8 +121,6 @@ def _ns(t: float | None) -> int | None:
 
 
 def _scan_decode(data, where: str) -> dict:
-    from vacate.model.walk import DirTable
-
     if not isinstance(data, dict):
         raise codec.Malformed(where, "expected an object for the inventory")
     dirs = data.get("dirs")

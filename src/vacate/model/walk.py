@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import marshal
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -88,6 +87,8 @@ class TreeRecord:
     mountpoint names left out, read_error)``, in the order the directories were walked."""
 
     def __init__(self) -> None:
+        import tempfile  # (only an export of the whole tree needs it: off check's start)
+
         self._file = tempfile.TemporaryFile(prefix="vacate-tree-")  # noqa: SIM115 (lives with the record)
         self._index: dict[str, tuple[int, int]] = {}
         self._end = 0
