@@ -247,7 +247,8 @@ def run_all(mnt: str, a: argparse.Namespace, clean: str, baseline: str | None) -
     doc = json.loads(subprocess.run(commands(mnt, clean)["vacate (clean venv)"],
                                     capture_output=True, check=True, text=True).stdout)
     n = doc["totals"]
-    out = [(f"{'' if a.path else f'tree {a.tree} '}({mnt}): {n['files']:,} files, {n['dirs']:,} directories, "
+    where = f"({mnt})" if a.path else f"tree {a.tree} ({mnt})"
+    out = [(f"{where}: {n['files']:,} files, {n['dirs']:,} directories, "
             f"{n['apparent_bytes'] / 1e12:.1f} TB apparent, {n['disk_bytes'] / 1e9:.1f} GB on "
             f"disk; load average before: {os.getloadavg()[0]:.1f}; order seed {seed}"),
            f"this checkout: {SRC}: {c_modules(clean)}",

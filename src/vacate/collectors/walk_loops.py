@@ -53,8 +53,9 @@ class Part:
     """What one walker found: plain lists, cheap to pickle between processes.
 
     ``dirs``: [path, apparent, disk_bytes, files, 1, mtime_ns, atime_ns] per directory (a
-    :class:`~vacate.model.walk.DirTable` row), the directory's own inode plus its direct non-directory entries
-    (hardlinked files left out: see ``links``); the parent adds them up in place.
+    :class:`~vacate.model.walk.DirTable` row), the directory's own inode plus its direct
+    non-directory entries (hardlinked files left out: see ``links``); the parent adds them up
+    in place.
     ``links``: (dev, ino, apparent, blocks, mtime_ns, atime_ns, path) per name of a
     multiply-linked file.
     ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
