@@ -65,6 +65,7 @@ from vacate.act.entries import (
     join,
     normal_path,
     open_dir,
+    open_parent,
     record_entries,
 )
 from vacate.collectors.forking import can_fork, cpus, die_with_parent
@@ -608,40 +609,6 @@ def _check_paths(item: str, root: str, recorded: EntryList, dev: int) -> None:
                       f"{recorded.dev}, not of this item on {dev}")
 
 
-def _open_parent(item: str, root: str, dev: int) -> tuple[int, int] | None:
-    """The item's parent directory, reached from ``root`` one component at a time on the
-    target's mount, and that mount's id; None when a component is missing (the item is
-    gone). Refused when a component is a symlink or crosses a mount."""
-    rfd = open_dir(root)
-    fd = rfd
-    try:
-        if os.fstat(rfd).st_dev != dev:
-            raise Refused(f"{root}: not the filesystem of the plan (device {dev}); another "
-                          "one is mounted there?")
-        mnt = mount_id(rfd)
-        at = root
-        for comp in item[len(root) + 1:].split("/")[:-1]:
-            at = at + "/" + comp
-            try:
-                nfd = open_dir(comp, fd)
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise Refused(f"{item}: {at} is not a directory (a symlink?): not "
-                                  "followed") from None
-                raise
-            os.close(fd)
-            fd = nfd
-            if mount_id(fd) != mnt:
-                raise Refused(f"{item}: {at} is another mount: not crossed")
-        out, fd = (fd, mnt), -1
-        return out
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
 def delete_item(item_path: str, recorded: EntryList, *, target_root: str, dev: int,
                 progress: ProgressFn | None = None, workers: int | None = None
                 ) -> DeleteResult:
@@ -655,7 +622,7 @@ def delete_item(item_path: str, recorded: EntryList, *, target_root: str, dev: i
     item = normal_path(item_path)
     root = normal_path(target_root)
     _check_paths(item, root, recorded, dev)
-    opened = _open_parent(item, root, dev)
+    opened = open_parent(item, root, dev)
     if opened is None:
         return _result(_Deleter(item, {}, 0), True)
     pfd, mnt = opened

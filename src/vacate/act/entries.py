@@ -14,6 +14,7 @@ Standard library only (it runs where the plan is made, like the collectors).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -177,14 +178,6 @@ def _row(r) -> tuple:
     return (r[0], r[1], *map(_int, r[2:]))
 
 
-def _mounts_of(dev: int) -> frozenset[int]:
-    """The ids of the mounts of the filesystem whose st_dev is ``dev`` (mountinfo's
-    major:minor, which on btrfs is the mounted subvolume's st_dev)."""
-    mounts, _ = read_mounts(Host.local())
-    key = (os.major(dev), os.minor(dev))
-    return frozenset(m.mount_id for m in mounts if (m.major, m.minor) == key)
-
-
 def _covered_ino(parent_fd: int, name: str) -> int:
     """The inode of the directory a mount at ``name`` covers: the parent's directory entry
     (``d_ino``), which stat cannot give while the mount is there."""
@@ -286,33 +279,76 @@ class _Recorder:
             rows.append(row_of(e.name, kind, st))
 
 
-def open_parent(item: str) -> tuple[int, str]:
-    """The item's parent directory, open, and the item's name in it."""
-    parent, _, name = item.rpartition("/")
-    parent = parent or "/"
-    if os.path.realpath(parent) != parent:
-        raise Refused(f"{item}: reached through a symlink ({os.path.realpath(parent)})")
+def open_parent(item: str, root: str, dev: int) -> tuple[int, int] | None:
+    """The item's parent directory, reached from ``root`` one component at a time on the
+    target's mount, and that mount's id; None when a component is missing (the item is
+    gone). Refused when a component is a symlink or crosses a mount."""
+    rfd = open_dir(root)
+    fd = rfd
     try:
-        return open_dir(parent), name
-    except FileNotFoundError:
-        raise NotFound(f"{item}: no such file or directory") from None
+        if os.fstat(rfd).st_dev != dev:
+            raise Refused(f"{root}: not the filesystem of the plan (device {dev}); another "
+                          "one is mounted there?")
+        mnt = mount_id(rfd)
+        at = root.rstrip("/")
+        for comp in item[len(at) + 1:].split("/")[:-1]:
+            at = at + "/" + comp
+            try:
+                nfd = open_dir(comp, fd)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise Refused(f"{item}: {at} is not a directory (a symlink?): not "
+                                  "followed") from None
+                raise
+            os.close(fd)
+            fd = nfd
+            if mount_id(fd) != mnt:
+                raise Refused(f"{item}: {at} is another mount: not crossed")
+        out, fd = (fd, mnt), -1
+        return out
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
-def record_entries(item_path: str, *, dev: int) -> EntryList:
-    """Record every entry of the item ``item_path`` (absolute, no symlink on the way) on the
-    filesystem ``dev`` (the target's ``st_dev``): its parent directory must be on a mount of
-    that filesystem. Problems (a directory that could not be read) are inside the list;
-    a missing item is NotFound, an item elsewhere Refused."""
+def _mount_root(path: str) -> str:
+    """The mount point of the mount that the directory ``path`` lies on."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        mnt = mount_id(fd)
+    finally:
+        os.close(fd)
+    mounts, _ = read_mounts(Host.local())
+    for m in mounts:
+        if m.mount_id == mnt:
+            return m.mountpoint
+    raise Refused(f"{path}: its mount ({mnt}) is not in /proc/self/mountinfo")
+
+
+def record_entries(item_path: str, *, dev: int, target_root: str | None = None) -> EntryList:
+    """Record every entry of the item ``item_path`` on the filesystem ``dev`` (the target's
+    ``st_dev``), reached as :func:`vacate.act.delete.delete_item` reaches it: from
+    ``target_root`` (default: the mount point of the mount it lies on) one component at a
+    time, never through a symlink or across a mount. Problems (a directory that could not
+    be read) are inside the list; a missing item is NotFound, an item elsewhere Refused."""
     item = normal_path(item_path)
     if item == "/":
         raise Refused("/: never deleted")
-    pfd, name = open_parent(item)
-    rec = None
+    try:
+        root = normal_path(target_root) if target_root else _mount_root(posixpath.dirname(item))
+    except FileNotFoundError:
+        raise NotFound(f"{item}: no such file or directory") from None
+    if not item.startswith(root.rstrip("/") + "/"):
+        raise Refused(f"{item}: not below {root} (reached through a symlink?)")
+    opened = open_parent(item, root, dev)
+    if opened is None:
+        raise NotFound(f"{item}: no such file or directory")
+    pfd, mnt = opened
+    name = item.rpartition("/")[2]
     try:
         pst = os.fstat(pfd)
-        mnt = mount_id(pfd)
-        if mnt not in _mounts_of(dev):
-            raise Refused(f"{item}: not on the filesystem {os.major(dev)}:{os.minor(dev)}")
         try:
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -320,16 +356,12 @@ def record_entries(item_path: str, *, dev: int) -> EntryList:
         rec = _Recorder(item, mnt)
         kind = kind_of(st)
         if kind == "dir":
-            root, fd = rec.enter(pfd, name, "", st, None, pst.st_dev)
+            root_row, fd = rec.enter(pfd, name, "", st, None, pst.st_dev)
             if fd is not None:
                 rec.walk(fd, st.st_dev)
         else:
-            root = row_of(name, kind, st)
+            root_row = row_of(name, kind, st)
     finally:
         os.close(pfd)
-    root = ("", *root[1:])
-    return EntryList(item, dev, root, tuple(sorted(rec.dirs)), tuple(rec.problems))
-
-
-def parent_of(rel: str) -> str:
-    return posixpath.dirname(rel)
+    return EntryList(item, dev, ("", *root_row[1:]), tuple(sorted(rec.dirs)),
+                     tuple(rec.problems))
