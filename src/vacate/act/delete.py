@@ -36,7 +36,6 @@ Standard library only.
 from __future__ import annotations
 
 import errno
-import fcntl
 import gc
 import heapq
 import os
@@ -66,6 +65,7 @@ from vacate.act.entries import (
     normal_path,
     open_dir,
     open_parent,
+    read_only_subvolume,
     record_entries,
 )
 from vacate.collectors.forking import can_fork, cpus, die_with_parent
@@ -81,8 +81,6 @@ PARALLEL_MIN = 10_000    # recorded entries below which the item is deleted in t
 SPLIT = 16               # subdirectories per worker before they are handed out ...
 SPLIT_DEPTH = 4          # ... looking this many levels down at most
 TICK = 4096              # entries between two progress reports
-_BTRFS_IOC_SUBVOL_GETFLAGS = 0x80089419     # _IOR(0x94, 25, __u64)
-_BTRFS_SUBVOL_RDONLY = 1 << 1
 _STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _FRAME = struct.Struct("<Q")
 
@@ -157,15 +155,6 @@ class DeleteResult:
                 "subvolumes": list(self.subvolumes), "workers": self.workers}
 
     as_json = to_json
-
-
-def _read_only_subvolume(fd: int) -> bool:
-    buf = bytearray(8)
-    try:
-        fcntl.ioctl(fd, _BTRFS_IOC_SUBVOL_GETFLAGS, buf)
-    except OSError:
-        return False        # not btrfs: an unlink will say EROFS if it is read-only
-    return bool(int.from_bytes(buf, "little") & _BTRFS_SUBVOL_RDONLY)
 
 
 def _not_a(r: tuple) -> str:
@@ -340,7 +329,7 @@ class _Deleter:
                 self.keep(rel, "changed", _OTHER_DIR)
                 return False
             subvol = st.st_dev != parent_dev
-            if subvol and _read_only_subvolume(fd):
+            if subvol and read_only_subvolume(fd):
                 self.manual.append((rel, _READ_ONLY, ("btrfs", "subvolume", "delete",
                                                       self.path(rel))))
                 return False

@@ -15,6 +15,7 @@ Standard library only (it runs where the plan is made, like the collectors).
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +33,8 @@ from vacate.model.common import Problem
 SCHEMA = "vacate.entries/1"
 DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_BTRFS_IOC_SUBVOL_GETFLAGS = 0x80089419     # _IOR(0x94, 25, __u64)
+_BTRFS_SUBVOL_RDONLY = 1 << 1
 
 # a row: (name, kind, st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, st_nlink)
 NAME, KIND, DEV, INO, SIZE, MTIME, CTIME, NLINK = range(8)
@@ -83,6 +86,17 @@ def open_dir(name: str, dir_fd: int | None = None) -> int:
         except PermissionError:
             pass
     return os.open(name, DIR_OPEN, dir_fd=dir_fd)
+
+
+def read_only_subvolume(fd: int) -> bool:
+    """The open directory ``fd`` is the root of a read-only btrfs subvolume (a snapshot
+    taken with ``-r``). False on other filesystems."""
+    buf = bytearray(8)
+    try:
+        fcntl.ioctl(fd, _BTRFS_IOC_SUBVOL_GETFLAGS, buf)
+    except OSError:
+        return False
+    return bool(int.from_bytes(buf, "little") & _BTRFS_SUBVOL_RDONLY)
 
 
 @dataclass(frozen=True, slots=True)
