@@ -115,18 +115,6 @@ def test_other_filesystems_say_unsupported(ext4_volume):
         snapshot(resolve_target(ext4_volume.mountpoint, Host.local()), [], "no/slash")
 
 
-@pytest.fixture
-def pool():
-    from harness.zfs_pool import make_pool, zfs_available
-    if not zfs_available():
-        pytest.skip("needs root, /dev/fuse and zfs-fuse")
-    p = make_pool()
-    try:
-        yield p
-    finally:
-        p.close()
-
-
 def test_zfs_snapshot_of_the_target_dataset(pool):
     mnt = pool.create("subvol-129-disk-0")
     put(f"{mnt}/item/weights.bin", b"on zfs")
