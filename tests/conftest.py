@@ -59,3 +59,16 @@ def ext4_volume():
     v = make_volume("ext4")
     yield v
     v.close()
+
+
+@pytest.fixture
+def pool():
+    """A real ZFS pool (zfs-fuse) on a sparse file."""
+    from harness.zfs_pool import make_pool, zfs_available
+    if not zfs_available():
+        pytest.skip("needs root, /dev/fuse and zfs-fuse")
+    p = make_pool()
+    try:
+        yield p
+    finally:
+        p.close()

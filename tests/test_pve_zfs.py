@@ -11,18 +11,6 @@ from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
 
 
-@pytest.fixture
-def pool():
-    from harness.zfs_pool import make_pool, zfs_available
-    if not zfs_available():
-        pytest.skip("needs root, /dev/fuse and zfs-fuse")
-    p = make_pool()
-    try:
-        yield p
-    finally:
-        p.close()
-
-
 @pytest.mark.root
 def test_volume_ids_resolve_to_the_dataset_under_audit(pool, tmp_path):
     mnt = pool.create("subvol-129-disk-0")

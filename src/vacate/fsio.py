@@ -136,3 +136,19 @@ def cut_problem(shown: str, limit: int, path: str | None = None) -> Problem:
     return Problem("file-cut", f"{shown} is larger than {limit} bytes: only the first "
                    f"{limit} were read, what follows was not looked at", path or shown,
                    blocks_verdict=True)
+
+
+def mount_id(fd: int) -> int:
+    """The id of the mount that the open file ``fd`` lies on (``mnt_id`` in
+    ``/proc/self/fdinfo/FD``, the first field of mountinfo). Two directories on one mount
+    have the same id; a mount point below, a bind of the same filesystem included, has
+    another one, even where ``st_dev`` is the same. Raises OSError when /proc cannot tell."""
+    info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(info, 4096)
+    finally:
+        os.close(info)
+    at = text.find(b"\nmnt_id:")
+    if at < 0:
+        raise OSError(f"/proc/self/fdinfo/{fd}: no mnt_id")
+    return int(text[at + 8:text.index(b"\n", at + 1)])

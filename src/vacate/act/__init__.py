@@ -1,0 +1,1 @@
+"""Acting on an approved plan: the building blocks ``apply`` calls (delete, snapshot)."""

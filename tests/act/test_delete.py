@@ -1,0 +1,401 @@
+"""Safe delete on real loop-mounted ext4 and btrfs volumes: only what was recorded goes;
+what was written or changed since, what a nested mount holds or hid, and what a symlink
+points to stay."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vacate.act.delete import EntryList, Refused, delete_item, record_entries
+from vacate.output import jsonfmt
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(params=["ext4", "btrfs"])
+def vol(request):
+    from harness.volumes import can_loop_mount, make_volume
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume(request.param, size_mb=256)
+    try:
+        yield v
+    finally:
+        v.close()
+
+
+def put(path, data=b"x"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def tree(root):
+    """Every path below ``root`` (bytes, relative), as ``find`` lists them."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
+        for n in dirnames + filenames:
+            out.append(os.path.relpath(os.path.join(dirpath, n), os.fsencode(root)))
+    return sorted(out)
+
+
+def record(v, rel):
+    item = os.path.join(v.mountpoint, rel)
+    return item, record_entries(item, dev=os.stat(v.mountpoint).st_dev)
+
+
+def delete(v, item, rec, **kw):
+    return delete_item(item, rec, target_root=v.mountpoint, dev=os.stat(v.mountpoint).st_dev,
+                       **kw)
+
+
+def make_item(v, rel="item"):
+    base = os.path.join(v.mountpoint, rel)
+    put(f"{base}/a/b/c/deep.bin", os.urandom(5000))
+    put(f"{base}/a/one.txt", b"one")
+    put(f"{base}/empty-file", b"")
+    os.makedirs(f"{base}/empty-dir")
+    os.symlink("a/one.txt", f"{base}/rel-link")
+    os.mkfifo(f"{base}/a/fifo")
+    os.link(f"{base}/a/one.txt", f"{base}/a/b/hardlink")
+    return base
+
+
+def test_a_recorded_tree_is_deleted_and_nothing_else(vol):
+    make_item(vol)
+    put(os.path.join(vol.mountpoint, "neighbour/keep.txt"))
+    item, rec = record(vol, "item")
+    assert len(rec) == 11           # the item, 4 directories, 6 files, links and a fifo
+    seen = []
+    r = delete(vol, item, rec, progress=lambda n, b: seen.append((n, b)))
+    assert r.outcome == "ok" and r.gone and not r.kept and not r.errors
+    assert r.entries == 11
+    assert r.bytes == 5000 + 3 + len("a/one.txt")   # one.txt counted once (two names)
+    assert seen[-1] == (11, r.bytes)
+    assert not os.path.lexists(item)
+    assert tree(vol.mountpoint) == sorted([b"lost+found", b"neighbour", b"neighbour/keep.txt"]
+                                          if vol.fstype == "ext4" else
+                                          [b"neighbour", b"neighbour/keep.txt"])
+    again = delete(vol, item, rec)           # already gone: success
+    assert again.outcome == "ok" and again.gone and again.entries == 0
+
+
+def test_a_file_written_after_recording_is_kept_and_named(vol):
+    base = make_item(vol)
+    item, rec = record(vol, "item")
+    put(f"{base}/a/b/late.txt", b"written after the plan")
+    r = delete(vol, item, rec)
+    assert r.outcome == "failed" and not r.gone
+    assert [(k.path, k.reason) for k in r.kept] == [(f"{base}/a/b/late.txt", "new")]
+    # the file and the directories that hold it stay; everything recorded is gone
+    assert tree(base) == [b"a", b"a/b", b"a/b/late.txt"]
+    with open(f"{base}/a/b/late.txt", "rb") as f:
+        assert f.read() == b"written after the plan"
+
+
+def test_a_file_changed_after_recording_is_kept(vol):
+    base = make_item(vol)
+    put(f"{base}/same-size.txt", b"aaaa")
+    item, rec = record(vol, "item")
+    with open(f"{base}/a/one.txt", "ab") as f:        # grows (and its second name with it)
+        f.write(b" more")
+    with open(f"{base}/same-size.txt", "r+b") as f:   # the same size, a new mtime
+        f.write(b"bbbb")
+    r = delete(vol, item, rec)
+    kept = {os.path.relpath(k.path, base): (k.reason, k.detail) for k in r.kept}
+    assert set(kept) == {"a/one.txt", "a/b/hardlink", "same-size.txt"}
+    assert all(reason == "changed" for reason, _ in kept.values())
+    assert "3 bytes in the plan, 8 now" in kept["a/one.txt"][1]
+    assert "mtime" in kept["same-size.txt"][1]
+    assert sorted(tree(base)) == [b"a", b"a/b", b"a/b/hardlink", b"a/one.txt",
+                                  b"same-size.txt"]
+    with open(f"{base}/same-size.txt", "rb") as f:
+        assert f.read() == b"bbbb"
+
+
+def test_a_file_replaced_by_another_is_kept(vol):
+    base = make_item(vol)
+    item, rec = record(vol, "item")
+    os.unlink(f"{base}/empty-file")
+    put(f"{base}/empty-file", b"")                    # a new inode under the old name
+    r = delete(vol, item, rec)
+    assert [(os.path.relpath(k.path, base), k.reason) for k in r.kept] == [
+        ("empty-file", "changed")]
+    assert tree(base) == [b"empty-file"]
+
+
+def test_symlinks_are_removed_as_themselves_never_followed(vol, tmp_path):
+    sentinel = tmp_path / "sentinel"
+    (sentinel / "sub").mkdir(parents=True)
+    (sentinel / "precious.txt").write_text("do not touch")
+    (sentinel / "sub/also.txt").write_text("nor this")
+    base = os.path.join(vol.mountpoint, "item")
+    os.makedirs(f"{base}/d")
+    os.symlink(str(sentinel), f"{base}/to-dir")
+    os.symlink(str(sentinel / "precious.txt"), f"{base}/d/to-file")
+    os.symlink("/", f"{base}/d/to-root")
+    item, rec = record(vol, "item")
+    r = delete(vol, item, rec)
+    assert r.outcome == "ok" and r.gone and r.entries == 5
+    assert sorted(p.name for p in sentinel.rglob("*")) == ["also.txt", "precious.txt", "sub"]
+    assert (sentinel / "precious.txt").read_text() == "do not touch"
+
+
+def test_nothing_on_a_nested_mount_is_touched(vol):
+    base = make_item(vol)
+    nested = vol.mount_tmpfs("item/a/cache")
+    put(f"{nested}/on-tmpfs.txt", b"not the item's")
+    item, rec = record(vol, "item")
+    assert ("a/cache", "mountpoint") in {(e.path, e.kind) for e in rec.entries()}
+    assert not any(e.path.startswith("a/cache/") for e in rec.entries())
+    r = delete(vol, item, rec)
+    assert [(os.path.relpath(k.path, base), k.reason) for k in r.kept] == [
+        ("a/cache", "mount-point")]
+    assert os.path.ismount(nested)
+    assert os.listdir(nested) == ["on-tmpfs.txt"]
+    assert tree(base) == [b"a", b"a/cache", b"a/cache/on-tmpfs.txt"]
+
+
+def test_a_bind_of_the_same_filesystem_is_not_entered(vol):
+    base = make_item(vol)
+    put(os.path.join(vol.mountpoint, "elsewhere/file.txt"), b"bound in")
+    vol.bind(os.path.join(vol.mountpoint, "elsewhere"), f"{base}/bound")
+    assert os.stat(f"{base}/bound").st_dev == os.stat(base).st_dev
+    item, rec = record(vol, "item")
+    r = delete(vol, item, rec)
+    assert [(os.path.relpath(k.path, base), k.reason) for k in r.kept] == [
+        ("bound", "mount-point")]
+    assert os.listdir(os.path.join(vol.mountpoint, "elsewhere")) == ["file.txt"]
+
+
+def test_what_a_nested_mount_hid_is_kept_when_it_goes_away(vol):
+    base = make_item(vol)
+    put(f"{base}/hid/under.txt", b"hidden by the mount")    # under the mount point
+    os.makedirs(f"{base}/empty-mp")
+    hid = vol.mount_tmpfs("item/hid")
+    empty_mp = vol.mount_tmpfs("item/empty-mp")
+    item, rec = record(vol, "item")
+    for mp in (hid, empty_mp):            # the teardown unmounts nested mounts before deleting
+        subprocess.run(["umount", mp], check=True)
+        vol.extra_mounts.remove(mp)
+    r = delete(vol, item, rec)
+    assert [(os.path.relpath(k.path, base), k.reason) for k in r.kept] == [
+        ("hid/under.txt", "hidden")]
+    assert tree(base) == [b"hid", b"hid/under.txt"]     # the empty mount point went
+
+
+def test_a_btrfs_subvolume_in_an_item_is_deleted_a_read_only_snapshot_is_manual(vol):
+    if vol.fstype != "btrfs":
+        pytest.skip("btrfs subvolumes")
+    base = make_item(vol)
+    sv = f"{base}/a/subvol"
+    subprocess.run(["btrfs", "subvolume", "create", sv], check=True, capture_output=True)
+    put(f"{sv}/inside/weights.bin", os.urandom(4096))
+    subprocess.run(["btrfs", "subvolume", "create", f"{sv}/nested"], check=True,
+                   capture_output=True)
+    put(f"{sv}/nested/n.txt")
+    item, rec = record(vol, "item")
+    kinds = {e.path: e.kind for e in rec.entries()}
+    assert kinds["a/subvol"] == kinds["a/subvol/nested"] == "subvolume"
+    assert kinds["a/subvol/inside/weights.bin"] == "file"
+    r = delete(vol, item, rec)
+    assert r.outcome == "ok" and r.gone
+    assert sorted(r.subvolumes) == [sv, f"{sv}/nested"]
+    listed = subprocess.run(["btrfs", "subvolume", "list", vol.mountpoint],
+                            capture_output=True, text=True, check=True).stdout
+    assert "subvol" not in listed
+
+    base = make_item(vol, "item2")
+    subprocess.run(["btrfs", "subvolume", "create", f"{base}/sv"], check=True,
+                   capture_output=True)
+    put(f"{base}/sv/data.txt", b"snapshotted")
+    subprocess.run(["btrfs", "subvolume", "snapshot", "-r", f"{base}/sv", f"{base}/ro"],
+                   check=True, capture_output=True)
+    item, rec = record(vol, "item2")
+    r = delete(vol, item, rec)
+    assert r.outcome == "manual" and not r.kept and not r.errors
+    assert [(m.path, m.argv) for m in r.manual] == [
+        (f"{base}/ro", ("btrfs", "subvolume", "delete", f"{base}/ro"))]
+    assert tree(base) == [b"ro", b"ro/data.txt"]
+
+
+ODD = [b"new\nline", b"latin1-\xe9\xff", b" sp ace ", b"-dash", b"emoji-\xe2\x98\x83",
+       b"back\\slash", b"tab\there", b"*?[glob]"]
+
+
+def test_odd_names_survive_a_json_round_trip_and_are_deleted(vol):
+    base = os.fsencode(os.path.join(vol.mountpoint, "item"))
+    for n in ODD:
+        os.makedirs(base + b"/" + n)
+        with open(base + b"/" + n + b"/" + n, "wb") as f:
+            f.write(n)
+    item, rec = record(vol, "item")
+    text = jsonfmt.dumps({"entries": rec})
+    text.encode("ascii")                      # plain ASCII on disk
+    back = EntryList.from_json(json.loads(text)["entries"])
+    assert back == rec and back.digest() == rec.digest()
+    names = {os.fsencode(e.path) for e in back.entries()}
+    assert {n + b"/" + n for n in ODD} <= names
+    put(os.fsdecode(base + b"/" + ODD[1] + b"/late\xff"))     # an odd new name is kept too
+    r = delete(vol, item, back)
+    assert [os.fsencode(k.path) for k in r.kept] == [base + b"/" + ODD[1] + b"/late\xff"]
+    assert tree(base) == [ODD[1], ODD[1] + b"/late\xff"]
+
+
+def test_paths_longer_than_path_max(vol):
+    base = os.path.join(vol.mountpoint, "item")
+    os.makedirs(base)
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    depth = 0
+    try:
+        while depth * 101 < 6000:
+            os.mkdir("d" * 100, dir_fd=fd)
+            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            depth += 1
+        os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+    item, rec = record(vol, "item")
+    longest = max(len(os.path.join(item, e.path)) for e in rec.entries())
+    assert longest > 6000 and len(rec) == depth + 2
+    r = delete(vol, item, rec)
+    assert r.outcome == "ok" and r.gone and r.entries == depth + 2
+
+
+def test_refusals_touch_nothing(vol, tmp_path):
+    base = make_item(vol)
+    _, rec = record(vol, "item")
+    dev = os.stat(vol.mountpoint).st_dev
+    os.symlink(base, os.path.join(vol.mountpoint, "via-link"))
+    nested = vol.mount_tmpfs("other")
+    put(f"{nested}/x.txt")
+    before = tree(vol.mountpoint)
+    for path, root in (("/", vol.mountpoint), (vol.mountpoint, vol.mountpoint),
+                       (str(tmp_path), vol.mountpoint), (base, "/"),
+                       (base + "/../item", vol.mountpoint), ("relative", vol.mountpoint),
+                       (os.path.join(vol.mountpoint, "via-link/a"), vol.mountpoint),
+                       (f"{nested}/x.txt", vol.mountpoint)):
+        # a record of that very path, so that the path is what is refused
+        fake = EntryList(os.path.normpath(path), dev, rec.root, ())
+        with pytest.raises(Refused):
+            delete_item(path, fake, target_root=root, dev=dev)
+    with pytest.raises(Refused):           # an entry list of another item
+        delete_item(os.path.join(base, "a"), rec, target_root=vol.mountpoint, dev=dev)
+    with pytest.raises(Refused):           # not the planned filesystem
+        delete_item(base, EntryList(base, 1, rec.root, rec.dirs), target_root=vol.mountpoint,
+                    dev=1)
+    with pytest.raises(Refused):
+        record_entries("/", dev=dev)
+    with pytest.raises(Refused):           # an item on another filesystem than dev
+        record_entries(f"{nested}/x.txt", dev=dev)
+    with pytest.raises(Refused):           # reached through a symlink
+        record_entries(os.path.join(vol.mountpoint, "via-link/a"), dev=dev)
+    assert tree(vol.mountpoint) == before
+
+
+def test_an_edited_entry_list_is_refused():
+    doc = {"schema": "vacate.entries/1", "item": "/t/i", "dev": 5,
+           "root": ["", "file", 5, 12, 3, 1, 1, 1], "dirs": [], "problems": []}
+    rec = EntryList.from_json(doc)
+    doc["digest"] = rec.digest()
+    assert EntryList.from_json(doc) == rec
+    doc["root"][4] = 4
+    with pytest.raises(ValueError, match="digest"):
+        EntryList.from_json(doc)
+
+
+def test_an_item_that_is_a_file_or_a_symlink(vol):
+    put(os.path.join(vol.mountpoint, "model.bin"), b"weights")
+    os.symlink("/etc/passwd", os.path.join(vol.mountpoint, "link"))
+    for name in ("model.bin", "link"):
+        item, rec = record(vol, name)
+        assert rec.dirs == () and rec.root[1] in ("file", "symlink")
+        r = delete(vol, item, rec)
+        assert r.outcome == "ok" and r.gone and r.entries == 1
+        assert not os.path.lexists(item)
+    assert os.path.exists("/etc/passwd")
+
+
+def big_item(v, rel="big", dirs=60, files=200):
+    base = os.path.join(v.mountpoint, rel)
+    for d in range(dirs):
+        dd = os.path.join(base, f"top{d % 3}", f"mid{d}", "leaf")
+        os.makedirs(dd)
+        for i in range(files):
+            with open(os.path.join(dd, f"f{i}"), "wb") as f:
+                f.write(b"y" * (i % 7))
+    return base
+
+
+def test_the_workers_delete_what_one_process_would(vol):
+    base = big_item(vol)                       # 12,000 files: split over the workers
+    put(f"{base}/top1/mid4/leaf/late.txt")
+    put(f"{base}/top2/late-top.txt")
+    item, rec = record(vol, "big")
+    os.unlink(f"{base}/top1/mid4/leaf/late.txt")     # recorded, gone before the delete
+    put(f"{base}/top1/mid7/leaf/new.txt")             # new below a worker's part
+    put(f"{base}/new-at-top.txt")                     # new in the first levels
+    r = delete(vol, item, rec, workers=3)
+    assert r.workers == 3
+    assert sorted(os.path.relpath(k.path, base) for k in r.kept) == [
+        "new-at-top.txt", "top1/mid7/leaf/new.txt"]
+    assert r.entries == len(rec) - 1 - 4 and not r.errors
+    assert tree(base) == [b"new-at-top.txt", b"top1", b"top1/mid7", b"top1/mid7/leaf",
+                          b"top1/mid7/leaf/new.txt"]
+
+
+KILLER = """
+import json, sys
+from vacate.act.delete import EntryList, delete_item
+rec = EntryList.from_json(json.load(open(sys.argv[1])))
+r = delete_item(rec.item, rec, target_root=sys.argv[2], dev=rec.dev, workers=2,
+                progress=lambda n, b: print(n, flush=True))
+print("done", r.outcome, flush=True)
+"""
+
+
+def processes_naming(text):
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def test_killed_midway_a_rerun_finishes(vol, tmp_path):
+    base = big_item(vol, dirs=100)                    # 20,000 files
+    os.link(f"{base}/top0/mid0/leaf/f1", f"{base}/top2/mid2/leaf/second-name")
+    item, rec = record(vol, "big")
+    saved = tmp_path / "rec.json"
+    saved.write_text(jsonfmt.dumps(rec.to_json()))
+    total = len(rec)
+    p = subprocess.Popen([sys.executable, "-c", KILLER, str(saved), vol.mountpoint],
+                         stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    for line in p.stdout:
+        assert not line.startswith("done"), "finished before it was killed"
+        if int(line) >= total * 0.3:
+            break
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    for _ in range(50):                    # its workers die with it
+        if not processes_naming(str(saved)):
+            break
+        time.sleep(0.1)
+    assert processes_naming(str(saved)) == []
+    left = len(tree(base))
+    assert 0 < left < total * 0.75
+    r = delete(vol, item, rec)
+    assert r.outcome == "ok" and r.gone, r.kept[:3]
+    assert not os.path.lexists(base)
