@@ -30,6 +30,16 @@ class Malformed(ValueError):
         self.why = why
 
 
+def load_json(text: str):
+    """The JSON value ``text`` holds; :class:`Malformed` when it is not JSON."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Malformed("", f"not JSON: {e}") from None
+
+
 def register(*classes: type) -> None:
     """Make these dataclasses decodable by their names."""
     for cls in classes:

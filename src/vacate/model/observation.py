@@ -88,11 +88,7 @@ class Observation:
 
     @classmethod
     def loads(cls, text: str) -> Observation:
-        try:
-            doc = json.loads(text)
-        except ValueError as e:
-            raise codec.Malformed("", f"not JSON: {e}") from None
-        return cls.from_json(doc)
+        return cls.from_json(codec.load_json(text))
 
 
 def _scan_fields(self: ScanResult) -> dict:

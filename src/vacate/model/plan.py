@@ -138,11 +138,7 @@ class Plan:
 
     @classmethod
     def loads(cls, text: str) -> Plan:
-        try:
-            doc = json.loads(text)
-        except ValueError as e:
-            raise codec.Malformed("", f"not JSON: {e}") from None
-        return cls.from_json(doc)
+        return cls.from_json(codec.load_json(text))
 
 
 codec.register(Identity, PlanItem, Step, Plan)
