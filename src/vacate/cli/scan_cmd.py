@@ -6,7 +6,7 @@ import argparse
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK, UsageError
+from vacate.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -104,4 +104,9 @@ def show(result, args, env: Env, dirs_json: str | None = None) -> int:
         scan_view.render(result, env.console(), top=args.top)
         if args.ncdu:
             env.console().print(f"ncdu export: {args.ncdu}  (browse it: ncdu -f {args.ncdu})")
-    return EXIT_OK
+    return EXIT_UNKNOWN if incomplete(result) else EXIT_OK
+
+
+def incomplete(result) -> bool:
+    """Whether something could not be counted (the totals are then a lower bound)."""
+    return any(w.blocks_verdict for w in result.warnings)

@@ -6,10 +6,12 @@ import os
 import resource
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from vacate.collectors import mounts, walk
 from vacate.collectors.forking import cpus
 from vacate.host import Host
+from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, Item, ScanResult
 
 
@@ -41,6 +43,24 @@ def _usage() -> tuple[float, int]:
         resource.RUSAGE_CHILDREN)
     return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
             me.ru_inblock + kids.ru_inblock)
+
+
+# what the walk could not count: the totals are then a lower bound, and the scan says so
+INCOMPLETE = frozenset({"unreadable", "unreadable-dir", "walk-incomplete"})
+
+
+def merge_warnings(walked: tuple[Problem, ...], looked: tuple[Problem, ...]
+                   ) -> tuple[Problem, ...]:
+    """The walk's warnings, those that leave the totals incomplete marked so (``scan`` exits
+    3 with them), then the recognisers' that say something new: a directory that could not
+    be read is named once, not once by the walk and again by a recogniser."""
+    out = [replace(p, blocks_verdict=True) if p.code in INCOMPLETE else p for p in walked]
+    seen = {(p.code, p.path) for p in out}
+    for p in looked:
+        if (p.code, p.path) not in seen:
+            seen.add((p.code, p.path))
+            out.append(p)
+    return tuple(out)
 
 
 def scan(path: str, *, host: Host | None = None,
@@ -83,7 +103,7 @@ def scan(path: str, *, host: Host | None = None,
         items=items,
         dirs=w.dirs,
         largest_files=w.largest,
-        warnings=w.warnings + rwarn,
+        warnings=merge_warnings(w.warnings, rwarn),
         elapsed_s=time.monotonic() - t0,
         listing=w.listing,
         entries=w.entries,
