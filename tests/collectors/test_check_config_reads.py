@@ -1,5 +1,6 @@
 """``vacate check`` end to end with hostile unit files on this host: a private mount namespace
-(``unshare -m``) shows the test's own ``/etc/systemd/system`` and ``/etc/default``, and is the
+(``unshare -m``) shows the test's own ``/etc/systemd/system``, ``/etc/default`` and
+``/etc/cron.d``, and is the
 only one the loop volume is mounted in (a copy left in the host's namespace would be a user of
 the volume); /proc is the machine's. A FIFO named by ``EnvironmentFile=`` must not hang check,
 and neither it nor a unit file over the read bound may let check say "safe"."""
@@ -15,20 +16,31 @@ from test_cron import write
 pytestmark = pytest.mark.root
 
 
-def check_with(v, stage: str, *, timeout: float = 60) -> tuple[int, dict]:
-    """``check --json --no-scan`` of the volume ``v`` with ``stage/system`` as
-    /etc/systemd/system and ``stage/default`` as /etc/default."""
-    for d in ("system", "default"):
+STAGED = {"system": "/etc/systemd/system", "default": "/etc/default", "cron.d": "/etc/cron.d"}
+
+
+def check_text(v, stage: str, *args: str, timeout: float = 60, files: tuple[str, ...] = ()
+               ) -> subprocess.CompletedProcess:
+    """``check --no-scan ARGS`` of the volume ``v`` with ``stage/system`` as
+    /etc/systemd/system, ``stage/default`` as /etc/default and ``stage/cron.d`` as
+    /etc/cron.d; ``files``: more of /etc (``fstab``) from ``stage``."""
+    for d in STAGED:
         os.makedirs(os.path.join(stage, d), exist_ok=True)
     vol = v.mountpoint
     if os.path.ismount(vol):
         subprocess.run(["umount", vol], check=True)
-    script = (f"mount '{v.device}' '{vol}' && "
-              f"mount --bind '{stage}/system' /etc/systemd/system && "
-              f"mount --bind '{stage}/default' /etc/default && "
-              f"exec '{sys.executable}' -m vacate check --json --no-scan '{vol}'")
-    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                       check=False, capture_output=True, text=True, timeout=timeout)
+    binds = [(os.path.join(stage, d), where) for d, where in STAGED.items()]
+    binds += [(os.path.join(stage, f), f"/etc/{f}") for f in files]
+    script = f"mount '{v.device}' '{vol}' && " + "".join(
+        f"mount --bind '{src}' '{dst}' && " for src, dst in binds) + \
+        f"exec '{sys.executable}' -m vacate check --no-scan {' '.join(args)} '{vol}'"
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def check_with(v, stage: str, **kw) -> tuple[int, dict]:
+    """``check --json --no-scan`` (see :func:`check_text`) and its document."""
+    r = check_text(v, stage, "--json", **kw)
     assert r.stdout, r.stderr
     return r.returncode, json.loads(r.stdout)
 

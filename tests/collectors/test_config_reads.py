@@ -241,3 +241,19 @@ def test_kernel_tables_that_cannot_be_read_block(root, deadline):
     problems.clear()
     assert kernel.swaps(host, target, ms, problems) == [] and problems == []
     assert kernel.nfs_active(host, target, ms, problems) == [] and problems == []
+
+
+def test_long_lines_and_paths_are_cut_in_text_and_exact_in_paths(root):
+    deep = "/data/" + "/".join(["d" * 200] * 10)          # a 2 KB path on the volume
+    fifo = "/etc/" + "/".join(["e" * 200] * 3) + "/env"       # a FIFO with a long name
+    write(root, "/etc/systemd/system/long.service",
+          f"[Service]\nWorkingDirectory={deep}\nEnvironmentFile={fifo}\n"
+          "ExecStart=/usr/bin/x " + "--flag " * 2000 + "\n")
+    os.makedirs(os.path.dirname(os.path.join(root, fifo.lstrip("/"))))
+    os.mkfifo(os.path.join(root, fifo.lstrip("/")))
+    by_id, problems = source(systemd, root)
+    c = by_id["systemd-unit:long.service"]
+    assert c.paths == (deep,) and c.evidence[0].path == deep
+    assert len(c.evidence[0].detail) < 400 and c.evidence[0].detail.endswith("chars]")
+    assert [p.path for p in problems] == [fifo]             # the path field is exact
+    assert len(problems[0].message) < 500 and "chars]" in problems[0].message

@@ -22,6 +22,7 @@ from vacate.model.common import Problem
 from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import mountinfo
+from vacate.parsers.redact import shown_text
 
 LOOP_GET_STATUS64 = 0x4C05
 _LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")
@@ -69,7 +70,8 @@ def swaps(host: Host, target: Target, mounts: tuple[Mount, ...],
         path, deleted = got
         out.append(Consumer(
             id=f"swap:{path}", type="swap", name=path, live=True, paths=(path,),
-            evidence=(Evidence("swaps", path, host.proc_path("swaps"), line.strip(), deleted),),
+            evidence=(Evidence("swaps", path, host.proc_path("swaps"), shown_text(line.strip()),
+                               deleted),),
             attrs={"size_kb": int(parts[2]), "used_kb": int(parts[3]),
                    "swap_path": raw}))
     return out
@@ -145,7 +147,7 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
         users = [m.mountpoint for m in mounts if m.source == dev]
         out.append(Consumer(
             id=f"loop-device:{dev}", type="loop-device", name=dev, live=True, paths=(path,),
-            evidence=(Evidence("loop", path, bf, text, deleted),),
+            evidence=(Evidence("loop", path, bf, shown_text(text), deleted),),
             attrs={"device": dev, "backing_file": path, "mounted_at": users}))
     return out, problems
 
@@ -158,8 +160,8 @@ def _mount_consumer(m: Mount, target: Target, where: str, source: str,
     attrs.update(extra or {})
     return Consumer(
         id=f"mount:{m.mount_id}", type="mount", name=m.mountpoint, live=True, paths=(host,),
-        evidence=(Evidence("mountinfo", host, source,
-                           f"{m.mount_id} {m.dev} {m.root} {m.mountpoint} {m.fstype} {m.source}"),),
+        evidence=(Evidence("mountinfo", host, source, shown_text(
+            f"{m.mount_id} {m.dev} {m.root} {m.mountpoint} {m.fstype} {m.source}")),),
         attrs=attrs)
 
 
@@ -226,7 +228,7 @@ def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...],
         out.append(Consumer(
             id=f"nfs-export:etab:{path}:{client}", type="nfs-export", name=f"{client}:{path}",
             live=True, paths=(hp,),
-            evidence=(Evidence("etab", hp, f"{etab}:{n}", line.strip()),),
+            evidence=(Evidence("etab", hp, f"{etab}:{n}", shown_text(line.strip())),),
             attrs={"client": client, "export": path, "active": True}))
     return out
 

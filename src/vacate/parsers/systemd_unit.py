@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from vacate.parsers import envfile
+from vacate.parsers.redact import shown_text
 
 COMMENTS = "#;"
 
@@ -135,7 +136,7 @@ def parse(text: str, source: str) -> tuple[tuple[Assignment, ...], tuple[str, ..
             continue
         key, eq, value = logical.partition("=")
         if not eq:
-            warnings.append(f"{source}:{lineno}: not an assignment: {logical[:80]!r}")
+            warnings.append(f"{source}:{lineno}: not an assignment: {shown_text(logical, 80)!r}")
             continue
         if section is None:
             warnings.append(f"{source}:{lineno}: assignment outside a section")

@@ -18,7 +18,7 @@ from vacate.fsio import NotRegular, cut_problem, read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.usage import Evidence
-from vacate.parsers.redact import shown_text
+from vacate.parsers.redact import bound, shown_text
 
 MAX_BYTES = 4 << 20         # larger config files are not read whole (a problem, not a cut)
 _DEV_NULL = os.makedev(1, 3)
@@ -49,17 +49,18 @@ def read_text(host: Host, local: str, limit: int = MAX_BYTES, *, named: str | No
     unknown. A link to ``/dev/null`` (a masked file) is empty. ``named``: the path as the
     config spells it, when ``local`` is where its links were resolved to (problems name it)."""
     where = spelled(host, local)
-    shown = where if named in (None, where) else f"{named} (-> {where})"
+    path = named or where
+    shown = bound(where if named in (None, where) else f"{named} (-> {where})")
     try:
         data, more = read_bounded(local, limit)
     except NotRegular as e:
         if _is_dev_null(local):
             return "", None
-        return None, read_problem(e, shown, code="unreadable-config", path=named)
+        return None, read_problem(e, shown, code="unreadable-config", path=path)
     except OSError as e:
-        return None, read_problem(e, shown, code="unreadable-config", path=named)
+        return None, read_problem(e, shown, code="unreadable-config", path=path)
     text = data.decode("utf-8", "surrogateescape")
-    return text, cut_problem(shown, limit, named) if more else None
+    return text, cut_problem(shown, limit, path) if more else None
 
 
 def list_dir(host: Host, local: str, suffix: str = "") -> tuple[list[str], Problem | None]:
@@ -68,7 +69,8 @@ def list_dir(host: Host, local: str, suffix: str = "") -> tuple[list[str], Probl
     try:
         names = sorted(os.listdir(local))
     except OSError as e:
-        return [], read_problem(e, spelled(host, local), code="unreadable-config")
+        where = spelled(host, local)
+        return [], read_problem(e, bound(where), code="unreadable-config", path=where)
     return [os.path.join(local, n) for n in names if n.endswith(suffix)], None
 
 

@@ -23,7 +23,7 @@ from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import passwd
 from vacate.parsers import systemd_unit as su
-from vacate.parsers.redact import redact_text
+from vacate.parsers.redact import shown_text
 
 DEFAULT_ROOT = "/var/lib/docker"
 _ROOT_FLAGS = ("--data-root", "--graph", "-g")
@@ -305,7 +305,7 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
         for tok, h in view.paths_in_text(env):
             relations.append("env")
             paths.append(h)
-            ev.append(Evidence("config-line", h, src, f"Env {redact_text(env)} names {tok}"))
+            ev.append(Evidence("config-line", h, src, f"Env {shown_text(env)} names {tok}"))
     if not ev:
         return None
     running, pid, status = _state(host, cfg)

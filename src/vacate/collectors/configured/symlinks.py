@@ -21,6 +21,7 @@ from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import passwd
+from vacate.parsers.redact import shown_text
 
 ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
@@ -154,5 +155,5 @@ def _link(links: Resolver, spelled: str, local: str) -> Consumer | None:
     exists = os.path.lexists(on)
     return Consumer(
         f"symlink:{spelled}", "symlink", spelled, False, (on,),
-        (Evidence("symlink", on, spelled, f"{spelled} -> {raw}"),),
+        (Evidence("symlink", on, spelled, shown_text(f"{spelled} -> {raw}")),),
         {"target": raw, "resolved": resolved, "dangling": not exists})

@@ -24,7 +24,7 @@ from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import envfile, passwd
 from vacate.parsers import systemd_unit as su
-from vacate.parsers.redact import redact_text, redact_value
+from vacate.parsers.redact import redact_value, shown_text
 
 SYSTEM_DIRS = (
     "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
@@ -412,7 +412,7 @@ def _consumer(scope: Scope, name: str, unit: su.Unit, hits: list[Hit],
     evidence = tuple(dict.fromkeys(
         Evidence("unit-file" if not h.key.startswith("EnvironmentFile ") else "environment-file",
                  h.host_path, f"{h.source}:{h.line}" if h.line else h.source,
-                 redact_text(h.text))
+                 shown_text(h.text))
         for h in hits))
     attrs = {"enabled": enabled, "active": active, "unit_file": unit.fragment,
              "dropins": list(unit.dropins), "scope": scope.kind, "fields": fields, **attrs_state}
@@ -435,7 +435,7 @@ def _env_consumer(path: str, hits: list[Hit], unit_ids: list[str]) -> Consumer:
         id=f"config-file:{path}", type="config-file", name=path, live=False,
         paths=tuple(sorted({h.host_path for h in hits})),
         evidence=tuple(dict.fromkeys(Evidence("config-line", h.host_path, f"{path}:{h.line}",
-                                              redact_text(h.text)) for h in hits)),
+                                              shown_text(h.text)) for h in hits)),
         attrs={"file": path, "format": "environment-file", "used_by": unit_ids})
 
 
