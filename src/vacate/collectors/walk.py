@@ -23,7 +23,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import errno
 import gc
 import heapq
 import marshal
@@ -43,6 +42,8 @@ try:                      # the hot loop in C, when it was built (see _fastwalk.
 except ImportError:
     _fastwalk = None
 
+from vacate import fsio
+from vacate.collectors import contents
 from vacate.collectors.forking import cpus, die_with_parent
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, FileEntry, Stats
@@ -56,7 +57,6 @@ _FMT = 0o170000
 _DIR = 0o040000
 _REG = 0o100000
 _OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOATIME = getattr(os, "O_NOATIME", 0)
 _PATH = itemgetter(0)
 _MESSAGES = {"changed": "replaced while it was being walked; skipped",
              "other-filesystem": "on another filesystem (not in this process's mountinfo); "
@@ -128,14 +128,8 @@ class WalkResult:
 
 
 def _opendir(path: str, dir_fd: int | None = None) -> int:
-    """Open a directory for listing without touching its access time (``O_NOATIME``: the owner
-    or root may; for anyone else it fails with EPERM and the plain open is used)."""
-    try:
-        return os.open(path, _OPEN | _NOATIME, dir_fd=dir_fd)
-    except PermissionError as e:
-        if e.errno != errno.EPERM or not _NOATIME:
-            raise
-    return os.open(path, _OPEN, dir_fd=dir_fd)
+    """Open a directory for listing without touching its access time."""
+    return fsio.open_noatime(path, _OPEN, dir_fd=dir_fd)
 
 
 def _join(parent: str, name: str) -> str:
@@ -431,7 +425,7 @@ class _Walker:
     def crosses(self, path: str, dev: int) -> bool:
         """A subdirectory on device ``dev``: on another one, a btrfs subvolume (walked) or a
         mount that mountinfo did not list here (never entered)."""
-        if dev == self.root_dev or self.subvolumes:
+        if contents.same_filesystem(self.root_dev, self.subvolumes, dev):
             return False
         self.warn("other-filesystem", path, _MESSAGES["other-filesystem"])
         return True
@@ -786,11 +780,7 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     if st.st_mode & _FMT != _DIR:
         return _file_only(path, st, keep_largest)
     path = path if path == "/" else path.rstrip("/")
-    by_parent: dict[str, set[str]] = {}
-    for m in skip:
-        if m != path:
-            by_parent.setdefault(_parent(m), set()).add(m.rpartition("/")[2])
-    skipmap = {k: frozenset(v) for k, v in by_parent.items()}
+    skipmap = contents.skip_by_parent(skip, path)
     w = _Walker(st.st_dev, subvolumes, skipmap, keep_largest, record=record)
     w.part.topfiles = []
     merge = _Merge(keep_largest)
