@@ -108,7 +108,12 @@ def test_existing_archive_is_not_overwritten(tmp_path):
     src = make_awkward_tree(str(tmp_path), big_mb=1)
     _archive(src, str(tmp_path / "b"))
     before = (tmp_path / "b" / "src" / "MANIFEST.jsonl").read_bytes()
-    r = vacate("archive", src, "--to", str(tmp_path / "b"))
+    r = vacate("archive", src, "--to", str(tmp_path / "b"))     # the same sources: up to date
+    assert r.returncode == 0 and b"up to date" in r.stdout
+    assert (tmp_path / "b" / "src" / "MANIFEST.jsonl").read_bytes() == before
+    other = tmp_path / "other" / "src"
+    other.mkdir(parents=True)
+    r = vacate("archive", str(other), "--to", str(tmp_path / "b"))
     assert r.returncode == 2
     assert b"already holds a complete archive" in r.stderr
     assert (tmp_path / "b" / "src" / "MANIFEST.jsonl").read_bytes() == before

@@ -100,7 +100,7 @@ def snapshot(root: str) -> dict:
             if S.S_ISREG(st.st_mode):
                 rec["size"] = st.st_size
                 rec["sha"] = _sha(p)
-                inodes.setdefault(st.st_ino, []).append(rel)
+                inodes.setdefault((st.st_dev, st.st_ino), []).append(rel)
             elif S.S_ISLNK(st.st_mode):
                 rec["link"] = os.readlink(p)
             elif S.S_ISCHR(st.st_mode) or S.S_ISBLK(st.st_mode):

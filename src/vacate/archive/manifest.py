@@ -47,6 +47,7 @@ class Entry:
     sparse: bool = False
     rdev: tuple[int, int] | None = None
     changed: bool = False      # the source changed while it was read
+    ctime_ns: int | None = None  # the source's ctime when archived (a rerun's "up to date")
 
     def as_json(self) -> dict:
         d = {"path": _s(self.path), "type": self.type, "size": self.size,
@@ -65,6 +66,8 @@ class Entry:
             d["rdev"] = list(self.rdev)
         if self.changed:
             d["changed_while_read"] = True
+        if self.ctime_ns is not None:
+            d["ctime_ns"] = self.ctime_ns
         return d
 
     @classmethod
@@ -77,7 +80,7 @@ class Entry:
             hardlink_group=d.get("hardlink_group"), sha256=d.get("sha256"),
             sparse=d.get("sparse", False),
             rdev=tuple(d["rdev"]) if "rdev" in d else None,
-            changed=d.get("changed_while_read", False),
+            changed=d.get("changed_while_read", False), ctime_ns=d.get("ctime_ns"),
         )
 
 
@@ -152,6 +155,12 @@ def loads(data: bytes) -> Manifest:
                     head.get("tool", ""), {k: v for k, v in head.items() if k not in known})
 
 
+def excluded(m: Manifest) -> frozenset[bytes]:
+    """The archive paths the writer was told to leave out (``--exclude``; the archive itself
+    when written inside its source): a comparison with the sources leaves them out too."""
+    return frozenset(os.fsencode(p) for p in m.extra.get("excluded", ()))
+
+
 def sums_file(entries) -> bytes:
     """``SHA256SUMS``: every regular file (hardlinks too) by its path inside the extraction."""
     from vacate.archive.sums import line
@@ -191,5 +200,8 @@ Notes
   - Sparse files are stored in the GNU pax sparse format 1.0; GNU tar recreates the holes.
   - A file larger than the part size is stored whole in one part.
   - A hardlink member may point at a file stored in an earlier part.
+  - MANIFEST.jsonl's first line lists what is not here: "excluded" (left out as asked),
+    "notes" (sockets, which tar cannot hold; mounts below a source) and "left_out"
+    (vanished or unreadable while archived).
   - Sources: {sources}
 """

@@ -207,7 +207,7 @@ def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -
     seen = set()
     n = 0
     for ab, base in roots:
-        for se in walk(ab, base, problems):
+        for se in walk(ab, base, problems, mf.excluded(m)):
             n += 1
             p = _dec(se.abspath)
             e = entries.get(se.arcpath)

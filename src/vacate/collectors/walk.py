@@ -30,10 +30,10 @@ import gc
 import os
 import stat
 
-from vacate.collectors import walk_descent, walk_loops
+from vacate.collectors import contents, walk_descent, walk_loops
 from vacate.collectors.forking import cpus
 from vacate.collectors.walk_finish import Merge, finish
-from vacate.collectors.walk_loops import Part, Walker, join, opendir, parent
+from vacate.collectors.walk_loops import Part, Walker, join, opendir
 from vacate.collectors.walk_pool import ProgressFn, pool_walk
 from vacate.model.common import Problem
 from vacate.model.inventory import FileEntry, Stats
@@ -72,11 +72,7 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     if not stat.S_ISDIR(st.st_mode):
         return _file_only(path, st, keep_largest)
     path = path if path == "/" else path.rstrip("/")
-    by_parent: dict[str, set[str]] = {}
-    for m in skip:
-        if m != path:
-            by_parent.setdefault(parent(m), set()).add(m.rpartition("/")[2])
-    skipmap = {k: frozenset(v) for k, v in by_parent.items()}
+    skipmap = contents.skip_by_parent(skip, path)
     w = walk_descent.walker_class(record)(st.st_dev, subvolumes, skipmap, keep_largest,
                                           record=record)
     w.part.topfiles = []

@@ -9,12 +9,14 @@ the same walk in C where ``_fastwalk`` was built. Standard library only.
 
 from __future__ import annotations
 
-import errno
 import heapq
 import marshal
 import os
 import time
 from collections.abc import Callable
+
+from vacate import fsio
+from vacate.collectors import contents
 
 DEEP = 3000            # paths this long are never opened by name (nor handed to another worker)
 SEND_DIRS = 4096        # a walker sends what it found every this many directories
@@ -23,21 +25,14 @@ _FMT = 0o170000
 _DIR = 0o040000
 _REG = 0o100000
 _OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOATIME = getattr(os, "O_NOATIME", 0)
 MESSAGES = {"changed": "replaced while it was being walked; skipped",
             "other-filesystem": "on another filesystem (not in this process's mountinfo); "
                                 "not walked"}
 
 
 def opendir(path: str, dir_fd: int | None = None) -> int:
-    """Open a directory for listing without touching its access time (``O_NOATIME``: the owner
-    or root may; for anyone else it fails with EPERM and the plain open is used)."""
-    try:
-        return os.open(path, _OPEN | _NOATIME, dir_fd=dir_fd)
-    except PermissionError as e:
-        if e.errno != errno.EPERM or not _NOATIME:
-            raise
-    return os.open(path, _OPEN, dir_fd=dir_fd)
+    """Open a directory for listing without touching its access time."""
+    return fsio.open_noatime(path, _OPEN, dir_fd=dir_fd)
 
 
 def join(parent: str, name: str) -> str:
@@ -257,7 +252,7 @@ class Walker:
     def crosses(self, path: str, dev: int) -> bool:
         """A subdirectory on device ``dev``: on another one, a btrfs subvolume (walked) or a
         mount that mountinfo did not list here (never entered)."""
-        if dev == self.root_dev or self.subvolumes:
+        if contents.same_filesystem(self.root_dev, self.subvolumes, dev):
             return False
         self.warn("other-filesystem", path, MESSAGES["other-filesystem"])
         return True

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from vacate.collectors import mounts, walk
+from vacate.collectors import contents, mounts, walk
 from vacate.collectors.forking import cpus
 from vacate.host import Host
 from vacate.model.common import Problem
@@ -77,11 +77,10 @@ def scan(path: str, *, host: Host | None = None,
     host = host or Host.local()
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
-    skip = frozenset(m.mountpoint for m in target.nested_mounts)
+    holds = contents.of_target(target)       # what the walk enters: as archive and delete
     t_walk, use0 = time.monotonic(), _usage()
-    w = walk.walk(target.path, skip=skip, keep_largest=keep_largest,
-                  subvolumes=target.mount.fstype == "btrfs", progress=progress,
-                  record=record_tree)
+    w = walk.walk(target.path, skip=holds.skip, keep_largest=keep_largest,
+                  subvolumes=holds.subvolumes, progress=progress, record=record_tree)
     walk_s, use1 = time.monotonic() - t_walk, _usage()
     walk_use = (use1[0] - use0[0], use1[1] - use0[1])
     items = tuple(
