@@ -102,7 +102,7 @@ def test_flipped_byte_in_the_bucket_is_found(s3, tmp_path):
 def test_interrupted_upload_resumes(s3, tmp_path):
     src = make_awkward_tree(str(tmp_path), big_mb=20)
     with open(os.path.join(src, "more-weights.bin"), "wb") as f:
-        f.write(os.urandom(60 << 20))     # long enough a run to be caught mid-upload
+        f.write(os.urandom(160 << 20))    # long enough a run to be caught mid-upload
     url = f"s3://{BUCKET}/backups/t3"
     cmd = [sys.executable, "-m", "vacate", "archive", src, "--to", url, "--part-size", "9M",
            "--json", "--level", "6"]
