@@ -498,6 +498,8 @@ class _Writer:
 
     def add_dirs(self, dirs: list[SourceEntry]) -> None:
         """All directories, in the final part (after every file they hold)."""
+        if not dirs:
+            return
         part = self._open_part()
         # depth-first pre-order, as tar itself writes: GNU tar applies a directory's mtime
         # once it leaves that directory, so nothing may be created in it afterwards
@@ -741,9 +743,11 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
     try:
         for ab, base in roots:
             for se in walk(ab, base, w.problems, excl):
+                if se.arcpath in done_paths:
+                    continue
                 if S.S_ISDIR(se.st.st_mode):
                     dirs.append(se)
-                elif se.arcpath not in done_paths:
+                else:
                     todo.append(se)
                     if S.S_ISREG(se.st.st_mode):
                         w.total_bytes += se.st.st_size
