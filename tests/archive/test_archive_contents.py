@@ -150,27 +150,32 @@ def test_sockets_are_notes_and_special_files_archived_as_tar_does(tmp_path):
         s.close()
 
 
-def test_a_file_vanishing_mid_run_is_named_and_exit_1(tmp_path):
-    """The walk listed it, then it was deleted before it was read: the archive does not hold
-    what the source held; the result names it, the manifest header lists it, exit 1."""
+def test_a_file_vanishing_or_replaced_mid_run_is_named_and_exit_1(tmp_path):
+    """The walk listed them, then one was deleted and one replaced (another inode renamed over
+    it) before they were read: the archive does not hold what the source holds; the result
+    names them, the manifest header lists them, exit 1."""
     src = tmp_path / "src"
     (src / "keep").mkdir(parents=True)
     (src / "keep" / "a.bin").write_bytes(os.urandom(1000))
     (src / "keep" / "gone.bin").write_bytes(os.urandom(1000))
     deleted = []
 
+    (src / "keep" / "swapped.bin").write_bytes(b"the file the walk saw")
+
     def progress(done, total):
         if not deleted:                  # the first call: walked, nothing read yet
             os.unlink(src / "keep" / "gone.bin")
+            (src / "new.tmp").write_bytes(b"another inode")
+            os.rename(src / "new.tmp", src / "keep" / "swapped.bin")
             deleted.append(1)
 
     target = open_target(str(tmp_path / "b" / "src"))
     r = writer.archive([str(src)], target, "src", progress=progress)
     gone = str(src / "keep" / "gone.bin")
-    assert r.missing == (gone,)
+    assert r.missing == (gone, str(src / "keep" / "swapped.bin"))
     assert archive_cmd.exit_code(r) == 1
-    assert [x["path"] for x in _header(tmp_path / "b" / "src")["left_out"]] == \
-        ["src/keep/gone.bin"]
+    assert [(x["code"], x["path"]) for x in _header(tmp_path / "b" / "src")["left_out"]] == \
+        [("vanished", "src/keep/gone.bin"), ("replaced", "src/keep/swapped.bin")]
     from io import StringIO
 
     from rich.console import Console
@@ -290,31 +295,44 @@ def test_level_out_of_range_is_a_usage_error_writing_nothing(tmp_path):
 
 @pytest.mark.root
 def test_full_target_disk_is_a_clear_error_and_leaves_nothing_behind(tmp_path):
-    """A 64 MB ext4 target, 100 MB of incompressible data: exit 2 with "No space left", no
-    traceback, no temp part keeping the disk full; with small parts, the committed parts
-    stay for a resume (said so) and nothing else does."""
+    """A 64 MB ext4 target with 30 MB of it taken, 40 MB of incompressible data: exit 2 with
+    "No space left", no traceback, no temp part keeping the disk full; with small parts, the
+    finished parts stay and the same command, once there is space, finishes the archive."""
     src = tmp_path / "src"
     src.mkdir()
-    for i in range(10):
+    for i in range(4):
         (src / f"f{i}.bin").write_bytes(os.urandom(10 << 20))
     v = make_volume("ext4", 64)
     try:
+        ballast = os.path.join(v.mountpoint, "ballast")
+        with open(ballast, "wb") as f:
+            f.write(os.urandom(30 << 20))
         free0 = os.statvfs(v.mountpoint).f_bfree
         r = vacate("archive", str(src), "--to", v.mountpoint)
         err = r.stderr.decode()
         assert r.returncode == 2, err
         assert "No space left" in err and "Traceback" not in err
-        assert sorted(os.listdir(v.mountpoint)) == ["lost+found"]
+        assert sorted(os.listdir(v.mountpoint)) == ["ballast", "lost+found"]
         assert os.statvfs(v.mountpoint).f_bfree >= free0 - 16
 
-        r = vacate("archive", str(src), "--to", v.mountpoint, "--part-size", "8M")
+        cmd = ("archive", str(src), "--to", v.mountpoint, "--part-size", "8M")
+        r = vacate(*cmd)
         err = r.stderr.decode()
         assert r.returncode == 2 and "No space left" in err and "resumes" in err, err
         adir = os.path.join(v.mountpoint, "src")
         left = [os.path.join(d, n) for d, _, ns in os.walk(adir) for n in ns]
         assert not [p for p in left if os.path.basename(p).startswith(".tmp-")], left
         parts = sorted(n for n in os.listdir(adir) if n.startswith("part-"))
-        assert parts and all(os.path.getsize(os.path.join(adir, p)) > 0 for p in parts)
+        assert parts, left
+
+        os.unlink(ballast)
+        r = vacate(*cmd, "--json")
+        assert r.returncode == 0, r.stderr.decode()
+        assert json.loads(r.stdout)["resumed_parts"] == len(parts)
+        out = str(tmp_path / "out")
+        stock_restore(adir, out)
+        assert sha256sum_check(adir, out).returncode == 0
+        assert sorted(os.listdir(os.path.join(out, "src"))) == [f"f{i}.bin" for i in range(4)]
     finally:
         v.close()
 

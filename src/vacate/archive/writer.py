@@ -58,6 +58,8 @@ from vacate.model.common import Problem
 CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane handoffs than
                        # 1 MiB, measured ~0.2 CPU-s less on the benchmark tree)
 SMALL = 1 << 20        # files up to this are read, hashed and written whole, on the main thread
+MAX_LANES = 32         # files hashed side by side at most
+INFLIGHT = 64          # CHUNKs read and not hashed yet, all lanes together (128 MiB)
 _ZEROS = memoryview(bytes(CHUNK))
 Progress = Callable[[int, int], None]     # (bytes done, bytes total)
 
@@ -265,6 +267,8 @@ class _Writer:
         # file's holes are one call, so a big sparse file keeps one core busy while the main
         # thread goes on to the next files, whose hashes run on the other cores
         self.hash_lanes = [_Lane() for _ in range(hash_lanes())]
+        # chunks read but not hashed yet, in all lanes together (the memory they hold)
+        self.inflight = threading.BoundedSemaphore(INFLIGHT)
         self._tick_lock = threading.Lock()
         self.reused = 0
         self.out_lane = _Lane()
@@ -323,6 +327,22 @@ class _Writer:
             self._last_progress = now
             done = self.done_bytes
         self.progress(done, self.total_bytes)
+
+    def _read_ahead(self) -> None:
+        """Wait until one more chunk may be read before its hash is done (a lane that failed
+        releases nothing: its error is raised instead)."""
+        while not self.inflight.acquire(timeout=1):
+            for ln in self.hash_lanes:
+                if ln.err is not None:
+                    raise ln.err
+
+    def _hashed(self, fn, *args) -> None:
+        """``fn(*args)`` (hashing data read into a buffer, in a hash lane), then one more
+        buffer may be read ahead."""
+        try:
+            fn(*args)
+        finally:
+            self.inflight.release()
 
     def _lane(self) -> _Lane:
         """The hash lane with the least work queued or running (a file's hash runs in one
@@ -442,7 +462,8 @@ class _Writer:
                         # weights: read straight into the part's raw blocks (no copy)
                         part.z.raw_begin()
                         slots, holds, ended = part.out.read_raw(fd, n)
-                        lane.call(stage.hash_slices, h, slots, holds)
+                        self._read_ahead()
+                        lane.call(self._hashed, stage.hash_slices, h, slots, holds)
                         part.tar_bytes += n
                         short = short or ended
                         left -= n
@@ -457,7 +478,8 @@ class _Writer:
                     else:
                         short = True
                         data[:] = _ZEROS[:len(data)]
-                    lane.call(h.update, data)
+                    self._read_ahead()
+                    lane.call(self._hashed, h.update, data)
                     part.write(data)
                     lane.call(self.read_pool.put, buf)   # after its hash
                     left -= len(data)
@@ -498,6 +520,8 @@ class _Writer:
 
     def add_dirs(self, dirs: list[SourceEntry]) -> None:
         """All directories, in the final part (after every file they hold)."""
+        if not dirs:
+            return
         part = self._open_part()
         # depth-first pre-order, as tar itself writes: GNU tar applies a directory's mtime
         # once it leaves that directory, so nothing may be created in it afterwards
@@ -511,11 +535,13 @@ class _Writer:
 
 
 def hash_lanes() -> int:
-    """How many files are hashed side by side: one per CPU this process may use."""
+    """How many files are hashed side by side: one per CPU this process may use, up to
+    ``MAX_LANES``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_LANES))
 
 
 HOLE = 8 << 20
@@ -741,9 +767,11 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
     try:
         for ab, base in roots:
             for se in walk(ab, base, w.problems, excl):
+                if se.arcpath in done_paths:
+                    continue
                 if S.S_ISDIR(se.st.st_mode):
                     dirs.append(se)
-                elif se.arcpath not in done_paths:
+                else:
                     todo.append(se)
                     if S.S_ISREG(se.st.st_mode):
                         w.total_bytes += se.st.st_size

@@ -55,7 +55,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        "not in the archive (named), or the sources changed since the "
                        "complete archive there was made (named); 3 something could not be "
                        "read (see the warnings); 2 usage error, or the target could not be "
-                       "written (no space left: what this run started is removed).")
+                       "written (a full disk: the unfinished part is removed, the finished "
+                       "ones kept for a rerun, which resumes).")
     p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")
