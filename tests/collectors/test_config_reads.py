@@ -257,3 +257,27 @@ def test_long_lines_and_paths_are_cut_in_text_and_exact_in_paths(root):
     assert len(c.evidence[0].detail) < 400 and c.evidence[0].detail.endswith("chars]")
     assert [p.path for p in problems] == [fifo]             # the path field is exact
     assert len(problems[0].message) < 500 and "chars]" in problems[0].message
+
+
+def test_a_container_whose_cgroup_cannot_be_read_is_not_called_stopped(root, deadline):
+    write(root, "/var/lib/lxc/c1/config", "lxc.rootfs.path = dir:/data/c1\n")
+    os.makedirs(os.path.join(root, "sys/fs/cgroup/lxc.payload.c1"))
+    procs = os.path.join(root, "sys/fs/cgroup/lxc.payload.c1/cgroup.procs")
+    os.mkfifo(procs)
+    by_id, _problems = source(lxc, root)
+    assert by_id["lxc-container:c1"].attrs["running"] is None      # unknown, not stopped
+    os.unlink(procs)
+    write(root, "/sys/fs/cgroup/lxc.payload.c1/cgroup.procs", "")
+    assert source(lxc, root)[0]["lxc-container:c1"].attrs["running"] is False
+
+
+@needs_root
+def test_an_unreadable_directory_in_the_symlink_search_blocks(root):
+    from vacate.collectors.configured import symlinks
+    write(root, "/proc/self/mountinfo", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n")
+    os.makedirs(os.path.join(root, "etc/private"))
+    os.symlink("/data/x", os.path.join(root, "etc/private/link"))
+    os.chmod(os.path.join(root, "etc/private"), 0o700)
+    got = problems_as_nobody(symlinks, root)
+    assert got == [["unreadable-dir", "/etc/private", True]]
+    assert "symlink:/etc/private/link" in source(symlinks, root)[0]    # as root it is seen

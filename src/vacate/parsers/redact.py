@@ -85,7 +85,8 @@ _TOOL_OPTS = {"-a": re.compile(r"(?<![A-Za-z0-9_-])redis-cli(?![A-Za-z0-9_-])"),
 _DIRECTIVE = re.compile(r"^[ \t]*(?P<key>[A-Za-z_][A-Za-z0-9_-]*)[ \t]+(?=[^\s=:-])",
                         re.MULTILINE)
 _COMMANDS = frozenset({"sshpass", "passwd", "gpasswd", "chpasswd", "keepass", "pass"})
-_NETRC = re.compile(r"(?<![A-Za-z0-9_-])(?:machine|login)\s+\S+.*?\bpassword[ \t]+(?=\S)")
+_NETRC = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:machine|login)[ \t]+\S+[^\n]{0,200}?\bpassword[ \t]+(?=\S)")
 # what a -p value is when it is no password: a path, a port or address, a flag, a variable
 _NOT_P_VALUE = re.compile(r"^([/.~$%-]|[0-9.:]+(/(tcp|udp|sctp))?$)")
 _USER_OPTS = frozenset({"-u", "--user", "-U", "--proxy-user", "--http-user", "--username"})
@@ -287,5 +288,10 @@ def bound(text: str, limit: int = MAX_SHOWN) -> str:
 
 
 def shown_text(text: str, limit: int = MAX_SHOWN) -> str:
-    """Collected text as it may be kept: secrets redacted, then cut to ``limit``."""
-    return bound(redact_text(text), limit)
+    """Collected text as it may be kept: secrets redacted, then cut to ``limit``. Only the
+    start is redacted (four times what is kept, so a secret that runs across the cut is seen
+    whole): a line of megabytes costs no more than a short one."""
+    if len(text) <= limit:
+        return redact_text(text)
+    shown = redact_text(text[:limit * 4])[:limit]
+    return f"{shown}…[+{len(text) - len(shown)} chars]"

@@ -39,7 +39,7 @@ from vacate.recognise import (  # noqa: F401  (importing registers them)
     source,
     training,
 )
-from vacate.recognise.explore import entry_budgets
+from vacate.recognise.explore import entry_budgets, special_file
 from vacate.recognise.sidebyside import look_all
 
 
@@ -108,6 +108,9 @@ def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None
 
 
 def unlooked(it: Item) -> Classification:
+    special = None if it.is_dir else special_file(it.path)
+    if special is not None:
+        return special              # a link, FIFO, socket or device: one lstat says it all
     kind = "directory" if it.is_dir else "file"
     return Classification(kind, f"{kind} (not looked at)", confidence=0.0,
                           details={"partial": True})

@@ -131,10 +131,12 @@ def _unit_daemons(unit: su.Unit, env: dict[str, str]) -> list[tuple[str, ...]]:
 
 
 def _proc_text(host: Host, pid: str, name: str) -> str | None:
+    """``/proc/PID/NAME`` whole (a command line or an environment is at most a few MB), or
+    None when the process has gone."""
     try:
-        data, _more = read_bounded(host.proc_path(pid, name), 1 << 20)
+        data, _more = read_bounded(host.proc_path(pid, name), 64 << 20)
     except OSError:
-        return None         # vanished
+        return None
     return data.decode("utf-8", "surrogateescape")
 
 

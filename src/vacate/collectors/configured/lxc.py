@@ -20,6 +20,7 @@ from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_
 from vacate.collectors.configured.fstab import entry_uses
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
+from vacate.fsio import read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -185,7 +186,8 @@ def lxcpaths(host: Host, problems: list[Problem]) -> list[str]:
 
 def _cgroup_running(host: Host, name: str) -> bool | None:
     """Whether a cgroup of the container holds processes (LXC 4+: ``lxc.payload.NAME``,
-    older and Proxmox: ``lxc/NAME``), in the unified or any v1 hierarchy."""
+    older and Proxmox: ``lxc/NAME``), in the unified or any v1 hierarchy; None (unknown)
+    when a cgroup that exists could not be read and none that could holds processes."""
     base = host.sys_path("fs", "cgroup")
     candidates = [os.path.join(base, "lxc.payload." + name), os.path.join(base, "lxc", name)]
     try:
@@ -194,14 +196,16 @@ def _cgroup_running(host: Host, name: str) -> bool | None:
                            os.path.join(base, h, "lxc", name)]
     except OSError:
         return None
+    unread = False
     for c in candidates:
         try:
-            with open(os.path.join(c, "cgroup.procs")) as f:
-                if f.read().strip():
-                    return True
-        except OSError:
+            data, _more = read_bounded(os.path.join(c, "cgroup.procs"), 1 << 16)
+        except OSError as e:
+            unread = unread or read_problem(e, c) is not None
             continue
-    return False
+        if data.strip():
+            return True
+    return None if unread else False
 
 
 def running_state(host: Host, name: str, lxcpath: str) -> tuple[bool | None, int | None, str]:

@@ -74,7 +74,9 @@ def volume_uses(scope: Scope, storages: dict[str, Storage], value: str
 def _guest_running(host: Host, kind: str, vmid: str) -> tuple[bool | None, int | None, str]:
     if kind == "lxc":
         return running_state(host, vmid, "/var/lib/lxc")
-    text, _ = read_text(host, host.run_path("qemu-server", f"{vmid}.pid"))
+    text, p = read_text(host, host.run_path("qemu-server", f"{vmid}.pid"))
+    if p is not None:
+        return None, None, "qemu pid file unreadable"
     if text is None or not text.strip().isdigit():
         return False, None, "no qemu pid file"
     pid = int(text.strip())

@@ -16,6 +16,7 @@ from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import Resolver
 from vacate.collectors.guarded import may_hang
 from vacate.collectors.mounts import read_mounts
+from vacate.fsio import read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -89,8 +90,11 @@ def collect(host: Host, target: Target, view: VolumeView
             d, depth = stack.pop()
             try:
                 it = os.scandir(host.path(d))
-            except OSError:
-                continue      # gone, or not a directory
+            except OSError as e:      # gone, or not a directory: nothing; else unknown
+                p = read_problem(e, d, code="unreadable-dir")
+                if p:
+                    problems.append(p)
+                continue
             with it:
                 entries = list(it)
             budget -= len(entries)
