@@ -63,6 +63,15 @@ class Context:
     progress: object = None          # callable(step, done, total, what) or None
     commands: list = field(default_factory=list)
     timeout_s: float = 600.0
+    earlier: dict = field(default_factory=dict)   # step id -> journal.StepState of earlier runs
+    nvml: object = None              # pynvml's interface (None: load it where installed)
+
+    def finished_earlier(self, step: Step) -> dict | None:
+        """The data of this step's ok outcome in an earlier run of this apply, or None."""
+        st = self.earlier.get(step.id)
+        if st is not None and st.event == "outcome" and st.status in ("ok", "skipped"):
+            return st.data
+        return None
 
     def run(self, argv, *, check: bool = True, timeout: float | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:

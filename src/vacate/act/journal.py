@@ -4,8 +4,8 @@ and fsynced before the next thing happens.
 A step's ``intent`` is written before it acts and its ``outcome`` after; a step whose last
 record is an intent was started and is never read as finished (a rerun checks it again, as
 dpkg's half-installed states are). The first record names the plan's sha256: a journal
-belongs to one plan, and a plan edited since is not resumed. ``flock`` on the journal keeps
-one apply at a time per plan.
+belongs to one plan, and a plan edited since is not resumed. ``flock`` on the plan file keeps
+one apply at a time per plan (:class:`PlanLock`).
 
 Standard library only.
 """
@@ -50,9 +50,45 @@ def path_for(plan_path: str) -> str:
     return plan_path + ".journal"
 
 
+class PlanLock:
+    """One apply at a time per plan: ``flock`` on the plan file itself, held from before
+    anything is checked until the apply ends (so a refusal leaves no journal behind)."""
+
+    def __init__(self, plan_path: str):
+        self.plan_path = plan_path
+        self.fd = -1
+
+    def __enter__(self) -> Self:
+        self.fd = os.open(self.plan_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = -1
+            raise JournalError(f"another vacate apply is running {self.plan_path}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def check_belongs(path: str, plan_sha256: str) -> list[dict]:
+    """The journal's records, refused when it was written for another version of the
+    plan."""
+    recs = read_records(path)
+    if recs and recs[0].get("plan_sha256") != plan_sha256:
+        raise JournalError(
+            f"{path} belongs to another version of this plan (sha256 "
+            f"{str(recs[0].get('plan_sha256'))[:12]}…, the plan is now "
+            f"{plan_sha256[:12]}…): a plan is not changed while it is applied",
+            hint="make a new plan, or move the journal away to start over")
+    return recs
+
+
 class Journal:
-    """An open journal (see the module's docstring). Use as a context manager: the lock is
-    held while it is open."""
+    """An open journal (see the module's docstring), as a context manager."""
 
     def __init__(self, path: str, plan_sha256: str):
         self.path = path
@@ -60,26 +96,16 @@ class Journal:
         self.fd = -1
 
     def __enter__(self) -> Self:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            self.fd = -1
-            raise JournalError(f"another vacate apply is running this plan ({self.path} is "
-                               "locked)") from None
-        recs = self.records()
-        if recs:
-            first = recs[0]
-            if first.get("plan_sha256") != self.plan_sha256:
-                self.close()
-                raise JournalError(
-                    f"{self.path} belongs to another version of this plan (sha256 "
-                    f"{str(first.get('plan_sha256'))[:12]}…, the plan is now "
-                    f"{self.plan_sha256[:12]}…): a plan is not changed while it is applied",
-                    hint="make a new plan, or move the journal away to start over")
-        else:
+        recs = check_belongs(self.path, self.plan_sha256)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        if not recs:
             self.write({"event": "begin", "schema": SCHEMA, "plan_sha256": self.plan_sha256})
+            dfd = os.open(os.path.dirname(os.path.abspath(self.path)),
+                          os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)        # the journal's own name survives a crash too
+            finally:
+                os.close(dfd)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -87,7 +113,7 @@ class Journal:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)      # (closing releases the flock)
+            os.close(self.fd)
             self.fd = -1
 
     def write(self, rec: dict) -> None:

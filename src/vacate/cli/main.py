@@ -25,6 +25,8 @@ COMMANDS = (
     ("check", "check_cmd"),
     ("observe", "observe_cmd"),
     ("plan", "plan_cmd"),
+    ("apply", "apply_cmd"),
+    ("report", "report_cmd"),
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),

@@ -1,5 +1,5 @@
 """``vacate plan PATH``: what would happen to each item, and the ordered teardown, as a file a
-person reviews before ``vacate apply`` (not yet) carries it out.
+person reviews before ``vacate apply`` carries it out.
 
 Exit status: 0 the plan can be applied; 4 it cannot as it stands (an item to archive has no
 destination, or what uses the volume could not be told); 2 refused or usage."""

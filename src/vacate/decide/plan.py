@@ -392,3 +392,43 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                 expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
                 archive_bytes=need, archive_estimate_s=hashed / HASH_BYTES_PER_S,
                 created_at=created_at)
+
+
+def rebuild(plan: Plan) -> Plan:
+    """The plan made again from what it records (its observation, its items' actions as a
+    person left them, the identities it took): what apply compares a plan file with, so
+    that only the items' actions are a person's to edit."""
+    target = plan.observation.target.path
+    overrides = [(it.action, _rel(target, it.path)) for it in plan.items]
+    return make_plan(plan.observation, archive_to=plan.archive_to, overrides=overrides,
+                     grace_s=plan.grace_s, snapshot=plan.snapshot,
+                     identities={it.path: it.identity for it in plan.items if it.identity},
+                     entries={it.path: it.entries for it in plan.items if it.entries},
+                     created_at=plan.created_at)
+
+
+def edited_steps(plan: Plan) -> list[str]:
+    """Where the plan's steps are not the ones its items make (a step edited by hand, an
+    item's action changed without its steps): one line each; empty when they match."""
+    from vacate.model import codec
+
+    try:
+        again = rebuild(plan)
+    except PlanRefused as e:
+        return [str(e)]
+    out = []
+    have = [codec.encode(s) for s in plan.steps]
+    want = [codec.encode(s) for s in again.steps]
+    for i in range(max(len(have), len(want))):
+        a = have[i] if i < len(have) else None
+        b = want[i] if i < len(want) else None
+        if a != b:
+            sid = (a or b)["id"]
+            if a is None or b is None:
+                out.append(f"step {sid}: {'missing' if a is None else 'not one the items make'}")
+            else:
+                keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+                out.append(f"step {sid}: {', '.join(keys)} not as its items make it")
+        if len(out) >= 10:
+            break
+    return out
