@@ -16,6 +16,7 @@ import ctypes
 import errno
 import os
 import platform
+import stat as S
 from collections import OrderedDict
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -82,7 +83,13 @@ def walk_beneath(root_fd: int, rel: bytes, create: bool = False) -> int:
                     os.mkdir(comp, 0o700, dir_fd=fd)
                 except FileExistsError:
                     pass
-            nfd = os.open(comp, _DIR, dir_fd=fd)
+            try:
+                nfd = os.open(comp, _DIR, dir_fd=fd)
+            except NotADirectoryError:           # O_NOFOLLOW on a symlink: say which
+                if S.S_ISLNK(os.stat(comp, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP),
+                                  os.fsdecode(rel)) from None
+                raise
             if fd != root_fd:
                 os.close(fd)
             fd = nfd

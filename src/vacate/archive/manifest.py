@@ -212,10 +212,12 @@ def loads(data: bytes) -> Manifest:
             raise Damaged(f"line 1 (the header): part {p.name} is listed twice")
         names.add(p.name)
     entries = []
+    at: list[int] = []                  # each entry's line number
     for n, raw in enumerate(lines[1:], 2):
         if not raw:
             continue
         d = _line(raw, n, MAX_ENTRY_LINE)
+        at.append(n)
         try:
             entries.append(Entry.from_json(d))
         except Damaged as e:
@@ -224,7 +226,7 @@ def loads(data: bytes) -> Manifest:
             raise Damaged(f"line {n}{where}: {e}") from None
     if count != len(entries):
         raise Damaged(f"manifest lists {len(entries)} entries, header says {count}")
-    _check_entries(entries, names)
+    _check_entries(entries, names, at)
     known = {"schema", "name", "created", "tool", "sources", "parts", "entries"}
     return Manifest(name, created, tuple(sources), tuple(parts), tuple(entries), tool,
                     {k: v for k, v in head.items() if k not in known})
@@ -240,7 +242,7 @@ TYPES = frozenset(("file", "hardlink", "symlink", "dir", "fifo", "char", "block"
 MAX_PATH = 32 << 10
 MAX_ENTRY_LINE = 256 << 10
 MAX_HEADER_LINE = 64 << 20
-MAX_MANIFEST = 16 << 30
+MAX_MANIFEST = 4 << 30     # ~13 million entries: the manifest is held in memory whole
 _I63 = 1 << 63
 _U32 = 1 << 32
 _MISSING = object()
@@ -369,35 +371,36 @@ def _path(d: dict, key: str) -> bytes:
     return b
 
 
-def _check_entries(entries: list[Entry], parts: set[str]) -> None:
-    by_path: dict[bytes, Entry] = {}
-    for e in entries:
+def _check_entries(entries: list[Entry], parts: set[str], at: list[int]) -> None:
+    by_path: dict[bytes, int] = {}            # path -> index
+    for i, e in enumerate(entries):
+        where = f"line {at[i]} ({shown(e.path)})"
         why = unsafe(e.path)
         if why:
-            raise Damaged(f"unsafe path {shown(e.path)!r} ({why})")
+            raise Damaged(f"line {at[i]}: unsafe path {shown(e.path)!r} ({why})")
         if e.path in by_path:
-            raise Damaged(f"{shown(e.path)} is listed twice")
-        by_path[e.path] = e
+            raise Damaged(f"{where}: listed twice (first on line {at[by_path[e.path]]})")
+        by_path[e.path] = i
         if e.part not in parts:
-            raise Damaged(f"{shown(e.path)}: in part {shown(e.part)!r}, which the header "
-                          "does not list")
+            raise Damaged(f"{where}: in part {shown(e.part)!r}, which the header does not "
+                          "list")
         if e.type == "file" and e.sha256 is None:
-            raise Damaged(f"{shown(e.path)}: a file without its sha256")
-    for e in entries:
+            raise Damaged(f"{where}: a file without its sha256")
+    for i, e in enumerate(entries):
         if e.type == "hardlink":
-            first = by_path.get(e.link or b"")
-            if first is None or first.type != "file":
-                raise Damaged(f"{shown(e.path)}: a hardlink to {shown(e.link or b'')}, which "
-                              "is not a file of the archive")
+            j = by_path.get(e.link or b"")
+            if j is None or entries[j].type != "file":
+                raise Damaged(f"line {at[i]} ({shown(e.path)}): a hardlink to "
+                              f"{shown(e.link or b'')}, which is not a file of the archive")
     # in component order (NUL sorts before any byte a name holds), whatever lies inside a
     # path comes right after it: one look at each neighbour finds an entry inside a
     # non-directory (a file inside a symlink, say), however deep
     order = sorted(by_path, key=lambda p: p.replace(b"/", b"\0"))
     for a, b in itertools.pairwise(order):
-        t = by_path[a].type
+        t = entries[by_path[a]].type
         if t != "dir" and b.startswith(a + b"/"):
-            raise Damaged(f"{shown(b)} lies inside {shown(a)}, which is a {t}, not a "
-                          "directory")
+            raise Damaged(f"line {at[by_path[b]]} ({shown(b)}) lies inside {shown(a)}, which "
+                          f"is a {t}, not a directory")
 
 
 def excluded(m: Manifest) -> frozenset[bytes]:

@@ -30,19 +30,23 @@ MAX_SPARSE_MAP = 256 << 20     # a sparse map's text (~20 bytes a data segment)
 
 
 def read_named(target: Target, name: str, limit: int) -> tuple[bytes, bool]:
-    """The first ``limit`` bytes of the archive's file ``name`` and whether it holds more.
-    A local file is opened without blocking and must be a regular file (``NotRegular``
+    """The archive's file ``name`` and whether it holds more than ``limit`` bytes (then only
+    what was read, perhaps nothing: the caller refuses it). A local file is opened without blocking and must be a regular file (``NotRegular``
     otherwise: a FIFO or ``/dev/zero`` in its place neither hangs nor exhausts memory)."""
     if isinstance(target, LocalTarget):
-        return fsio.read_bounded(os.path.join(target.root, name), limit)
+        path = os.path.join(target.root, name)
+        st = os.stat(path)                   # never blocks; larger than the bound: not read
+        if S.S_ISREG(st.st_mode) and st.st_size > limit:
+            return b"", True
+        return fsio.read_bounded(path, limit)
     with target.open(name) as f:
         data = f.read(limit + 1)
     return data[:limit], len(data) > limit
 
 
 class _Capped:
-    """A part's bytes, at most ``limit`` of them (the size the manifest records, plus one
-    byte to tell that there is more)."""
+    """A part's bytes, at most ``limit`` of them (the size the manifest records): what lies
+    beyond is never read (``more()`` tells whether there is any)."""
 
     def __init__(self, f: BinaryIO, limit: int):
         self.f = f
@@ -55,6 +59,10 @@ class _Capped:
         self.left -= len(b)
         return b
 
+    def more(self) -> bool:
+        """Whether the file holds more than ``limit`` bytes (one byte is read to tell)."""
+        return self.left <= 0 and bool(self.f.read(1))
+
     def __enter__(self):
         return self
 
@@ -63,17 +71,17 @@ class _Capped:
 
 
 def open_part(target: Target, name: str, size: int) -> _Capped:
-    """Open the part ``name`` to read at most ``size + 1`` bytes of it. A local part is opened
+    """Open the part ``name`` to read at most ``size`` bytes of it. A local part is opened
     without blocking and checked to be a regular file first (``NotRegular``)."""
     if not isinstance(target, LocalTarget):
-        return _Capped(target.open(name), size + 1)
+        return _Capped(target.open(name), size)
     path = os.path.join(target.root, name)
     fd = fsio.open_noatime(path, fsio.NAMED)
     try:
         st = os.fstat(fd)
         if not S.S_ISREG(st.st_mode):
             raise fsio.NotRegular(path, fsio.file_kind(st.st_mode))
-        return _Capped(os.fdopen(fd, "rb", buffering=0), size + 1)
+        return _Capped(os.fdopen(fd, "rb", buffering=0), size)
     except BaseException:
         os.close(fd)
         raise

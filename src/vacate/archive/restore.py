@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from vacate import fsio
 from vacate.archive import manifest as mf
 from vacate.archive.beneath import Tree
 from vacate.archive.manifest import shown
@@ -39,6 +40,7 @@ from vacate.archive.reader import PartError, open_part, read_part
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
 from vacate.archive.verify import (
+    UNREADABLE,
     ArchiveDamaged,
     Finding,
     _Hasher,
@@ -178,15 +180,15 @@ def _preflight(tree: Tree, dest: str, wanted: dict[bytes, mf.Entry], force: bool
             continue
         if e.type == "dir":
             if not S.S_ISDIR(st.st_mode):
-                blocked.append(f"{shown(p)} exists and is not a directory")
+                blocked.append(f"{shown(p)} is a {fsio.file_kind(st.st_mode)} where the "
+                               "archive has a directory")
         elif S.S_ISDIR(st.st_mode):
             blocked.append(f"{shown(p)} is a directory; not replacing it")
         else:
             exists.append(p)
-        if len(blocked) > 5:
-            break
     if blocked:
-        raise UsageError(f"in the way under {dest}: " + "; ".join(blocked[:5]),
+        more = f" (and {len(blocked) - 3:,} more)" if len(blocked) > 3 else ""
+        raise UsageError(f"in the way under {dest}: " + "; ".join(blocked[:3]) + more,
                          hint="nothing was restored; restore into an empty directory")
     if exists and not force:
         raise UsageError(f"{len(exists)} path(s) already exist under {dest}, e.g. "
@@ -210,6 +212,7 @@ class _Restore:
         self.refused: list[Finding] = []
         self.parts_read: list[str] = []
         self.made: set[tuple[int, int]] = set()     # (dev, ino) of the files written
+        self.unread: set[bytes] = set()             # files in parts that could not be read
         self.restored = 0
         self.written = 0
         self.total = 0
@@ -305,9 +308,17 @@ class _Restore:
             with open_part(target, info.name, info.bytes) as f:
                 read_part(f, on_member, info.tar_bytes)
         except (PartError, OSError) as err:     # a damaged part loses only its own files
-            self.findings.append(part_error(info.name, err, target))
-        for out in current:
-            out.abandon()            # the stream ended inside it
+            found = part_error(info.name, err, target)
+            if found.code in UNREADABLE:
+                unread = [e.path for p, e in here.items() if p not in started]
+                self.unread.update(unread)
+                found = replace(found, message=f"{found.message}; {len(unread):,} of its "
+                                "files were not restored")
+                here = {}
+            self.findings.append(found)
+        finally:
+            for out in current:
+                out.abandon()            # the stream ended inside it
         for path, e in here.items():
             if path not in started:
                 self.findings.append(Finding("member-missing", f"{shown(e.path)} is not "
@@ -329,6 +340,11 @@ class _Restore:
                 pass
 
     def _other(self, e: mf.Entry) -> None:
+        if e.type == "hardlink" and e.link in self.unread:
+            self.findings.append(Finding("part-unreadable", f"{shown(e.path)}: a hardlink to "
+                                         f"{shown(e.link)}, which could not be read; not "
+                                         "restored", os.fsdecode(e.path), e.part))
+            return
         try:
             if e.type == "hardlink":
                 sfd, sname = self.tree.parent(e.link or b"")

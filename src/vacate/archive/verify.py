@@ -14,7 +14,7 @@ import stat as S
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vacate import fsio
 from vacate.archive import manifest as mf
@@ -134,8 +134,9 @@ def load_manifest(target: Target) -> mf.Manifest:
         raise ArchiveUnreadable(Finding("manifest-unreadable", f"{where}: could not read it "
                                         f"({e.strerror or e})")) from None
     if more:
-        raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is larger than any "
-                                     f"manifest ({mf.MAX_MANIFEST:,} bytes); not read"))
+        raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is larger than vacate "
+                                     f"reads a manifest ({mf.MAX_MANIFEST:,} bytes); not "
+                                     "read"))
     try:
         return mf.loads(raw)
     except ValueError as e:
@@ -244,17 +245,24 @@ def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entr
     try:
         with open_part(target, info.name, info.bytes) as f:
             sha, n = read_part(f, on_member, info.tar_bytes)
-        if n != info.bytes:
-            findings.append(Finding("part-truncated" if n < info.bytes else "part-checksum",
-                                    f"{info.name}: {n:,} bytes, the manifest says "
-                                    f"{info.bytes:,}" if n < info.bytes else
-                                    f"{info.name}: longer than the {info.bytes:,} bytes the "
-                                    "manifest says", part=info.name))
+            longer = f.more()
+        if n < info.bytes:
+            findings.append(Finding("part-truncated", f"{info.name}: {n:,} bytes, the manifest "
+                                    f"says {info.bytes:,}", part=info.name))
+        elif longer:
+            findings.append(Finding("part-checksum", f"{info.name}: longer than the "
+                                    f"{info.bytes:,} bytes the manifest says (read only so "
+                                    "far)", part=info.name))
         elif sha != info.sha256:
             findings.append(Finding("part-checksum", f"{info.name}: sha256 {sha} does not match "
                                     f"the manifest's {info.sha256}", part=info.name))
     except (PartError, OSError) as err:
-        findings.append(part_error(info.name, err, target))
+        found = part_error(info.name, err, target)
+        if found.code in UNREADABLE:     # what it holds is not known to be lost, nor checked
+            findings.append(replace(found, message=f"{found.message}; its {len(expected):,} "
+                                    "entries were not checked"))
+            return 0
+        findings.append(found)
         lost = not isinstance(err, PartError)
     for path, (h, e) in seen.items():
         if h is None or e is None:
