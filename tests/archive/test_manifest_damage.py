@@ -31,6 +31,9 @@ HEADER_EDITS = {
     "name is a number": lambda h: {**h, "name": 1},
     "sources is a string": lambda h: {**h, "sources": "/src"},
     "sources holds a number": lambda h: {**h, "sources": [1]},
+    "excluded is a string": lambda h: {**h, "excluded": "src/x"},
+    "excluded holds a number": lambda h: {**h, "excluded": ["src/x", 3]},
+    "excluded holds a lone surrogate": lambda h: {**h, "excluded": ["src/\ud800"]},
 }
 
 ENTRY_EDITS = {

@@ -277,6 +277,29 @@ def test_deep_paths_and_blocked_paths_either_way(tmp_path, monkeypatch, openat2)
     assert not (tmp_path / "dddddddd").exists()
 
 
+@pytest.mark.parametrize("openat2", [True, False])
+def test_directories_deeper_than_path_max(tmp_path, monkeypatch, openat2):
+    """A manifest path longer than PATH_MAX (directories deeper than it): resolved step by
+    step where one call cannot take it."""
+    if not openat2:
+        monkeypatch.setattr(beneath, "_openat2", None)
+    comps = ["n" * 200] * 25
+    dirs = [entry("src", "dir")] + [entry("src/" + "/".join(comps[:k]), "dir")
+                                    for k in range(1, len(comps) + 1)]
+    adir = build(str(tmp_path / "a"), dirs)
+    r = restore_api(LocalTarget(adir), str(tmp_path / "out"))
+    assert r.exit_code == 0, r.findings
+    fd = os.open(tmp_path / "out" / "src", os.O_RDONLY)
+    try:
+        for c in comps:
+            nfd = os.open(c, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        assert os.fstat(fd).st_mtime_ns == dirs[-1]["mtime_ns"]
+    finally:
+        os.close(fd)
+
+
 def test_a_real_archive_still_restores_with_stock_tools_alongside(tmp_path):
     """The format is unchanged: what vacate restores equals what stock tar restores."""
     from test_archive_support import make_awkward_tree, snapshot, snapshot_diff, stock_restore

@@ -66,6 +66,8 @@ def open_beneath(root_fd: int, rel: bytes) -> int:
         try:
             return _openat2(root_fd, rel)
         except OSError as e:
+            if e.errno == errno.ENAMETOOLONG:
+                return walk_beneath(root_fd, rel)      # deeper than PATH_MAX: step by step
             if e.errno not in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
                 raise
             _openat2 = None          # not this kernel (or a filter refuses it): walk instead

@@ -197,6 +197,11 @@ def loads(data: bytes) -> Manifest:
         sources = _get(head, "sources", list)
         if not all(isinstance(x, str) and len(x) <= MAX_PATH for x in sources):
             raise Damaged("'sources' must be a list of paths")
+        for i, _ in enumerate(_get(head, "excluded", list, [])):
+            try:
+                _path(head["excluded"], i)
+            except Damaged as e:
+                raise Damaged(f"'excluded', item {i + 1}: {e}") from None
         count = _int(head, "entries", 0, _I63, None)
         parts = []
         for i, p in enumerate(_get(head, "parts", list), 1):
@@ -358,8 +363,10 @@ def _mode(d: dict) -> int:
     return int(v, 8)
 
 
-def _path(d: dict, key: str) -> bytes:
-    v = _get(d, key, str)
+def _path(d: dict | list, key: str | int) -> bytes:
+    v = d[key] if isinstance(d, list) else _get(d, key, str)
+    if not isinstance(v, str):
+        raise Damaged(f"{key!r} must be a path, not a JSON {_jtype(v)}")
     if len(v) > MAX_PATH:
         raise Damaged(f"{key!r} is {len(v):,} characters long (at most {MAX_PATH})")
     try:
