@@ -88,22 +88,34 @@ class Entry:
             rdev = d.get("rdev")
             if not (isinstance(rdev, list) and len(rdev) == 2
                     and all(_is_int(x) and 0 <= x < 1 << 32 for x in rdev)):
-                raise Damaged(f"'rdev' must be [major, minor], not {shown(json.dumps(rdev))}")
+                raise Damaged("'rdev' must be [major, minor], two device numbers")
             rdev = (rdev[0], rdev[1])
         sha = d.get("sha256")
         if sha is not None and not _is_sha(sha):
-            raise Damaged(f"'sha256' is not a sha256: {shown(json.dumps(sha))}")
-        group = d.get("hardlink_group")
-        if group is not None and not (_is_int(group) and group >= 0):
-            raise Damaged(f"'hardlink_group' must be a count, not {shown(json.dumps(group))}")
+            raise Damaged("'sha256' is not a sha256 (64 lowercase hex digits)")
+        hgroup = d.get("hardlink_group")
+        if hgroup is not None and not (_is_int(hgroup) and hgroup >= 0):
+            raise Damaged("'hardlink_group' must be a count")
+        g = d.get
+        size, uid, gid, mtime = g("size", 0), g("uid", 0), g("gid", 0), g("mtime_ns", 0)
+        part, user, group = g("part"), g("user", ""), g("group", "")
+        if not (type(size) is int and type(uid) is int and type(gid) is int
+                and type(mtime) is int and type(part) is str and type(user) is str
+                and type(group) is str and 0 <= size < _I63 and 0 <= uid < _U32
+                and 0 <= gid < _U32 and -_I63 <= mtime < _I63):
+            _get(d, "part", str)                      # the slow way names what is wrong
+            _int(d, "size", 0, _I63)
+            _int(d, "uid", 0, _U32)
+            _int(d, "gid", 0, _U32)
+            _int(d, "mtime_ns", -_I63, _I63)
+            _get(d, "user", str, "")
+            _get(d, "group", str, "")
         return cls(
-            path=path, type=kind, part=_get(d, "part", str), size=_int(d, "size", 0, _I63),
-            mode=_mode(d), uid=_int(d, "uid", 0, _U32), gid=_int(d, "gid", 0, _U32),
-            user=_get(d, "user", str, ""), group=_get(d, "group", str, ""),
-            mtime_ns=_int(d, "mtime_ns", -_I63, _I63), link=link, hardlink_group=group,
+            path=path, type=kind, part=part, size=size, mode=_mode(d), uid=uid, gid=gid,
+            user=user, group=group, mtime_ns=mtime, link=link, hardlink_group=hgroup,
             sha256=sha, sparse=_get(d, "sparse", bool, False), rdev=rdev,
             changed=_get(d, "changed_while_read", bool, False),
-            ctime_ns=None if d.get("ctime_ns") is None else _int(d, "ctime_ns", -_I63, _I63),
+            ctime_ns=None if g("ctime_ns") is None else _int(d, "ctime_ns", -_I63, _I63),
         )
 
 
@@ -251,6 +263,7 @@ MAX_MANIFEST = 4 << 30     # ~13 million entries: the manifest is held in memory
 _I63 = 1 << 63
 _U32 = 1 << 32
 _MISSING = object()
+_JSON = json.JSONDecoder()
 _WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
           dict: "an object"}
 
@@ -316,7 +329,7 @@ def _line(raw: bytes, n: int, limit: int):
     if not raw.isascii():
         raise Damaged(f"line {n} is not ASCII JSON")
     try:
-        return json.loads(raw)
+        return _JSON.decode(raw.decode("ascii"))
     except RecursionError:
         raise Damaged(f"line {n} is not JSON: nested too deeply") from None
     except ValueError as e:
@@ -352,13 +365,17 @@ def _text(d: dict, key: str, default=_MISSING) -> str:
     return v
 
 
+_HEX = frozenset("0123456789abcdef")
+_OCTAL = frozenset("01234567")
+
+
 def _is_sha(v) -> bool:
-    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
+    return isinstance(v, str) and len(v) == 64 and _HEX.issuperset(v)
 
 
 def _mode(d: dict) -> int:
     v = _get(d, "mode", str, "0")
-    if not (0 < len(v) <= 6 and all(c in "01234567" for c in v)) or int(v, 8) > 0o7777:
+    if not (0 < len(v) <= 6 and _OCTAL.issuperset(v)) or int(v, 8) > 0o7777:
         raise Damaged(f"'mode' must be octal permission bits, not {shown(v, 40)!r}")
     return int(v, 8)
 
@@ -380,24 +397,26 @@ def _path(d: dict | list, key: str | int) -> bytes:
 
 def _check_entries(entries: list[Entry], parts: set[str], at: list[int]) -> None:
     by_path: dict[bytes, int] = {}            # path -> index
+    def where(i: int) -> str:
+        return f"line {at[i]} ({shown(entries[i].path)})"
+
     for i, e in enumerate(entries):
-        where = f"line {at[i]} ({shown(e.path)})"
         why = unsafe(e.path)
         if why:
             raise Damaged(f"line {at[i]}: unsafe path {shown(e.path)!r} ({why})")
         if e.path in by_path:
-            raise Damaged(f"{where}: listed twice (first on line {at[by_path[e.path]]})")
+            raise Damaged(f"{where(i)}: listed twice (first on line {at[by_path[e.path]]})")
         by_path[e.path] = i
         if e.part not in parts:
-            raise Damaged(f"{where}: in part {shown(e.part)!r}, which the header does not "
+            raise Damaged(f"{where(i)}: in part {shown(e.part)!r}, which the header does not "
                           "list")
         if e.type == "file" and e.sha256 is None:
-            raise Damaged(f"{where}: a file without its sha256")
+            raise Damaged(f"{where(i)}: a file without its sha256")
     for i, e in enumerate(entries):
         if e.type == "hardlink":
             j = by_path.get(e.link or b"")
             if j is None or entries[j].type != "file":
-                raise Damaged(f"line {at[i]} ({shown(e.path)}): a hardlink to "
+                raise Damaged(f"{where(i)}: a hardlink to "
                               f"{shown(e.link or b'')}, which is not a file of the archive")
     # in component order (NUL sorts before any byte a name holds), whatever lies inside a
     # path comes right after it: one look at each neighbour finds an entry inside a
