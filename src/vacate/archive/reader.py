@@ -39,8 +39,13 @@ def read_named(target: Target, name: str, limit: int) -> tuple[bytes, bool]:
         if S.S_ISREG(st.st_mode) and st.st_size > limit:
             return b"", True
         return fsio.read_bounded(path, limit)
+    chunks = []
+    left = limit + 1
     with target.open(name) as f:
-        data = f.read(limit + 1)
+        while left > 0 and (b := f.read(min(left, READ))):
+            chunks.append(b)
+            left -= len(b)
+    data = b"".join(chunks)
     return data[:limit], len(data) > limit
 
 

@@ -181,8 +181,14 @@ def _dec(b: bytes) -> str:
     return os.fsdecode(b)
 
 
+def _member_path(m: Member) -> str:
+    """A member's path for a finding: as it is, or cut (and marked) where it is longer than
+    any path (it comes from the tar stream)."""
+    return _dec(m.path) if len(m.path) <= mf.MAX_PATH else shown(m.path, mf.MAX_PATH)
+
+
 def check_member(m: Member, e: mf.Entry | None, part: str) -> list[Finding]:
-    p = _dec(m.path)
+    p = _member_path(m)
     if e is None:
         return [Finding("member-unexpected", f"{part} holds {shown(m.path)}, which the "
                         "manifest does not list for it", p, part)]
@@ -229,7 +235,7 @@ def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entr
         e = expected.get(m.path)
         if m.path in seen:
             findings.append(Finding("member-unexpected", f"{info.name} holds "
-                                    f"{shown(m.path)} a second time", _dec(m.path),
+                                    f"{shown(m.path)} a second time", _member_path(m),
                                     info.name))
             return None
         findings.extend(check_member(m, e, info.name))
