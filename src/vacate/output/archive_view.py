@@ -100,7 +100,8 @@ def restore_doc(r) -> dict:
         "schema": "vacate.restore/1", "location": r.location, "dest": r.dest, "ok": r.ok,
         "restored": r.restored, "bytes_written": r.bytes_written,
         "parts_read": list(r.parts_read), "refused": [_fd(f) for f in r.refused],
-        "findings": [_fd(f) for f in r.findings], "elapsed_s": round(r.elapsed_s, 3),
+        "findings": [_fd(f) for f in r.findings], "withheld": [_fd(f) for f in r.withheld],
+        "elapsed_s": round(r.elapsed_s, 3),
     }
 
 
@@ -108,10 +109,16 @@ def _rate(n: int, s: float) -> str:
     return f"{human_bytes(int(n / s))}/s" if s > 0 else "-"
 
 
+def _escape(text: str) -> str:
+    """Text that holds names (an archive's paths) printed as it is, never read as markup."""
+    from rich.markup import escape
+    return escape(text)
+
+
 def _list(console, style: str, label: str, items, limit: int = 30) -> None:
     items = list(items)
     for f in items[:limit]:
-        console.print(f"[{style}]{label}[/] {f.code}: {f.message}", markup=True,
+        console.print(f"[{style}]{label}[/] {f.code}: {_escape(f.message)}", markup=True,
                       highlight=False)
     if len(items) > limit:
         console.print(f"[{style}]... and {len(items) - limit} more (see --json)[/]")
@@ -164,21 +171,22 @@ def _render_again(r, console) -> None:
 
 def render_verify(r, console) -> None:
     state = "[green]OK[/]" if r.ok else f"[red]{len(r.findings)} problem(s)[/]"
-    console.print(f"[bold]{r.location}[/]: {state}: {r.parts_checked} part(s), "
+    console.print(f"[bold]{_escape(r.location)}[/]: {state}: {r.parts_checked} part(s), "
                   f"{r.files_checked:,} files, {human_bytes(r.bytes_checked)} checked in "
                   f"{r.elapsed_s:.1f} s ({_rate(r.bytes_checked, r.elapsed_s)})"
                   + (f"; {r.sources_checked:,} source entries compared" if r.sources_checked
                      else ""))
     _list(console, "red", "mismatch", r.findings)
     for w in r.warnings[:30]:
-        console.print(f"[yellow]warning:[/] {w.message}")
+        console.print(f"[yellow]warning:[/] {_escape(w.message)}", highlight=False)
 
 
 def render_restore(r, console) -> None:
     state = "[green]OK[/]" if r.ok else "[red]incomplete[/]"
     console.print(f"{state}: restored {r.restored:,} entries ({human_bytes(r.bytes_written)}) "
-                  f"into {r.dest} from {len(r.parts_read)} part(s) "
+                  f"into {_escape(r.dest)} from {len(r.parts_read)} part(s) "
                   f"({', '.join(os.path.basename(p) for p in r.parts_read[:6])}"
                   f"{'...' if len(r.parts_read) > 6 else ''})")
     _list(console, "yellow", "refused", r.refused)
     _list(console, "red", "error", r.findings)
+    _list(console, "yellow", "not restored", r.withheld)
