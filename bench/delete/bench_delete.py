@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,8 +44,13 @@ rec = record_entries(item, dev=dev)
 t1 = time.perf_counter()
 out = {"record_s": t1 - t0, "entries": len(rec), "problems": len(rec.problems)}
 if delete:
+    c0 = os.times()
+    t1 = time.perf_counter()
     r = delete_item(item, rec, target_root=root, dev=dev, workers=workers or None)
-    out.update(delete_s=time.perf_counter() - t1, outcome=r.outcome, removed=r.entries,
+    c1 = os.times()
+    cpu = c1.user + c1.system + c1.children_user + c1.children_system - (
+        c0.user + c0.system + c0.children_user + c0.children_system)
+    out.update(delete_s=time.perf_counter() - t1, cpu_s=cpu, outcome=r.outcome, removed=r.entries,
                kept=len(r.kept), errors=[p.message for p in r.errors[:3]], workers=r.workers)
 print(json.dumps(out))
 """
@@ -110,9 +116,12 @@ def run(tool: str, base: str, workers: int) -> dict:
     try:
         if tool == "rm -rf":
             out = vacate(c, workers, False)          # the same warm-up as vacate's record
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             subprocess.run(["rm", "-rf", c.item], check=True)
             out["delete_s"] = time.perf_counter() - t
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            out["cpu_s"] = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
         else:
             out = vacate(c, workers, True)
             assert out["outcome"] == "ok", out
@@ -133,17 +142,22 @@ def main() -> int:
         return 2
     base = base_image(a.files)
     times: dict[str, list[float]] = {"rm -rf": [], "vacate": []}
+    cpu: dict[str, list[float]] = {"rm -rf": [], "vacate": []}
     for i in range(a.rounds):
         order = ("rm -rf", "vacate") if i % 2 == 0 else ("vacate", "rm -rf")
         for tool in order:
             out = run(tool, base, a.workers)
             times[tool].append(out["delete_s"])
+            cpu[tool].append(out["cpu_s"])
             extra = (f"  (record {out['record_s']:.2f} s, {out['entries']} entries, "
                      f"{out.get('workers', '-')} workers)") if tool == "vacate" else ""
-            print(f"round {i + 1}  {tool:7} {out['delete_s']:7.2f} s{extra}", flush=True)
+            print(f"round {i + 1}  {tool:7} {out['delete_s']:7.2f} s wall "
+                  f"{out['cpu_s']:6.2f} s CPU  load {os.getloadavg()[0]:.1f}{extra}", flush=True)
     rm, va = statistics.median(times["rm -rf"]), statistics.median(times["vacate"])
     print(f"\nmedian of {a.rounds}: rm -rf {rm:.2f} s, vacate {va:.2f} s, "
           f"vacate / rm -rf = {va / rm:.2f}")
+    rmc, vac = statistics.median(cpu["rm -rf"]), statistics.median(cpu["vacate"])
+    print(f"CPU (user + system, workers included): rm -rf {rmc:.2f} s, vacate {vac:.2f} s")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
