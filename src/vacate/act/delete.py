@@ -83,6 +83,8 @@ SPLIT_DEPTH = 4          # ... looking this many levels down at most
 TICK = 4096              # entries between two progress reports
 _STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 _FRAME = struct.Struct("<Q")
+_FMT = 0o170000
+_DIR = stat.S_IFDIR
 
 _MOUNTED = "another filesystem is mounted here (not entered; nothing on it was touched)"
 _OTHER_DIR = "another directory than the one in the plan"
@@ -236,24 +238,28 @@ class _Deleter:
         msg = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         self.errors.append((code, rel, msg))
 
-    def removed(self, st: os.stat_result) -> None:
-        self.entries += 1
-        if st.st_nlink <= 1:
-            self.bytes += st.st_size
-            self.disk += st.st_blocks * 512
+    def count(self, n: int, nbytes: int, disk: int) -> None:
+        """``n`` more entries removed, their files' ``nbytes`` apparent and ``disk`` bytes."""
+        self.entries += n
+        self.bytes += nbytes
+        self.disk += disk
         if self.entries >= self.next_tick:
             self.next_tick = self.entries + TICK
             if self.report is not None:
                 self.report()
 
-    # -- one entry ----------------------------------------------------------------------
+    # -- entries ------------------------------------------------------------------------
+    def same(self, r: tuple, st: os.stat_result, rel: str) -> bool:
+        """The entry ``st`` is still the recorded ``r``; if not, it is kept, with why."""
+        why = _changed(r, st)
+        if why is not None:
+            self.keep(rel, "changed", why)
+        return why is None
+
     def unlink(self, fd: int, name: str, rel: str, st: os.stat_result, r: tuple) -> bool:
         """Unlink the non-directory ``name`` of ``fd`` if it is still the recorded ``r``."""
-        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != r[DEV:NLINK]:
-            why = _changed(r, st)
-            if why is not None:
-                self.keep(rel, "changed", why)
-                return False
+        if not self.same(r, st, rel):
+            return False
         try:
             os.unlink(name, dir_fd=fd)
         except FileNotFoundError:
@@ -261,16 +267,18 @@ class _Deleter:
         except OSError as e:
             self.error("unlink-failed", rel, e)
             return False
-        self.removed(st)
+        last = st.st_nlink <= 1
+        self.count(1, st.st_size if last else 0, st.st_blocks * 512 if last else 0)
         return True
 
-    # -- one directory ------------------------------------------------------------------
     def fill(self, d: _Dir) -> None:
         """Remove the recorded non-directory entries of ``d``; its recorded subdirectories
-        go to ``d.todo`` as (name, stat, row), anything else is kept (``d.clean`` False)."""
+        go to ``d.todo`` as (name, stat, row), anything else is kept (``d.clean`` False).
+        This is the loop run once per entry: :meth:`unlink` written out, the counts in
+        locals."""
         rows = self.index.get(d.rel)
         missing = "hidden" if d.hidden else "unlisted" if rows is None else "new"
-        recorded = {r[NAME]: r for r in rows} if rows else {}
+        get = {r[NAME]: r for r in rows}.get if rows else {}.get
         try:
             with os.scandir(d.fd) as it:
                 ents = list(it)
@@ -279,28 +287,53 @@ class _Deleter:
             d.clean = False
             return
         fd = d.fd
-        for e in ents:
-            name = e.name
-            try:
-                st = e.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            except OSError as err:
-                self.error("unreadable", join(d.rel, name), err)
-                d.clean = False
-                continue
-            r = recorded.get(name)
-            if r is None:
-                self.keep(join(d.rel, name), missing, _WHY_MISSING[missing])
-                d.clean = False
-            elif stat.S_ISDIR(st.st_mode):
-                if r[KIND] in DIR_KINDS:
-                    d.todo.append((name, st, r))
-                else:
-                    self.keep(join(d.rel, name), "changed", _not_a(r))
+        unlink = os.unlink
+        n = nbytes = blocks = 0
+        try:
+            for e in ents:
+                name = e.name
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    self.error("unreadable", join(d.rel, name), err)
                     d.clean = False
-            elif not self.unlink(fd, name, join(d.rel, name), st, r):
-                d.clean = False
+                    continue
+                r = get(name)
+                if r is None:
+                    self.keep(join(d.rel, name), missing, _WHY_MISSING[missing])
+                    d.clean = False
+                    continue
+                if st.st_mode & _FMT == _DIR:
+                    if r[KIND] in DIR_KINDS:
+                        d.todo.append((name, st, r))
+                    else:
+                        self.keep(join(d.rel, name), "changed", _not_a(r))
+                        d.clean = False
+                    continue
+                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                        st.st_ctime_ns) != r[DEV:NLINK] and \
+                        not self.same(r, st, join(d.rel, name)):
+                    d.clean = False
+                    continue
+                try:
+                    unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    self.error("unlink-failed", join(d.rel, name), err)
+                    d.clean = False
+                    continue
+                n += 1
+                if st.st_nlink <= 1:
+                    nbytes += st.st_size
+                    blocks += st.st_blocks
+                if n >= TICK:
+                    self.count(n, nbytes, blocks * 512)
+                    n = nbytes = blocks = 0
+        finally:
+            self.count(n, nbytes, blocks * 512)
 
     def enter(self, parent: _Dir | None, parent_fd: int, parent_dev: int, name: str, rel: str,
               st: os.stat_result, r: tuple) -> _Dir | bool:

@@ -270,6 +270,7 @@ class _Recorder:
         rows: list[tuple] = []
         todo: list[tuple] = []
         stack.append((fd, rel, dev, rows, todo))
+        kinds = KIND_OF_MODE.get
         for e in ents:
             try:
                 st = e.stat(follow_symlinks=False)
@@ -278,13 +279,14 @@ class _Recorder:
             except OSError as err:
                 self.problem("unreadable", join(rel, e.name), err)
                 continue
-            kind = KIND_OF_MODE.get(stat.S_IFMT(st.st_mode), "other")
+            kind = kinds(st.st_mode & 0o170000, "other")
             if kind != "dir" and st.st_dev != dev:    # a file bind-mounted here
                 rows.append((e.name, "mountpoint", dev, e.inode(), 0, 0, 0, 0))
                 continue
             if kind == "dir":
                 todo.append((len(rows), st, e.inode()))
-            rows.append(row_of(e.name, kind, st))
+            rows.append((e.name, kind, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                         st.st_ctime_ns, st.st_nlink))     # row_of, written out
 
 
 def open_parent(item: str, root: str, dev: int) -> tuple[int, int] | None:
