@@ -103,11 +103,22 @@ def default_action(u: ItemUsage) -> tuple[str, str]:
     return "archive", f"{c.recoverable}"
 
 
-def get_back(action: str, it: PlanItem, archive_to: str | None, target: str) -> str:
+def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
+             source: str | None = None, snapshot: bool = False) -> str:
+    """What it would take to have the item again. ``source``: where something inside it
+    comes from, when the item itself names none; ``snapshot``: one is taken before the
+    deletes."""
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
     if action == "delete":
-        return f"download again: {it.source}" if it.source else "gone: only a snapshot has it"
+        if it.source:
+            return f"download again: {it.source}"
+        if source:
+            return f"download again (what was recognised inside it): {source}"
+        if it.recoverable == "regenerable":
+            return "regenerate it from what made it (which may need a model and GPU time)"
+        return "only the snapshot taken before the deletes has it" if snapshot else \
+            "gone for good: nothing else holds it"
     name = _rel(target, it.path).replace("/", "_")
     dest = f"{archive_to.rstrip('/')}/{name}" if archive_to else "DEST"
     return f"vacate restore {dest} --to DIR (or zstd -dc | tar -x, see its README)"
@@ -115,7 +126,7 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str) -> 
 
 def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[tuple[str, str]],
                archive_to: str | None, identities: dict[str, Identity],
-               entries: dict[str, dict]) -> tuple[PlanItem, ...]:
+               entries: dict[str, dict], snapshot: bool = False) -> tuple[PlanItem, ...]:
     target = obs.target.path
     pats = [(a, _pattern(target, p)) for a, p in overrides]
     used_pats = set()
@@ -162,7 +173,12 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             identity=identities.get(it.path),
             entries=entries.get(it.path) if action == "delete" else None)
         excl = tuple(p for p, o in around.items() if o == it.path)
-        out.append(_with(pi, exclude=excl, get_back=get_back(action, pi, archive_to, target)))
+        inner = next((u.item.classification.source for u in usages
+                      if u.item.classification is not None and u.item.classification.source
+                      and is_under(u.item.path, it.path)), None)
+        snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS
+        out.append(_with(pi, exclude=excl, get_back=get_back(action, pi, archive_to, target,
+                                                             inner, snap)))
     return tuple(out)
 
 
@@ -367,10 +383,12 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
-                       entries or {})
+                       entries or {}, snapshot)
     blocked = []
     to_archive = [i for i in items if i.action == "archive"]
-    need = sum(i.disk_bytes for i in to_archive)
+    subs = {i.path: i for i in items}
+    need = sum(i.disk_bytes - sum(subs[e].disk_bytes for e in i.exclude if e in subs)
+               for i in to_archive)
     if to_archive and not archive_to:
         blocked.append("these items are to be archived and no destination was given "
                        "(--archive-to): " + ", ".join(i.path for i in to_archive))
@@ -383,7 +401,9 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot)
     deletes = [i for i in items if i.action == "delete"]
     snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
-    hashed = sum(i.apparent_bytes for i in to_archive)
+    by_path = {i.path: i for i in items}
+    hashed = sum(i.apparent_bytes - sum(by_path[e].apparent_bytes for e in i.exclude
+                                        if e in by_path) for i in to_archive)
     return Plan(target_path=obs.target.path, mount_id=obs.target.mount.mount_id,
                 mount_dev=obs.target.mount.dev, fstype=obs.target.mount.fstype,
                 archive_to=archive_to, grace_s=grace_s, snapshot=snapshot, items=items,

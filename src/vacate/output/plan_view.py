@@ -3,6 +3,8 @@ back; then the steps in order as the commands a person would type."""
 
 from __future__ import annotations
 
+import os
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,7 +22,14 @@ def step_line(s) -> str:
     return s.summary
 
 
-def render(plan: Plan, console) -> None:
+def _size(it) -> str:
+    """Size on disk; sparse content also shows its apparent size (as check's table)."""
+    if it.apparent_bytes > 2 * it.disk_bytes and it.apparent_bytes - it.disk_bytes > 1 << 20:
+        return f"{human_bytes(it.disk_bytes)}\n[dim]{human_bytes(it.apparent_bytes)} apparent[/]"
+    return human_bytes(it.disk_bytes)
+
+
+def render(plan: Plan, console, *, steps: bool = True) -> None:
     console.print(f"[bold]plan to retire {escape(plan.target_path)}[/] ({plan.fstype}, mount "
                   f"{plan.mount_id}, device {plan.mount_dev})")
     t = Table(show_edge=False)
@@ -28,8 +37,11 @@ def render(plan: Plan, console) -> None:
                       ("why", "left"), ("to get it back", "left")):
         t.add_column(col, justify=just)
     for it in plan.items:
-        t.add_row(escape(it.path), f"[{ACTION_STYLE[it.action]}]{it.action}[/]",
-                  human_bytes(it.disk_bytes), escape(it.reason), escape(it.get_back))
+        t.add_row(escape(os.path.relpath(it.path, plan.target_path)) + ("/" if it.files != 1
+                                                                        or it.kind == "directory"
+                                                                        else ""),
+                  f"[{ACTION_STYLE[it.action]}]{it.action}[/]", _size(it), escape(it.reason),
+                  escape(it.get_back))
     console.print(t)
     if plan.archive_to:
         console.print(f"archive: {human_bytes(plan.archive_bytes)} to "
@@ -39,6 +51,8 @@ def render(plan: Plan, console) -> None:
         console.print(f"space freed by the deletes: {human_bytes(plan.expected_freed_bytes)}"
                       + (" (a snapshot holds it until destroyed)"
                          if plan.snapshot and plan.fstype in ("zfs", "btrfs") else ""))
+    if not steps:
+        return
     console.print("\n[bold]steps[/]")
     for s in plan.steps:
         tag = "" if not s.downtime else " [dim](downtime)[/]"
