@@ -3,7 +3,13 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+# the tests are grouped by layer; some share helpers across the groups by module name
+for _layer in sorted(os.listdir(HERE)):
+    if os.path.isdir(os.path.join(HERE, _layer)) and _layer not in ("fixtures", "harness",
+                                                                    "__pycache__"):
+        sys.path.insert(1, os.path.join(HERE, _layer))
 
 from harness.volumes import can_loop_mount, make_volume
 

@@ -27,7 +27,7 @@ from vacate.recognise.formats import gguf as gguf_fmt
 from vacate.recognise.formats import safetensors as st_fmt
 from vacate.recognise.formats.text import requirements
 
-HERE = os.path.dirname(__file__)
+HERE = os.path.dirname(os.path.dirname(__file__))
 HF = os.path.join(HERE, "fixtures", "hf")
 MISC = os.path.join(HERE, "fixtures", "misc")
 
