@@ -67,6 +67,8 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
+    """What an apply came to: each step's result, in the plan's order."""
+
     plan_path: str
     plan: Plan
     steps: tuple[StepResult, ...]

@@ -248,22 +248,41 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
                        downtime=True, precondition=a.precondition,
                        postcondition={"active": False, "pids_gone": pids},
                        evidence=ev.get(a.consumer or "", ()))
+    disabled: set[tuple[str, str]] = set()
     for b in blockers.values():
         for a in b.actions:
-            if a.kind == "disable-unit":
-                if a.params.get("now") and (a.subject, a.where.label()) not in stopped_units:
-                    stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
-                                  a.where, precondition={"unit": a.subject},
-                                  consumer=a.consumer)
-                    stopped_units.add((a.subject, a.where.label()))
-                    st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
-                           downtime=True, postcondition={"active": False},
-                           evidence=ev.get(a.consumer or "", ()))
-                dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
-                             a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-                st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
-                       downtime=True, postcondition={"enabled": False},
+            if a.kind != "disable-unit":
+                continue
+            key = (a.subject, a.where.label())
+            if a.params.get("now") and key not in stopped_units:
+                stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
+                              a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                stopped_units.add(key)
+                st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
+                       downtime=True, postcondition={"active": False},
                        evidence=ev.get(a.consumer or "", ()))
+            if key in disabled:
+                continue
+            disabled.add(key)
+            dis = Action("disable-unit", a.subject, tuple(x for x in a.argv if x != "--now"),
+                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+            st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+                   downtime=True, postcondition={"enabled": False},
+                   evidence=ev.get(a.consumer or "", ()))
+    # a unit stopped for its processes is disabled too, whether or not its files name the
+    # volume: an enabled server would come back at boot (disabling one that is not enabled
+    # is nothing)
+    for step in list(st.steps):
+        if step.kind != "stop-unit" or step.action is None:
+            continue
+        a = step.action
+        key = (a.subject, a.where.label())
+        if key not in disabled:
+            disabled.add(key)
+            dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
+                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+            st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+                   downtime=True, postcondition={"enabled": False}, evidence=step.evidence)
     # 3. the remaining holders
     inits = {ct.init_pid for ct in obs.containers}
     gpu_pids = []

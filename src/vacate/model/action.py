@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # What an action does. ``manual``: only a person can do it (``params["do"]`` says what).
 ACTION_KINDS = (
-    "stop-unit", "disable-unit", "end-process", "stop-container", "remove-container",
+    "stop-unit", "disable-unit", "mask-unit", "end-process", "stop-container", "remove-container",
     "swapoff", "detach-loop", "unmount", "unexport", "edit-config", "manual",
 )
 
