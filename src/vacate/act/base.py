@@ -55,7 +55,7 @@ class CommandFailed(Exception):
 @dataclass(slots=True)
 class Context:
     """An apply's surroundings for the action modules: the plan, the host, whether this is a
-    dry run, where progress goes, and the commands run so far."""
+    dry run, where progress goes, the commands run so far, and NVML."""
 
     plan: Plan
     host: Host = field(default_factory=Host.local)
@@ -63,6 +63,7 @@ class Context:
     progress: object = None          # callable(step, done, total, what) or None
     commands: list = field(default_factory=list)
     timeout_s: float = 600.0
+    nvml: object = None              # pynvml's interface (None: the pynvml module if installed)
 
     def run(self, argv, *, check: bool = True, timeout: float | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:
