@@ -233,6 +233,19 @@ def test_ready_says_why_not(box):
     assert "not a unit name" in units.ready(bad, ctx)
 
 
+def test_a_dry_run_changes_nothing(box):
+    b, vol = box
+    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    ctx = Context(plan=plan, dry_run=True)
+    other = box_step(b, "disable-unit", "other.service")
+    for kind in ("stop-unit", "disable-unit", "mask-unit"):
+        out = units.run(replace(other, kind=kind), ctx)
+        assert out.status == "ok" and out.data["dry_run"] is True, kind
+        assert out.data["would"][-1].endswith(f"{kind.removesuffix('-unit')} other.service")
+    assert not [c for c in ctx.commands if {"stop", "disable", "mask"} & set(c)]
+    assert active(b, "other.service") == "active" and enabled(b, "other.service") == "enabled"
+
+
 def _free_pid():
     pid = 4_000_000
     while os.path.exists(f"/proc/{pid}"):

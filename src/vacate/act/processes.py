@@ -187,10 +187,7 @@ class _Target:
                 pass
             except OSError:          # ENOSYS: an older kernel
                 self.fd = None
-
-    @property
-    def via(self) -> str:
-        return "pidfd" if self.fd is not None else "kill"
+        self.via = "pidfd" if self.fd is not None else "kill"
 
     def alive(self) -> bool:
         return same_process(self.pid, self.start, self.host)
