@@ -5,6 +5,7 @@ its ancestors or a container monitor."""
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from vacate.act import processes
 from vacate.act.base import Context
 from vacate.core.observe import observe
 from vacate.decide.plan import make_plan
+from vacate.host import Host
 from vacate.model.action import Action
 from vacate.model.plan import Step
 
@@ -89,6 +91,32 @@ def test_a_process_that_ignores_term_is_killed_after_the_grace(held, ctx):
     assert 0.5 <= out.data["waited_s"] < 5 and time.monotonic() - t0 >= 0.5
     assert exit_status(h, "stubborn") == -signal.SIGKILL
     assert processes.done(step, ctx) is True
+
+
+HANDLES_TERM = r"""
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))
+f = open(sys.argv[1], "rb")
+open(sys.argv[2], "w").close()
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_stopped_process_is_continued_to_run_its_term_handler(held, ctx):
+    h, vol = held
+    flag = os.path.join(h.tmp, "handler.ready")
+    pid = h.spawn("handler", [sys.executable, "-c", HANDLES_TERM, f"{vol}/models/shard.bin",
+                              flag], ready=flag)
+    os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + 5
+    while processes._stat(pid, Host.local())[0] != b"T":
+        assert time.monotonic() < end
+        time.sleep(0.01)
+    out = processes.run(step_for(pid, processes.start_time(pid), grace_s=5), ctx)
+    assert out.status == "ok" and out.data["signals"] == ["TERM", "CONT"], out.data
+    assert out.data["waited_s"] < 4
+    assert exit_status(h, "handler") == 3              # its own handler ran: no KILL
 
 
 def test_without_pidfds_kill_follows_the_recheck(held, ctx, monkeypatch):

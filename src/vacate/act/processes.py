@@ -9,6 +9,8 @@ through the pidfd (``signal.pidfd_send_signal``): a pidfd names one process for 
 other process can receive a signal meant for it, and its exit is waited for by polling the
 pidfd. Without pidfds, ``os.kill`` follows the re-check.
 
+A stopped process (state T) is sent SIGCONT after the TERM, so that it can act on it.
+
 Never signalled (``ready`` says why; ``run`` answers ``manual``): PID 1 of any pid namespace
 (the host's init, a container's or a booted systemd's: stop the container or machine), this
 process and its ancestors, kernel threads, and container monitors (``[lxc monitor]``,
@@ -192,6 +194,10 @@ class _Target:
     def alive(self) -> bool:
         return same_process(self.pid, self.start, self.host)
 
+    def stopped(self) -> bool:
+        fields = _stat(self.pid, self.host)
+        return fields is not None and fields[0] in (b"T", b"t")
+
     def send(self, sig: int) -> bool:
         """Send ``sig`` if the process is still the planned one; False when it is not (gone,
         or the pid is another process's)."""
@@ -252,6 +258,9 @@ def run(step: Step, ctx: Context) -> Outcome:
                                  "waited_s": 0.0, "via": target.via})
         if target.send(signal.SIGTERM):
             sent.append("TERM")
+            # a stopped process gets its TERM only once continued (systemd does the same)
+            if target.stopped() and target.send(signal.SIGCONT):
+                sent.append("CONT")
         ended = target.wait(grace)
         if not ended and target.send(signal.SIGKILL):
             sent.append("KILL")
@@ -266,6 +275,6 @@ def run(step: Step, ctx: Context) -> Outcome:
         state = fields[0].decode() if fields else "?"
         return Outcome("failed", f"pid {pid} did not end after {' then '.join(sent)} "
                                  f"(state {state}: waiting in the kernel?)", data=data)
-    how = "ended on TERM" if sent == ["TERM"] else \
-        f"ended after KILL ({grace:g} s grace)" if "KILL" in sent else "ended"
+    how = "ended before any signal" if not sent else "ended on TERM" if "KILL" not in sent \
+        else f"ended after KILL ({grace:g} s grace)"
     return Outcome("ok", f"pid {pid} {how}", data=data)
