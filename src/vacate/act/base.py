@@ -55,7 +55,7 @@ class CommandFailed(Exception):
 @dataclass(slots=True)
 class Context:
     """An apply's surroundings for the action modules: the plan, the host, whether this is a
-    dry run, where progress goes, and the commands run so far."""
+    dry run, where progress goes, the commands run so far, and NVML."""
 
     plan: Plan
     host: Host = field(default_factory=Host.local)
