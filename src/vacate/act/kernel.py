@@ -121,7 +121,6 @@ _swap_done, _swap_ready = listed(_swap_active, lambda ctx: ctx.host.proc_path("s
                                  lambda step: f"{_swap_path(step)} is not an active swap")
 
 
-
 # -- detach-loop -------------------------------------------------------------------------------
 def _loop_dev(step: Step) -> str:
     return step.action.argv[-1]
