@@ -275,12 +275,19 @@ def remove_quietly(path: str) -> None:
         pass
 
 
-def write_atomic(final: str, data, mode: int = 0o644) -> None:
+def write_atomic(final: str, data, mode: int = 0o644, *,
+                 like: os.stat_result | None = None) -> None:
     """Write ``data`` as the file ``final``, crash-safe (temp -> fsync -> rename -> fsync
-    dir); nothing is left behind when it fails (a full disk, an interrupt)."""
+    dir); nothing is left behind when it fails (a full disk, an interrupt). ``like``: the
+    file it replaces or copies, whose permission bits, owner and group the new one gets
+    before it takes the name."""
     tmp = temp_path(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                 mode if like is None else 0o600)
     try:
+        if like is not None:
+            os.fchown(fd, like.st_uid, like.st_gid)
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
         mv = memoryview(data)
         while mv:
             mv = mv[os.write(fd, mv):]

@@ -5,6 +5,7 @@ and the run-parts scripts in ``/etc/cron.{hourly,daily,weekly,monthly}``. Standa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 
@@ -51,7 +52,8 @@ def _consumer(path: str, line: int, text: str, found: list[tuple[str, str]],
         id=f"cron:{path}:{line}", type="cron", name=f"{who}: {bound(shown, 80)}", live=False,
         paths=tuple(sorted({h for _s, h in found})),
         evidence=tuple(line_evidence("config-line", h, path, line, text) for _s, h in found),
-        attrs={"file": path, "line": line, **attrs})
+        attrs={"file": path, "line": line, **attrs,
+               "line_sha256": hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()})
 
 
 def _tables(host: Host, problems: list[Problem]) -> list[tuple[str, str, str | None]]:

@@ -6,6 +6,8 @@ Standard library only.
 
 from __future__ import annotations
 
+import hashlib
+
 from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
@@ -94,5 +96,6 @@ def collect(host: Host, target: Target, view: VolumeView
                    "mountpoint": e.target, "fstype": e.fstype,
                    "options": [redact_text(o) for o in e.options],
                    "relations": list(dict.fromkeys(r for r, _p, _n in uses)),
-                   "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail")}))
+                   "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail"),
+                   "line_sha256": hashlib.sha256(e.raw.encode("utf-8", "surrogateescape")).hexdigest()}))
     return tuple(consumers), problems
