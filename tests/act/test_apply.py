@@ -115,11 +115,11 @@ def test_kill_9_at_every_step_then_rerun_ends_retired(tmp_path):
 def test_kill_9_inside_the_long_steps(tmp_path, kind):
     if not can_loop_mount():
         pytest.skip("needs root and losetup")
-    s = Story(str(tmp_path), cache_files=6000, weights_mb=48)
+    s = Story(str(tmp_path), cache_files=20000, weights_mb=96, size_mb=400)
     try:
         plan = s.make_plan()
         first = next(i for i, st in enumerate(plan["steps"]) if st["kind"] == kind)
-        assert _kill_during(s.plan, intents=first + 1, delay=0.15)
+        assert _kill_during(s.plan, intents=first + 1, delay=0.02)
         recs = read_records(path_for(s.plan))
         last = [r for r in recs if r.get("step") == plan["steps"][first]["id"]]
         assert last and last[-1]["event"] == "intent"      # killed inside the step
@@ -164,7 +164,7 @@ def test_a_file_written_into_a_delete_item_after_planning_makes_it_stale(story):
 
 @pytest.mark.parametrize("edit, says", [
     (lambda d, m, b: d["items"][0].update(action="shred"), "is not one of"),
-    (lambda d, m, b: d["items"][0].update(path="/etc"), "matches no item"),
+    (lambda d, m, b: d["items"][0].update(path="/etc"), "does not name something on the volume"),
     (lambda d, m, b: next(s for s in d["steps"] if s["kind"] == "end-process")["action"]
      .update(argv=["kill", "-9", "1"]), "not as its items make it"),
     (lambda d, m, b: d.update(archive_to=f"{m}/backup"), "on the volume being retired"),

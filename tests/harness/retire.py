@@ -48,9 +48,11 @@ class Story:
     """The volume: ``runs/`` (archived: a holder has a file of it open), ``cache/`` (deleted:
     many small files), ``cuda.run`` (deleted), ``notes.txt`` (kept), ``lost+found`` (kept)."""
 
-    def __init__(self, tmp: str, *, cache_files: int = 400, weights_mb: int = 8):
+    def __init__(self, tmp: str, *, cache_files: int = 400, weights_mb: int = 8,
+                 size_mb: int = 128):
         self.tmp = tmp
-        self.vol: Volume = make_volume("ext4", size_mb=128)
+        os.makedirs(tmp, exist_ok=True)
+        self.vol: Volume = make_volume("ext4", size_mb=size_mb)
         self.m = m = self.vol.mountpoint
         self.holders = Holders(m)
         os.makedirs(f"{m}/runs/exp1/ckpt")

@@ -151,11 +151,11 @@ def apply(plan_path: str, *, host: Host | None = None, dry_run: bool = False, pr
     called as each step ends; ``progress(step, done, total, what)`` during long ones."""
     host = host or Host.local()
     plan, sha = load(plan_path)
-    check_plan(plan)
     journal_path = path_for(plan_path)
     with PlanLock(plan_path):
         states = states_of(check_belongs(journal_path, sha))
         _check_places(plan, plan_path, host, set(states))
+        check_plan(plan)
         stale_lines = staleness(plan, host, set(states))
         if stale_lines:
             raise Refused("the plan is stale, nothing was changed: " + "; ".join(stale_lines),

@@ -29,6 +29,7 @@ from vacate.parsers.paths import is_under
 
 HASH_BYTES_PER_S = 1.2e9      # SHA-256 of holes and data, one core (the archive's floor)
 SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
+CONTAINERS = frozenset({"docker-container", "lxc-container", "pve-container", "pve-vm"})
 
 
 class PlanRefused(ValueError):
@@ -315,27 +316,60 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
     if gpu_pids:
         st.add("release-gpu", f"confirm no GPU is held by pid {', '.join(map(str, gpu_pids))}",
                downtime=True, params={"pids": gpu_pids}, postcondition={"held": []})
-    # 5. kernel users and other starters
-    kernel = [c for c in obs.consumers if c.id in blockers and c.type in (
-        "swap", "loop-device", "mount", "nfs-export", "docker-container")]
-    mounts = sorted((c for c in kernel if c.type == "mount"),
-                    key=lambda c: -str(c.attrs.get("mountpoint") or c.name).count("/"))
-    for c in [k for k in kernel if k.type == "swap"] + \
-            [k for k in kernel if k.type == "loop-device"] + mounts + \
-            [k for k in kernel if k.type in ("nfs-export", "docker-container")]:
+    # 5. kernel users and what starts them again: containers first (their own mounts of it
+    # go with them), swap, loop devices (their mounts, then the device), the other mounts
+    # innermost first, the exports being served now
+    users = [c for c in obs.consumers if c.id in blockers]
+    for c in users:
+        if c.type not in CONTAINERS:
+            continue
         for x in blockers[c.id].actions:
-            kind = {"remove-container": "stop-container"}.get(x.kind, x.kind)
-            if x.kind == "remove-container":
-                x = Action("stop-container", x.subject, ("docker", "update", "--restart=no",
-                                                         x.subject),
+            if x.kind == "stop-container":
+                st.add("stop-container", f"stop {c.type} {x.subject}", action=x,
+                       downtime=True, precondition=x.precondition, evidence=c.evidence)
+            elif x.kind == "remove-container":      # docker: it must not come back by itself
+                x = Action("stop-container", x.subject,
+                           ("docker", "update", "--restart=no", x.subject),
                            params={"engine": "docker", "restart_policy": "no"},
                            consumer=x.consumer)
-                kind = "stop-container"
-            if kind not in ("swapoff", "detach-loop", "unmount", "unexport", "stop-container",
-                            "edit-config"):
-                kind = "manual"
-            st.add(kind, f"{x.kind} {x.subject}", action=x, downtime=True,
-                   precondition=x.precondition, evidence=c.evidence)
+                st.add("stop-container", f"no restart for docker container {x.subject}",
+                       action=x, downtime=True, evidence=c.evidence)
+    mount_of = {}            # (mountpoint, place) -> the mount consumer's unmount
+    for c in users:
+        if c.type == "mount":
+            for x in blockers[c.id].actions:
+                mount_of[(x.subject, x.where.label())] = (x, c)
+    unmounted: set = set()
+
+    def unmount(x: Action, c: Consumer) -> None:
+        key = (x.subject, x.where.label())
+        if key in unmounted:
+            return
+        unmounted.add(key)
+        x, c = mount_of.get(key, (x, c))
+        st.add("unmount", f"unmount {x.subject} ({x.where.label()})", action=x, downtime=True,
+               precondition=x.precondition, evidence=c.evidence)
+
+    for c in users:
+        if c.type == "swap":
+            for x in blockers[c.id].actions:
+                st.add("swapoff", f"swapoff {x.subject}", action=x, downtime=True,
+                       precondition=x.precondition, evidence=c.evidence)
+    for c in users:
+        if c.type == "loop-device":
+            for x in blockers[c.id].actions:
+                if x.kind == "unmount":
+                    unmount(x, c)
+                else:
+                    st.add("detach-loop", f"detach {x.subject}", action=x, downtime=True,
+                           precondition=x.precondition, evidence=c.evidence)
+    for x, c in sorted(mount_of.values(), key=lambda xc: -xc[0].subject.count("/")):
+        unmount(x, c)
+    for c in users:
+        if c.type == "nfs-export" and c.live:
+            for x in blockers[c.id].actions:
+                st.add("unexport", f"stop exporting {x.subject}", action=x, downtime=True,
+                       precondition=x.precondition, evidence=c.evidence)
     # 6. the rest of the archives, now that nothing uses them
     if archive_to:
         _archive_steps(st, [i for i in to_archive if _live_users(i, by_id)], archive_to, True)
@@ -364,6 +398,8 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
         if c.type == "nfs-export" and c.live:
             continue
         for x in blockers[c.id].actions:
+            if x.kind in ("stop-container", "remove-container"):
+                continue             # stopped with the kernel users
             kind = "edit-config" if x.kind == "edit-config" and c.type in ("fstab", "cron") \
                 else "manual"
             st.add(kind, f"{c.type} {c.name}", action=x, downtime=True,
