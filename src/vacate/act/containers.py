@@ -92,8 +92,10 @@ def _docker_ready(step: Step, ctx: Context) -> str | None:
     return None
 
 
-# -- LXC and Proxmox: a status command -----------------------------------------------------------
+# -- LXC and Proxmox: a status command -------------------------------------------------------------
 def _lxc_state(step: Step, ctx: Context) -> tuple[str, str]:
+    """(``stopped``, ``running``, ... , ""), ("gone", "") where the container does not
+    exist, ("unknown", why) where the manager does not answer."""
     where = list(step.action.argv[1:])       # [-P PATH] -n NAME
     code, out = _ask(ctx, ["lxc-info", *where, "-s", "-H"])
     if code == 0 and out.strip():
@@ -104,6 +106,7 @@ def _lxc_state(step: Step, ctx: Context) -> tuple[str, str]:
 
 
 def _pve_state(step: Step, ctx: Context) -> tuple[str, str]:
+    """As :func:`_lxc_state`, from ``pct status`` / ``qm status`` (``status: stopped``)."""
     tool, vmid = step.action.argv[0], step.action.argv[-1]
     code, out = _ask(ctx, [tool, "status", vmid])
     for line in out.splitlines():
