@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from vacate.act import config_edit
+from vacate.act import config_edit, manual
 from vacate.act.base import Context
-from vacate.collectors.configured import cron, fstab
+from vacate.collectors.configured import cron, exports, fstab
 from vacate.collectors.configured.match import host_view
 from vacate.core.observe import observe
 from vacate.decide.plan import make_plan
@@ -67,19 +67,23 @@ def tree(ext4_volume, tmp_path):
             root, "/var/spool/cron/crontabs/alice",
             f"# m h dom mon dow command\n0 3 * * * HF_TOKEN=hf_secret123456 {m}/bin/train.sh\n"
             .encode(), mode=0o600, owner=(1234, 5678)),
+        "/etc/exports": put(root, "/etc/exports",
+                            f"{m}/shared 192.0.2.0/24(ro,no_subtree_check)\n".encode()),
     }
     host = Host.under(root)
     obs = observe(m, scan_tree=False, configured=False)
     view = host_view(obs.target)
-    configured = fstab.collect(host, obs.target, view)[0] + cron.collect(host, obs.target,
-                                                                         view)[0]
+    configured = tuple(c for src in (fstab, cron, exports)
+                       for c in src.collect(host, obs.target, view)[0])
     obs = dataclasses.replace(obs, consumers=obs.consumers + configured)
     return SimpleNamespace(root=root, files=files, host=host, obs=obs)
 
 
 def edit_steps(obs, dest):
+    """The plan, and its edit-config steps of fstab and crontab lines."""
     plan = make_plan(obs, archive_to=dest)
-    return plan, [s for s in plan.steps if s.kind == "edit-config"]
+    return plan, [s for s in plan.steps if s.kind == "edit-config"
+                  and s.action.consumer.split(":")[0] in ("fstab", "cron")]
 
 
 def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_path):
@@ -88,6 +92,7 @@ def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_pa
     assert sorted((s.params["file"], s.params["line"]) for s in steps) == [
         ("/etc/crontab", 3), ("/etc/fstab", 3), ("/var/spool/cron/crontabs/alice", 2)]
     ctx = Context(plan, host=tree.host)
+    files = {f: p for f, p in files.items() if f != "/etc/exports"}
     before = {f: read(p) for f, p in files.items()}
     stats = {f: os.stat(p) for f, p in files.items()}
     for s in steps:
@@ -183,3 +188,17 @@ def test_fstab_edit_reloads_systemd_where_it_runs_the_host(tree, tmp_path):
         assert out.status == "ok" and "systemd reloaded" in out.detail
     line = read(files["/etc/fstab"]).split(b"\n")[2]
     assert hashlib.sha256(line[MARK.match(line).end():]).hexdigest() == s.params["line_sha256"]
+
+
+def test_a_config_vacate_does_not_edit_is_a_manual_step_saying_what_to_do(tree, tmp_path):
+    plan, _steps = edit_steps(tree.obs, str(tmp_path))
+    (step,) = [s for s in plan.steps if s.kind == "manual"
+               and s.action and s.action.params.get("file") == "/etc/exports"]
+    ctx = Context(plan, host=tree.host)
+    before = read(tree.files["/etc/exports"])
+    assert not manual.done(step, ctx) and manual.ready(step, ctx) is None
+    out = manual.run(step, ctx)
+    assert out.status == "manual"
+    assert out.detail == "remove the export at /etc/exports:1, then exportfs -ra"
+    assert read(tree.files["/etc/exports"]) == before and ctx.commands == []
+    assert not manual.done(step, ctx)           # only a fresh look can tell

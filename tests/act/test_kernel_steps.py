@@ -209,3 +209,42 @@ def test_a_loop_device_backed_by_another_file_is_not_ours_and_a_missing_swap_is_
     sh("swapoff", f"{m}/swap file")
     assert kernel.done(swap, ctx)
     assert kernel.ready(swap, ctx) == f"{m}/swap file is not an active swap"
+
+
+def lock_step(path):
+    """The lock-dir step as the teardown makes it."""
+    from vacate.model.plan import Step
+    return Step(id="19-lock-dir", kind="lock-dir", summary=f"make the empty {path} immutable",
+                downtime=True, params={"path": path}, postcondition={"immutable": True})
+
+
+def test_lock_dir_never_on_a_mount_point_or_a_directory_with_something_in_it(ext4_volume):
+    m = ext4_volume.mountpoint
+    step, ctx = lock_step(m), Context(None)
+    assert not lockdir.done(step, ctx)
+    assert lockdir.ready(step, ctx) == f"{m} is still a mount point"
+    assert lockdir.run(step, ctx).status == "failed" and ctx.commands == []
+    sh("umount", m)
+    with open(os.path.join(m, "written-meanwhile"), "w") as f:     # now on the root fs
+        f.write("x")
+    assert "is not empty (1 entries: written-meanwhile)" in lockdir.ready(step, ctx)
+    out = lockdir.run(step, ctx)
+    assert out.status == "failed" and ctx.commands == []
+    assert "i" not in sh("lsattr", "-d", m).stdout.split()[0]
+    os.unlink(os.path.join(m, "written-meanwhile"))
+
+
+def test_lock_dir_where_the_filesystem_has_no_immutable_flag(tmp_path):
+    from harness.fusefs import can_fuse, fuse_mount
+    if not can_fuse():
+        pytest.skip("needs root, /dev/fuse, fusermount and mfusepy")
+    mnt = str(tmp_path / "fuse")
+    os.mkdir(mnt)
+    with fuse_mount(mnt):
+        d = os.path.join(mnt, "empty")
+        os.mkdir(d)
+        step, ctx = lock_step(d), Context(None)
+        assert lockdir.ready(step, ctx) is None
+        assert lockdir.done(step, ctx)              # nothing more can be done there
+        out = lockdir.run(step, ctx)
+        assert out.status == "skipped" and "does not support chattr +i" in out.detail

@@ -108,7 +108,7 @@ def _swap_path(step: Step) -> str:
 def _swap_active(step: Step, ctx: Context) -> bool:
     """Whether the step's file is an active swap (``/proc/swaps``: names octal-escaped, a
     deleted file with `` (deleted)``). Raises the ``OSError`` of an unreadable table."""
-    path = _swap_path(step)
+    path = _swap_path(step).removesuffix(" (deleted)")
     text = _table(ctx.host.proc_path("swaps"))
     for line in (text or "").splitlines()[1:]:
         parts = line.rsplit(None, 4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from vacate.act.base import Context, Outcome
 from vacate.model.plan import Step
+from vacate.output.actions import sentence
 
 KINDS = ("manual",)
 
@@ -13,8 +14,6 @@ KINDS = ("manual",)
 def say(step: Step) -> str:
     """What the person is to do."""
     if step.action is not None:
-        from vacate.output.actions import sentence
-
         return sentence(step.action)
     return step.summary
 

@@ -97,5 +97,6 @@ def collect(host: Host, target: Target, view: VolumeView
                    "options": [redact_text(o) for o in e.options],
                    "relations": list(dict.fromkeys(r for r, _p, _n in uses)),
                    "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail"),
-                   "line_sha256": hashlib.sha256(e.raw.encode("utf-8", "surrogateescape")).hexdigest()}))
+                   "line_sha256": hashlib.sha256(
+                       e.raw.encode("utf-8", "surrogateescape")).hexdigest()}))
     return tuple(consumers), problems
