@@ -400,8 +400,9 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
         for x in blockers[c.id].actions:
             if x.kind in ("stop-container", "remove-container"):
                 continue             # stopped with the kernel users
+            # a file inside a container is edited there by a person (vacate edits the host's)
             kind = "edit-config" if x.kind == "edit-config" and c.type in ("fstab", "cron") \
-                else "manual"
+                and not c.attrs.get("container") else "manual"
             st.add(kind, f"{c.type} {c.name}", action=x, downtime=True,
                    params={"file": x.params.get("file"), "line": x.params.get("line"),
                            "line_sha256": c.attrs.get("line_sha256")},
