@@ -102,3 +102,13 @@ def test_a_plan_round_trips_and_an_edited_action_is_checked(obs):
     doc["items"][0]["action"] = "shred"
     with pytest.raises(Malformed, match=r"items\[0\].action"):
         Plan.from_json(doc)
+
+
+def test_references_are_masked_only_when_asked(obs):
+    plain = make_plan(obs, archive_to="/backup")
+    assert not any(s.kind == "mask-unit" for s in plain.steps)
+    masked = make_plan(obs, archive_to="/backup", mask_references=True)
+    (mask,) = [s for s in masked.steps if s.kind == "mask-unit"]
+    assert mask.action.argv == ("systemctl", "mask", "sglang-kimi.service")
+    assert mask.evidence and "eagle3" in mask.evidence[0].path
+    assert Plan.loads(masked.dumps()).mask_references is True

@@ -29,6 +29,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="seconds between TERM and KILL when ending a holder (default 10)")
     p.add_argument("--no-snapshot", action="store_true",
                    help="no snapshot before deleting on ZFS or btrfs")
+    p.add_argument("--mask-references", action="store_true",
+                   help="mask the units that still name archived or deleted paths (by "
+                        "default they are listed in the report, left as they are)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the plan to FILE")
     p.add_argument("--json", action="store_true", help="the plan as JSON on stdout")
     return p
@@ -40,7 +43,8 @@ def run(args, env: Env) -> int:
     overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]
     result = plan(args.path, host=env.host, archive_to=args.archive_to, overrides=overrides,
                   grace_s=args.grace, snapshot=not args.no_snapshot,
-                  outputs=(args.output,) if args.output else ())
+                  outputs=(args.output,) if args.output else (),
+                  mask_references=args.mask_references)
     text = result.dumps()
     if args.output:
         from vacate.fsio import write_atomic

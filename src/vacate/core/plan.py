@@ -39,7 +39,7 @@ def identity_of(entries) -> Identity:
 
 def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
          overrides: list[tuple[str, str]] = (), grace_s: float = 10.0, snapshot: bool = True,
-         outputs: tuple[str, ...] = ()) -> Plan:
+         outputs: tuple[str, ...] = (), mask_references: bool = False) -> Plan:
     """The plan to retire the volume mounted at ``path``. ``outputs``: files the plan and its
     journal will be written to (refused on the volume itself, like ``archive_to``)."""
     from vacate.act.entries import record_entries
@@ -56,7 +56,7 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
     obs = observe(path, host=host)
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                          snapshot=snapshot)
+                          snapshot=snapshot, mask_references=mask_references)
     except PlanRefused as e:
         raise UsageError(str(e)) from None
     identities, entries = {}, {}
@@ -75,4 +75,5 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
         free = st.f_bavail * st.f_frsize
     return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                      snapshot=snapshot, identities=identities, entries=entries,
+                     mask_references=mask_references,
                      dest_free=free, created_at=time.time())

@@ -21,6 +21,7 @@ import fnmatch
 import os
 
 from vacate.decide import verdict
+from vacate.decide.actions import container_place
 from vacate.model.action import Action
 from vacate.model.observation import Observation
 from vacate.model.plan import Identity, Plan, PlanItem, Step
@@ -224,7 +225,8 @@ def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
 
 
 def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str | None,
-             grace_s: float, snapshot: bool) -> tuple[Step, ...]:
+             grace_s: float, snapshot: bool, mask_references: bool = False
+             ) -> tuple[Step, ...]:
     result = verdict.check(obs)
     by_id = {c.id: c for c in obs.consumers}
     ev = {c.id: c.evidence for c in obs.consumers}
@@ -407,6 +409,18 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
                    params={"file": x.params.get("file"), "line": x.params.get("line"),
                            "line_sha256": c.attrs.get("line_sha256")},
                    evidence=c.evidence)
+    # units that still name what goes away: masked only when asked (the report lists them)
+    if mask_references:
+        gone = [i.path for i in items if i.action in ("archive", "delete")]
+        for c in obs.consumers:
+            if c.type != "systemd-unit" or c.id in blockers or not any(
+                    is_under(p, g) for p in c.paths for g in gone):
+                continue
+            place = container_place(c.attrs.get("container"), c.attrs.get("user"))
+            x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
+                       precondition={"unit": c.name}, consumer=c.id)
+            st.add("mask-unit", f"mask {c.name} ({place.label()}): it names what goes away",
+                   action=x, downtime=True, evidence=c.evidence)
     # 10. unmount, lock the mount point, look again
     t = obs.target
     st.add("unmount", f"unmount {t.mountpoint}", downtime=True,
@@ -431,7 +445,7 @@ def verdict_place(c: Consumer) -> str:
 def make_plan(obs: Observation, *, archive_to: str | None = None,
               overrides: list[tuple[str, str]] = (), grace_s: float = 10.0,
               snapshot: bool = True, identities: dict[str, Identity] | None = None,
-              entries: dict[str, dict] | None = None,
+              entries: dict[str, dict] | None = None, mask_references: bool = False,
               dest_free: int | None = None, created_at: float = 0.0) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
@@ -454,7 +468,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
-    steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot)
+    steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot,
+                     mask_references=mask_references)
     deletes = [i for i in items if i.action == "delete"]
     snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
     by_path = {i.path: i for i in items}
@@ -462,7 +477,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                                         if e in by_path) for i in to_archive)
     return Plan(target_path=obs.target.path, mount_id=obs.target.mount.mount_id,
                 mount_dev=obs.target.mount.dev, fstype=obs.target.mount.fstype,
-                archive_to=archive_to, grace_s=grace_s, snapshot=snapshot, items=items,
+                archive_to=archive_to, grace_s=grace_s, snapshot=snapshot,
+                mask_references=mask_references, items=items,
                 steps=steps, observation=obs, blocked=tuple(blocked),
                 problems=tuple(p for p in result.warnings if p.blocks_verdict),
                 expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
@@ -478,6 +494,7 @@ def rebuild(plan: Plan) -> Plan:
     overrides = [(it.action, _rel(target, it.path)) for it in plan.items]
     return make_plan(plan.observation, archive_to=plan.archive_to, overrides=overrides,
                      grace_s=plan.grace_s, snapshot=plan.snapshot,
+                     mask_references=plan.mask_references,
                      identities={it.path: it.identity for it in plan.items if it.identity},
                      entries={it.path: it.entries for it in plan.items if it.entries},
                      created_at=plan.created_at)

@@ -113,6 +113,7 @@ class Plan:
     archive_bytes: int = 0
     archive_estimate_s: float = 0.0
     created_at: float = 0.0
+    mask_references: bool = False
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
