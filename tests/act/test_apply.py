@@ -178,3 +178,31 @@ def test_a_plan_edited_into_nonsense_is_refused(story, edit, says):
     rc, _doc, err = _apply(story.plan)
     assert rc == 2 and says in err, err
     _mounted_and_untouched(story)
+
+
+def test_on_btrfs_a_snapshot_holds_what_was_deleted(tmp_path):
+    """Before the first delete, a read-only snapshot of the subvolume the deletes touch: the
+    deleted files are still in it (the freed space expected is 0, said so), and the report
+    gives the command that destroys it."""
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    s = Story(str(tmp_path), fstype="btrfs", size_mb=256)
+    try:
+        plan = s.make_plan()
+        assert "snapshot" in [st["kind"] for st in plan["steps"]]
+        assert plan["expected_freed_bytes"] == 0
+        rc, doc, err = _apply(s.plan)
+        assert rc == 0, err
+        s.assert_retired()
+        (snap,) = doc["done"]["snapshots"]
+        assert snap["destroy"][:3] == ["btrfs", "subvolume", "delete"]
+        look = str(tmp_path / "look")
+        os.mkdir(look)
+        subprocess.run(["mount", "-o", "ro", s.vol.device, look], check=True)
+        try:
+            kept = snap["snapshots"][0]["snapshot"].replace(s.m, look, 1)
+            assert os.path.exists(os.path.join(kept, "cuda.run"))     # still held there
+        finally:
+            subprocess.run(["umount", look], check=True)
+    finally:
+        s.close()

@@ -49,10 +49,10 @@ class Story:
     many small files), ``cuda.run`` (deleted), ``notes.txt`` (kept), ``lost+found`` (kept)."""
 
     def __init__(self, tmp: str, *, cache_files: int = 400, weights_mb: int = 8,
-                 size_mb: int = 128):
+                 size_mb: int = 128, fstype: str = "ext4"):
         self.tmp = tmp
         os.makedirs(tmp, exist_ok=True)
-        self.vol: Volume = make_volume("ext4", size_mb=size_mb)
+        self.vol: Volume = make_volume(fstype, size_mb=size_mb)
         self.m = m = self.vol.mountpoint
         self.holders = Holders(m)
         os.makedirs(f"{m}/runs/exp1/ckpt")
