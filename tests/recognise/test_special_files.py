@@ -46,3 +46,32 @@ def test_special_files_are_labelled_by_their_type(tree):
         assert got["null"] == ("device", "device")
     assert got["model"][0] != "fifo"
 
+
+
+def test_sizes_only_scan_and_the_no_scan_listing_name_special_files_too(tmp_path):
+    """`scan --no-recognise` and `check --no-scan` make their items without the recognisers:
+    a FIFO, a socket and a link are still named for what they are, never opened."""
+    import io
+    import json
+    import socket
+
+    from vacate.cli.env import Env
+    from vacate.cli.main import main
+
+    d = tmp_path / "vol"
+    d.mkdir()
+    os.mkfifo(d / "pipe")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(d / "sock"))
+    os.symlink("/etc/hostname", d / "link")
+    (d / "plain.txt").write_text("x")
+    try:
+        for argv, key in ((["scan", "--json", "--no-recognise"], "items"),
+                          (["check", "--json", "--no-scan", "--no-config"], "items")):
+            out = io.StringIO()
+            main([*argv, str(d)], Env(stdout=out, stderr=io.StringIO()))
+            kinds = {os.path.basename(i["path"]): i["kind"] for i in json.loads(out.getvalue())[key]}
+            assert kinds["pipe"] == "fifo" and kinds["sock"] == "socket", (argv, kinds)
+            assert kinds["plain.txt"] == "file"
+    finally:
+        s.close()

@@ -14,6 +14,7 @@ import time
 
 from vacate import __version__
 from vacate.collectors import kernel, mounts, procs
+from vacate.collectors.special import special_file
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.inventory import Item, ScanResult, Stats
@@ -43,7 +44,8 @@ def list_top(target: Target) -> ScanResult:
         is_dir = e.is_dir(follow_symlinks=False)
         stats = Stats(st.st_size, st.st_blocks * 512, 0 if is_dir else 1, 1 if is_dir else 0,
                       st.st_mtime, st.st_atime)
-        items.append(Item("item:" + e.name, e.path, None, is_dir, stats))
+        items.append(Item("item:" + e.name, e.path, None, is_dir, stats,
+                          None if is_dir else special_file(e.path)))
     return ScanResult(target, Stats(), tuple(items), (), (), tuple(warnings),
                       time.monotonic() - t0)
 

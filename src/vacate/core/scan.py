@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from vacate.collectors import contents, mounts, walk
 from vacate.collectors.forking import cpus
+from vacate.collectors.special import special_file
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, Item, ScanResult
@@ -94,8 +95,12 @@ def scan(path: str, *, host: Host | None = None,
         items, rwarn = recognise.annotate(
             items, w.dirs, cpu_bound=cpu_bound(w, walk_s, walk_use),
             spare=None if meanwhile is None else lambda: meanwhile(w.dirs))
-    elif meanwhile is not None:
-        meanwhile(w.dirs)
+    else:
+        # sizes only: a FIFO, socket, device or link is still named for what it is
+        items = tuple(it if it.is_dir else replace(it, classification=special_file(it.path))
+                      for it in items)
+        if meanwhile is not None:
+            meanwhile(w.dirs)
     return ScanResult(
         target=target,
         totals=w.root,

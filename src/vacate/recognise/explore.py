@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from vacate.fsio import file_kind
+from vacate.collectors.special import special_file
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
 from vacate.recognise import base
@@ -287,33 +286,6 @@ def significant(c: Classification, st: Stats, whole: Stats) -> bool:
 
 def file_stats(f: base.FileInfo) -> Stats:
     return Stats(f.size, f.disk, 1, 0, f.mtime, f.atime)
-
-
-# what a file that holds no data is, by its type: never opened (a FIFO would block)
-_SPECIAL = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"),
-            (stat.S_ISBLK, "device"))
-
-
-def special_file(path: str) -> Classification | None:
-    """What a top-level entry that is not a directory or a regular file is: a symbolic link
-    (what is here, not what it points at, which is elsewhere or an item of its own), a FIFO,
-    a socket or a device node; None for a regular file (or one that is gone)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISLNK(mode):
-        try:
-            to = os.readlink(path)
-        except OSError:
-            to = "?"
-        return Classification("file", f"symbolic link to {to}", confidence=0.95,
-                              evidence=("lstat",), details={"link_target": to})
-    for test, label in _SPECIAL:
-        if test(mode):
-            return Classification(label, label, confidence=0.95, evidence=("lstat",),
-                                  details={"file_type": file_kind(mode)})
-    return None
 
 
 def generic(ctx: Ctx) -> Classification:
