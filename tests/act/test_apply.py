@@ -206,3 +206,15 @@ def test_on_btrfs_a_snapshot_holds_what_was_deleted(tmp_path):
             subprocess.run(["umount", look], check=True)
     finally:
         s.close()
+
+
+def test_a_dry_run_says_what_would_be_done_and_changes_nothing(story):
+    story.make_plan()
+    rc, out, err = cli("apply", story.plan, "--dry-run")
+    assert rc == 0, err
+    assert "dry run" in out and "nothing was changed" in out
+    assert "would" in out and "archive" in out
+    _mounted_and_untouched(story)
+    rc, out, err = cli("apply", story.plan, "--dry-run", "--json")
+    doc = json.loads(out)
+    assert doc["would"] and not doc["done"]["steps"]
