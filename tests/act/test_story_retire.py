@@ -2,8 +2,10 @@
 systemd_box.py), a docker container, the kernel and the configuration, planned with
 ``vacate plan`` and retired with ``vacate apply --yes``; then everything a person would check.
 
-The fstab and the crontab are copies in a temp ``/etc`` (the in-process run's
-``Host(etc=...)``): the machine's own are never read for edits, never written."""
+The fstab, the crontab and the disabled unit that names an archived path are in a copy of
+``/etc`` (the in-process run's ``Host(etc=...)``): the machine's own fstab and crontabs are
+never edited. The disabled unit is the host's, not the box's: the unit files of a booted
+systemd that is no recognised container are not read yet (the xfail test at the end)."""
 
 from __future__ import annotations
 
@@ -94,32 +96,6 @@ def state(box, unit: str) -> tuple[str, str]:
             box.systemctl("is-active", unit).stdout.strip())
 
 
-def holders_of(m: str) -> list[int]:
-    """Every process seen from here with a file, map, cwd or root on the volume."""
-    dev = os.stat(m).st_dev
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) == os.getpid():
-            continue
-        try:
-            links = [f"/proc/{p}/{x}" for x in ("cwd", "root", "exe")]
-            links += [f"/proc/{p}/fd/{x}" for x in os.listdir(f"/proc/{p}/fd")]
-            for ln in links:
-                try:
-                    if os.stat(ln).st_dev == dev:
-                        out.append(int(p))
-                        break
-                except OSError:
-                    continue
-            else:
-                with open(f"/proc/{p}/maps") as f:
-                    if f" {m}/" in f.read():
-                        out.append(int(p))
-        except OSError:
-            continue
-    return out
-
-
 @pytest.fixture(params=["with-docker", "without-docker"])
 def story(request, tmp_path, monkeypatch):
     """The story with its docker container where docker can run, else without it (one of
@@ -149,7 +125,7 @@ def story(request, tmp_path, monkeypatch):
 
 class _Story:
     def __init__(self, tmp: str, made: list, docker: bool):
-        self.tmp, self.made = tmp, made
+        self.tmp = tmp
         self.vol = make_volume("ext4", size_mb=160)
         made.append(self.vol)
         self.m = m = self.vol.mountpoint
@@ -196,8 +172,6 @@ class _Story:
                                     f"{m}/models/story-7b\n{INSTALL}",
             "story-server.timer": f"{NODEFAULT}[Timer]\nOnUnitInactiveSec=1s\n"
                                   f"Unit=story-server.service\n{INSTALL}",
-            "story-eval.service": f"{NODEFAULT}[Service]\nType=oneshot\nExecStart=/bin/true "
-                                  f"--checkpoint {m}/runs/exp1/ckpt/w.bin\n{INSTALL}",
             "story-unrelated.service": f"{NODEFAULT}[Service]\nExecStart=/bin/sleep "
                                        f"infinity\n{INSTALL}",
         }
@@ -265,6 +239,10 @@ def users_of_device(dev: int) -> list[str]:
     return out
 
 
+def maps(pid: int, dev: int) -> bool:
+    return any(u.startswith(f"pid {pid} maps ") for u in users_of_device(dev))
+
+
 def test_the_story_retired(story):
     s = story
     box, m = s.box, s.m
@@ -275,7 +253,7 @@ def test_the_story_retired(story):
     assert first and state(box, "story-server.service") == ("enabled", "active")
     assert state(box, "story-server.timer") == ("enabled", "active")
     hp = wait_for(lambda: host_pid(box, first))
-    assert wait_for(lambda: hp in holders_of(m)), "the server does not map its shards"
+    assert wait_for(lambda: maps(hp, dev)), "the server does not map its shards"
 
     # killing its process alone brings it back (Restart=always) ...
     os.kill(hp, signal.SIGKILL)
@@ -287,10 +265,9 @@ def test_the_story_retired(story):
     again = wait_for(lambda: main_pid(box, "story-server.service"), timeout=10)
     assert again, "the timer did not start the server again"
     server = wait_for(lambda: host_pid(box, again))
-    assert wait_for(lambda: server in holders_of(m))
+    assert wait_for(lambda: maps(server, dev))
     if s.docker is not None:
         assert s.docker.inspect("story-web", "{{.State.Running}}") == "true"
-    assert any(" maps " in u for u in users_of_device(dev))
 
     rc, out, err = cli(s.host, "plan", m, "--archive-to", s.backup, "--delete", "cuda.run",
                        "--delete", "cache", "--delete", "swapfile", "--keep", "notes.txt",
@@ -310,6 +287,9 @@ def test_the_story_retired(story):
     assert kinds[-3:] == ["unmount", "lock-dir", "check"]
     assert config_before == machine_config()   # planning read the copy of /etc only
 
+    rc, _out, err = cli(s.host, "apply", s.plan, "--dry-run")
+    assert rc == 0, err                        # every step could be checked, nothing failed
+    assert main_pid(box, "story-server.service") == again and os.path.ismount(m)
     rc, out, err = cli(s.host, "apply", s.plan, "--yes", "--json")
     doc = json.loads(out) if out.strip() else {}
     steps = {st["id"]: st for st in doc.get("done", {}).get("steps", [])}
@@ -318,6 +298,7 @@ def test_the_story_retired(story):
     assert doc["complete"] is True
     assert {st["status"] for st in steps.values()} <= {"ok", "skipped"}
     assert len(steps) == len(plan["steps"])
+    assert doc["done"]["freed_bytes"] >= (16 + 1) << 20     # the swap file and cuda.run
     last = plan["steps"][-1]
     assert last["kind"] == "check" and steps[last["id"]]["status"] == "ok"
 
@@ -393,6 +374,11 @@ def test_the_story_retired(story):
     assert tree_hashes(into) == {"runs": "dir", "runs/exp1": "dir", "runs/exp1/ckpt": "dir",
                                  "runs/exp1/ckpt/w.bin": s.before["runs/exp1/ckpt/w.bin"]}
     assert refs["cron:/etc/crontab:2"]["at"] == "/etc/crontab:2"
+    # applying again is applying once: nothing done twice, what was measured stands
+    rc, out, err = cli(s.host, "apply", s.plan, "--yes", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["done"]["freed_bytes"] == doc["done"]["freed_bytes"]
+    assert state(box, "story-unrelated.service") == ("enabled", "active")
 
 
 @pytest.mark.xfail(strict=True, reason=(
