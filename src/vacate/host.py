@@ -43,11 +43,37 @@ class Host:
             live=live,
         )
 
-    def path(self, abspath: str) -> str:
-        """Where an absolute path of this host lies from here."""
+    def _below_root(self, abspath: str) -> str:
         if self.root == "/":
             return abspath
         return os.path.join(self.root, abspath.lstrip("/"))
+
+    def _trees(self):
+        """(the host's name, where it lies from here) of each tree kept apart from ``root``
+        (``etc`` pointed at a copy while ``root`` stays ``/``)."""
+        for name, local in (("/proc", self.proc), ("/sys", self.sys), ("/etc", self.etc),
+                            ("/run", self.run)):
+            if local != self._below_root(name):
+                yield name, local.rstrip("/") or "/"
+
+    def path(self, abspath: str) -> str:
+        """Where an absolute path of this host lies from here: below its tree for a path in
+        ``/proc``, ``/sys``, ``/etc`` or ``/run``, else below ``root``."""
+        for name, local in self._trees():
+            if abspath == name or abspath.startswith(name + "/"):
+                return local + abspath[len(name):]
+        return self._below_root(abspath)
+
+    def spell(self, local: str) -> str:
+        """How the host itself spells ``local`` (a path as seen from here): the inverse of
+        :meth:`path`."""
+        for name, tree in self._trees():
+            if local == tree or local.startswith(tree + "/"):
+                return name + local[len(tree):]
+        if self.root == "/":
+            return local
+        rel = os.path.relpath(local, self.root)
+        return "/" if rel == "." else "/" + rel
 
     def proc_path(self, *parts: str | int) -> str:
         return os.path.join(self.proc, *map(str, parts))

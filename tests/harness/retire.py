@@ -44,6 +44,39 @@ def tree_hashes(root: str) -> dict[str, str]:
     return out
 
 
+def restore_with_stock_tools(archive: str, into: str) -> None:
+    """What a person does without vacate: check the archive's parts, unpack them with zstd
+    and tar, check the files with sha256sum (each raises when it fails)."""
+    subprocess.run(["sh", "-c", "sha256sum -c PARTS.SHA256SUMS >/dev/null"], cwd=archive,
+                   check=True)
+    for p in sorted(os.listdir(archive)):
+        if p.endswith(".tar.zst"):
+            subprocess.run(["sh", "-c", f"zstd -qdc '{archive}/{p}' | tar -xpf - -C '{into}'"],
+                           check=True)
+    subprocess.run(["sh", "-c", f"sha256sum -c '{archive}/SHA256SUMS' >/dev/null"], cwd=into,
+                   check=True)
+
+
+def fill(m: str, *, cache_files: int = 400, weights_mb: int = 8) -> None:
+    """The story's files on the volume at ``m``: ``runs/exp1`` (a checkpoint ``ckpt/w.bin``,
+    its log and a link ``latest`` to it), ``cache/a`` (``cache_files`` small files),
+    ``cuda.run`` and ``notes.txt``."""
+    os.makedirs(f"{m}/runs/exp1/ckpt")
+    with open(f"{m}/runs/exp1/ckpt/w.bin", "wb") as f:
+        f.write(os.urandom(weights_mb << 20))
+    with open(f"{m}/runs/exp1/log.jsonl", "w") as f:
+        f.write('{"step": 1, "loss": 2.5}\n' * 500)
+    os.symlink("ckpt/w.bin", f"{m}/runs/exp1/latest")
+    os.makedirs(f"{m}/cache/a")
+    for i in range(cache_files):
+        with open(f"{m}/cache/a/{i:05d}.bin", "wb") as f:
+            f.write(os.urandom(512))
+    with open(f"{m}/cuda.run", "wb") as f:
+        f.write(os.urandom(1 << 20))
+    with open(f"{m}/notes.txt", "w") as f:
+        f.write("keep me\n")
+
+
 class Story:
     """The volume: ``runs/`` (archived: a holder has a file of it open), ``cache/`` (deleted:
     many small files), ``cuda.run`` (deleted), ``notes.txt`` (kept), ``lost+found`` (kept)."""
@@ -55,20 +88,7 @@ class Story:
         self.vol: Volume = make_volume(fstype, size_mb=size_mb)
         self.m = m = self.vol.mountpoint
         self.holders = Holders(m)
-        os.makedirs(f"{m}/runs/exp1/ckpt")
-        with open(f"{m}/runs/exp1/ckpt/w.bin", "wb") as f:
-            f.write(os.urandom(weights_mb << 20))
-        with open(f"{m}/runs/exp1/log.jsonl", "w") as f:
-            f.write('{"step": 1, "loss": 2.5}\n' * 500)
-        os.symlink("ckpt/w.bin", f"{m}/runs/exp1/latest")
-        os.makedirs(f"{m}/cache/a")
-        for i in range(cache_files):
-            with open(f"{m}/cache/a/{i:05d}.bin", "wb") as f:
-                f.write(os.urandom(512))
-        with open(f"{m}/cuda.run", "wb") as f:
-            f.write(os.urandom(1 << 20))
-        with open(f"{m}/notes.txt", "w") as f:
-            f.write("keep me\n")
+        fill(m, cache_files=cache_files, weights_mb=weights_mb)
         self.before = tree_hashes(m)
         self.holder = self.holders.fd(f"{m}/runs/exp1/log.jsonl")
         self.backup = os.path.join(tmp, "backup")
@@ -97,14 +117,7 @@ class Story:
         # stock tools restore the archive, and sha256sum -c passes
         arch = os.path.join(self.backup, "runs")
         out = tempfile.mkdtemp(dir=self.tmp, prefix="restored-")
-        subprocess.run(["sh", "-c", "sha256sum -c PARTS.SHA256SUMS >/dev/null"], cwd=arch,
-                       check=True)
-        for p in sorted(os.listdir(arch)):
-            if p.endswith(".tar.zst"):
-                subprocess.run(["sh", "-c", f"zstd -qdc '{arch}/{p}' | tar -xpf - -C '{out}'"],
-                               check=True)
-        subprocess.run(["sh", "-c", f"sha256sum -c '{arch}/SHA256SUMS' >/dev/null"], cwd=out,
-                       check=True)
+        restore_with_stock_tools(arch, out)
         restored = tree_hashes(os.path.join(out, "runs"))
         planned_runs = {k[len("runs/"):]: v for k, v in self.before.items()
                         if k.startswith("runs/")}

@@ -52,9 +52,20 @@ def run(step: Step, ctx: Context) -> Outcome:
     if what == "freed":
         t = plan.observation.target
         try:
+            there = os.stat(t.mountpoint).st_dev == t.st_dev
             st = os.statvfs(t.mountpoint)
         except OSError as e:
             return Outcome("failed", f"cannot look at {t.mountpoint}: {e.strerror}")
+        if not there:
+            # unmounted since (a rerun): the path shows another filesystem now
+            earlier = ctx.finished_earlier(step)
+            if earlier and earlier.get("freed_bytes") is not None:
+                return Outcome("ok", f"{earlier['freed_bytes']} bytes freed, "
+                                     f"{plan.expected_freed_bytes} expected (measured before "
+                                     "the volume was unmounted)", earlier)
+            return Outcome("ok", f"{t.mountpoint} is unmounted already: the space freed can "
+                                 "no longer be measured",
+                           {"freed_bytes": None, "expected_bytes": plan.expected_freed_bytes})
         avail = st.f_bavail * st.f_frsize
         freed = avail - (t.avail_bytes or 0)
         data = {"freed_bytes": freed, "expected_bytes": plan.expected_freed_bytes}

@@ -26,10 +26,7 @@ _DEV_NULL = os.makedev(1, 3)
 
 def spelled(host: Host, local: str) -> str:
     """How the host itself spells ``local`` (a path below ``host.root`` as seen from here)."""
-    if host.root == "/":
-        return local
-    rel = os.path.relpath(local, host.root)
-    return "/" if rel == "." else "/" + rel
+    return host.spell(local)
 
 
 def _is_dev_null(local: str) -> bool:
