@@ -79,10 +79,8 @@ def summary(result, console) -> None:
         console.print(f"  [red]failed:[/] {f['id']} {escape(f['detail'])} (fix it, then run "
                       "vacate apply again: it resumes)")
     for r in doc["remains"]["references"]:
-        went = f"archived at {r['archive']}" if r.get("archive") else \
-            "deleted" if r["action"] == "delete" else r["action"]
         console.print(f"  [yellow]still refers to it:[/] {escape(r['at'])} names "
-                      f"{escape(r['path'])} ({went})")
+                      f"{escape(r['path'])} ({escape(_went(r))})")
 
 
 def _records(result) -> list[dict]:
@@ -104,4 +102,11 @@ def render_report(doc, console) -> None:
         console.print(f"  [dim]  would[/] {x['id']}  {escape(x['summary'])}")
     for r in doc["remains"]["references"]:
         console.print(f"  [yellow]still refers to it:[/] {escape(r['at'])} names "
-                      f"{escape(r['path'])}")
+                      f"{escape(r['path'])} ({escape(_went(r))})")
+
+
+def _went(r: dict) -> str:
+    """Where the data a reference names went."""
+    if r.get("archive"):
+        return f"archived at {r['archive']}; restore it: {shlex.join(r['restore'])}"
+    return "deleted" if r["action"] == "delete" else r["action"]
