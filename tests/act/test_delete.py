@@ -374,7 +374,7 @@ def processes_naming(text):
 
 
 def test_killed_midway_a_rerun_finishes(vol, tmp_path):
-    base = big_item(vol, dirs=100)                    # 20,000 files
+    base = big_item(vol, dirs=200)                    # 40,000 files
     os.link(f"{base}/top0/mid0/leaf/f1", f"{base}/top2/mid2/leaf/second-name")
     item, rec = record(vol, "big")
     saved = tmp_path / "rec.json"
@@ -385,7 +385,7 @@ def test_killed_midway_a_rerun_finishes(vol, tmp_path):
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     for line in p.stdout:
         assert not line.startswith("done"), "finished before it was killed"
-        if int(line) >= total * 0.3:
+        if int(line) >= total * 0.1:
             break
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
@@ -395,7 +395,7 @@ def test_killed_midway_a_rerun_finishes(vol, tmp_path):
         time.sleep(0.1)
     assert processes_naming(str(saved)) == []
     left = len(tree(base))
-    assert 0 < left < total * 0.75
+    assert 0 < left < total - 4000, "killed before or after it deleted much"
     r = delete(vol, item, rec)
     assert r.outcome == "ok" and r.gone, r.kept[:3]
     assert not os.path.lexists(base)
