@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vacate.act.delete import EntryList, Refused, delete_item, record_entries
+from vacate.act.delete import DeleteResult, EntryList, Refused, delete_item, record_entries
 from vacate.output import jsonfmt
 
 pytestmark = pytest.mark.root
@@ -92,6 +92,7 @@ def test_a_file_written_after_recording_is_kept_and_named(vol):
     r = delete(vol, item, rec)
     assert r.outcome == "failed" and not r.gone
     assert [(k.path, k.reason) for k in r.kept] == [(f"{base}/a/b/late.txt", "new")]
+    assert DeleteResult.from_json(json.loads(json.dumps(r.to_json()))) == r
     # the file and the directories that hold it stay; everything recorded is gone
     assert tree(base) == [b"a", b"a/b", b"a/b/late.txt"]
     with open(f"{base}/a/b/late.txt", "rb") as f:

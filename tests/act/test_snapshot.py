@@ -1,13 +1,14 @@
 """Snapshots before a delete, for real: btrfs on a loop volume, ZFS with zfs-fuse, and the
 explicit "unsupported" everywhere else."""
 
+import json
 import os
 import subprocess
 
 import pytest
 
 from vacate.act.delete import delete_item, record_entries
-from vacate.act.snapshot import destroy_command, snapshot
+from vacate.act.snapshot import SnapshotResult, destroy_command, snapshot
 from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
 
@@ -67,6 +68,7 @@ def test_btrfs_snapshots_each_subvolume_the_deletes_touch(btrfs):
     assert read(f"{base}/nested/models/item-in-subvol/w.bin") == b"in models"
     assert read(f"{base}/nested/item3/nested/c.txt") == b"in a nested subvolume"
 
+    assert SnapshotResult.from_json(json.loads(json.dumps(r.to_json()))) == r
     again = snapshot(target, items, "t1")            # a rerun: there already, confirmed
     assert again.outcome == "ok"
     assert [(s.snapshot, s.created) for s in again.snapshots] == [

@@ -159,6 +159,16 @@ class DeleteResult:
 
     as_json = to_json
 
+    @classmethod
+    def from_json(cls, d: dict) -> DeleteResult:
+        """The result ``to_json`` wrote (a journal's outcome record)."""
+        return cls(d["item"], d["entries"], d["bytes"], d["disk_bytes"],
+                   tuple(Kept(k["path"], k["reason"], k["detail"]) for k in d["kept"]),
+                   tuple(Manual(m["path"], m["reason"], tuple(m["argv"])) for m in d["manual"]),
+                   tuple(Problem(p["code"], p["message"], p.get("path"),
+                                 bool(p.get("blocks_verdict", False))) for p in d["errors"]),
+                   tuple(d["subvolumes"]), d["gone"], d.get("workers", 0))
+
 
 def _not_a(r: tuple) -> str:
     return f"replaced: a directory where the plan has a {r[KIND]}"
@@ -316,8 +326,8 @@ class _Deleter:
                         self.keep(join(d.rel, name), "changed", _not_a(r))
                         d.clean = False
                     continue
-                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
-                        st.st_ctime_ns) != r[DEV:NLINK] and \
+                if (st.st_ino != r[INO] or st.st_mtime_ns != r[MTIME] or st.st_size != r[SIZE]
+                        or st.st_ctime_ns != r[CTIME] or st.st_dev != r[DEV]) and \
                         not self.same(r, st, join(d.rel, name)):
                     d.clean = False
                     continue

@@ -66,6 +66,14 @@ class SnapshotResult:
 
     as_json = to_json
 
+    @classmethod
+    def from_json(cls, d: dict) -> SnapshotResult:
+        """The result ``to_json`` wrote (a journal's outcome record)."""
+        return cls(d["fstype"], d["name"], d["outcome"],
+                   tuple(Snapshot(s["source"], s["snapshot"], s["created"])
+                         for s in d["snapshots"]),
+                   d["message"], tuple(tuple(c) for c in d.get("commands", ())))
+
 
 def destroy_command(result: SnapshotResult) -> list[str]:
     """The command that destroys the snapshots of ``result`` (and frees what they hold);
