@@ -4,6 +4,7 @@ points to stay."""
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -299,6 +300,20 @@ def test_refusals_touch_nothing(vol, tmp_path):
     with pytest.raises(Refused):           # reached through a symlink
         record_entries(os.path.join(vol.mountpoint, "via-link/a"), dev=dev)
     assert tree(vol.mountpoint) == before
+
+
+def test_wide_directories_with_few_fds(vol):
+    base = os.path.join(vol.mountpoint, "item")
+    for i in range(300):
+        put(f"{base}/d{i}/sub/f")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))     # one fd per level suffices
+    try:
+        item, rec = record(vol, "item")
+        r = delete(vol, item, rec)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(rec) == 901 and r.outcome == "ok" and r.gone
 
 
 def test_an_edited_entry_list_is_refused():

@@ -1,8 +1,10 @@
 """Snapshots before a delete, for real: btrfs on a loop volume, ZFS with zfs-fuse, and the
 explicit "unsupported" everywhere else."""
 
+import contextlib
 import json
 import os
+import resource
 import subprocess
 
 import pytest
@@ -13,6 +15,16 @@ from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
 
 pytestmark = pytest.mark.root
+
+
+@contextlib.contextmanager
+def few_fds(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def sh(*argv):
@@ -52,10 +64,13 @@ def test_btrfs_snapshots_each_subvolume_the_deletes_touch(btrfs):
     put(f"{m}/item3/nested/c.txt", b"in a nested subvolume")
     sh("btrfs", "subvolume", "snapshot", "-r", f"{m}/item3/nested", f"{m}/item3/old-ro")
     put(f"{m}/kept/untouched.txt")
+    for i in range(300):                  # wider than the fds it may hold (below)
+        os.mkdir(f"{m}/item3/wide-{i}")
     target = resolve_target(m, Host.local())
     items = [f"{m}/plain-item", f"{m}/models/item-in-subvol", f"{m}/item3"]
 
-    r = snapshot(target, items, "t1")
+    with few_fds(100):
+        r = snapshot(target, items, "t1")
     assert r.outcome == "ok", r.message
     base = f"{m}/.vacate-snapshots/t1"
     assert [(s.source, s.snapshot, s.created) for s in r.snapshots] == [
