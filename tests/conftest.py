@@ -3,7 +3,13 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+# the tests are grouped by layer; some share helpers across the groups by module name
+for _layer in sorted(os.listdir(HERE)):
+    if os.path.isdir(os.path.join(HERE, _layer)) and _layer not in ("fixtures", "harness",
+                                                                    "__pycache__"):
+        sys.path.insert(1, os.path.join(HERE, _layer))
 
 from harness.volumes import can_loop_mount, make_volume
 
@@ -17,6 +23,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _every_decision_is_the_same_from_a_saved_observation(monkeypatch):
+    """Wherever a test decides on an observation in this process (``vacate check``, the
+    demo, ...), deciding on that observation after a trip through its JSON document gives
+    the same ``vacate.check/1`` document."""
+    from vacate.decide import verdict
+    from vacate.model.observation import Observation
+    from vacate.output import jsonfmt
+
+    real = verdict.check
+
+    def checked(obs):
+        direct = real(obs)
+        text = obs.dumps()
+        again = real(Observation.loads(text))
+        assert jsonfmt.dumps(jsonfmt.check_doc(direct)) == \
+            jsonfmt.dumps(jsonfmt.check_doc(again)), "a saved observation decides differently"
+        assert Observation.loads(text).dumps() == text, "the observation does not round-trip"
+        return direct
+
+    monkeypatch.setattr(verdict, "check", checked)
 
 
 @pytest.fixture(params=["ext4", "xfs", "btrfs"])

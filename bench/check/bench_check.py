@@ -19,7 +19,12 @@ vacate is timed as a user runs it, three ways (the same code; only what starts P
 The package's bytecode is compiled first (``compileall``), as any installed package's is: with
 ``PYTHONDONTWRITEBYTECODE=1`` (set in some environments) every run would compile the sources.
 
+``--baseline-src DIR`` (the ``src/`` of another checkout, its C modules built) runs that
+vacate too, in a clean venv of its own, interleaved with the rest; the report ends with each
+of this checkout's rows against the baseline's (median ÷ median: above 1.00 is slower).
+
     python3 bench/check/bench_check.py [--fs ext4|btrfs] [--procs 1000] [--runs 7]
+        [--baseline-src /tmp/before/src]
 """
 
 from __future__ import annotations
@@ -79,11 +84,12 @@ def dependencies() -> list[str]:
     return [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in reqs]
 
 
-def clean_venv(where: str) -> str:
-    """A venv holding only vacate (editable, as pip writes it) and its dependencies (the
-    directories they are installed in, on the path as plain entries: none of the ``.pth``
-    start-up hooks that sit beside them runs); its ``vacate`` script. Without orjson the
-    scan parses safetensors headers with json, ~0.4 s slower on the scan bench's tree."""
+def clean_venv(where: str, src: str = SRC) -> str:
+    """A venv holding only the vacate of ``src`` (editable, as pip writes it) and its
+    dependencies (the directories they are installed in, on the path as plain entries: none
+    of the ``.pth`` start-up hooks that sit beside them runs); its ``vacate`` script. Without
+    orjson the scan parses safetensors headers with json, ~0.4 s slower on the scan bench's
+    tree."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", where], check=True)
     py = os.path.join(where, "bin", "python3")
     purelib = subprocess.run([py, "-c", ("import sysconfig; print(sysconfig.get_paths()"
@@ -98,12 +104,68 @@ def clean_venv(where: str) -> str:
         if site not in deps:
             deps.append(site)
     with open(os.path.join(purelib, "__editable__.vacate.pth"), "w") as f:
-        f.write("\n".join([SRC, *deps]) + "\n")
+        f.write("\n".join([src, *deps]) + "\n")
     script = os.path.join(where, "bin", "vacate")
     with open(script, "w") as f:
         f.write(CONSOLE_SCRIPT.format(python=py))
     os.chmod(script, 0o755)
     return script
+
+
+C_MODULES = ("vacate.collectors._fastwalk", "vacate.collectors._fastproc",
+             "vacate.recognise.formats._fastst")
+_C_PROBE = """import importlib
+for n in %r:
+    try:
+        m = importlib.import_module(n)
+    except ImportError:
+        print(n.rpartition('.')[2], 'not-built')
+    else:
+        print(n.rpartition('.')[2], getattr(m, 'VERSION', 'built'), m.__file__)
+"""
+
+
+def c_modules(script: str) -> str:
+    """What the venv of the console script ``script`` imports of the optional C modules
+    (their VERSION, where they have one); exits where one is not built: the Python loops
+    measured against C ones would say nothing about the change."""
+    py = os.path.join(os.path.dirname(script), "python3")
+    out = subprocess.run([py, "-c", _C_PROBE % (C_MODULES,)], capture_output=True, text=True,
+                         check=True, cwd="/").stdout.split("\n")
+    missing = [line.split()[0] for line in out if line.endswith(" not-built")]
+    if missing:
+        raise SystemExit(f"{script}: {', '.join(missing)} not built: build the C modules of "
+                         "that checkout first (build_ext --inplace)")
+    return "; ".join(line.rsplit(" ", 1)[0] for line in out if line)
+
+
+def add_baseline(tools: dict[str, list[str]], baseline: str, new: str) -> dict[str, str]:
+    """Beside each of ``tools`` run by the clean venv script ``new``, the same command run by
+    ``baseline`` (named with " baseline" after the first word), inserted right after it;
+    returns {new row: baseline row}."""
+    out: dict[str, list[str]] = {}
+    pairs: dict[str, str] = {}
+    for name, cmd in tools.items():
+        out[name] = cmd
+        if cmd and cmd[0] == new:
+            first, _, rest = name.partition(" ")
+            twin = f"{first} baseline {rest}".strip() if not first.startswith("(") else (
+                f"{name[:-1]}, baseline)")
+            out[twin] = [baseline, *cmd[1:]]
+            pairs[name] = twin
+    tools.clear()
+    tools.update(out)
+    return pairs
+
+
+def against_baseline(med: dict[str, float], pairs: dict[str, str]) -> list[str]:
+    """Each row against its baseline twin: median ÷ the baseline's median."""
+    lines = ["# against the baseline (median ÷ baseline median; above 1.00: slower than it)"]
+    for name, twin in pairs.items():
+        r = med[name] / med[twin]
+        lines.append(f"{name:36} {med[name] * 1000:10.1f} ms vs {med[twin] * 1000:10.1f} ms  "
+                     f"{r:5.2f}  {'within 10 %' if r <= 1.10 else 'SLOWER by more than 10 %'}")
+    return lines
 
 
 def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -190,17 +252,30 @@ def main() -> int:
     ap.add_argument("--fs", default="ext4", choices=("ext4", "xfs", "btrfs"))
     ap.add_argument("--procs", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--baseline-src", metavar="DIR",
+                    help="the src/ of another checkout (its C modules built), run beside this "
+                         "one in a clean venv of its own")
     ap.add_argument("--hold", type=float, default=0,
                     help="keep the volume, holders and crowd up this many seconds after the "
                          "runs (to profile by hand; the mountpoint is printed)")
     args = ap.parse_args()
     compileall.compile_dir(os.path.join(SRC, "vacate"), quiet=1)
+    baseline_src = os.path.abspath(args.baseline_src) if args.baseline_src else None
+    if baseline_src:
+        if not os.path.isfile(os.path.join(baseline_src, "vacate", "__init__.py")):
+            raise SystemExit(f"{baseline_src}: not a src/ directory holding vacate")
+        compileall.compile_dir(os.path.join(baseline_src, "vacate"), quiet=1)
     venv_dir = tempfile.mkdtemp(prefix="vacate-bench-venv-")
     v = make_volume(args.fs)
     h = Holders(v.mountpoint)
     crowd = None
     try:
-        clean = clean_venv(venv_dir)
+        clean = clean_venv(os.path.join(venv_dir, "new"))
+        print(f"# this checkout: {SRC}: {c_modules(clean)}")
+        baseline = None
+        if baseline_src:
+            baseline = clean_venv(os.path.join(venv_dir, "baseline"), baseline_src)
+            print(f"# baseline: {baseline_src}: {c_modules(baseline)}")
         m = v.mountpoint
         for d in ("db", "work", "images"):
             os.makedirs(f"{m}/{d}")
@@ -243,8 +318,9 @@ def main() -> int:
         tools["vacate check (+walk)"] = [SCRIPT, "check", "--json", m]
         tools["(startup: console --version)"] = [SCRIPT, "--version"]
         tools["(startup: clean --version)"] = [clean, "--version"]
-        tools["(startup: clean venv python)"] = [os.path.join(venv_dir, "bin", "python3"),
-                                                 "-c", "pass"]
+        tools["(startup: clean venv python)"] = [os.path.join(venv_dir, "new", "bin",
+                                                              "python3"), "-c", "pass"]
+        pairs = add_baseline(tools, baseline, clean) if baseline else {}
         passes = in_process_passes(m)
         times: dict[str, list[float]] = {t: [] for t in [*tools, *passes]}
         last: dict[str, subprocess.CompletedProcess] = {}
@@ -258,21 +334,25 @@ def main() -> int:
                 fn()
                 times[name].append(time.perf_counter() - t0)
         base = statistics.median(times["fuser -vm"])
+        w = max(len(n) for n in times)
         print(f"# {args.fs}, {nproc} processes on the host, {len(known)} known holder "
               f"processes (+ swap file, loop device, private-namespace bind), "
               f"{args.runs} interleaved runs; ratio = median / median of fuser -vm")
-        print(f"{'tool':30} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'holders found':>14} "
+        print(f"{'tool':{w}} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'holders found':>14} "
               f"{'pids reported':>14} {'kernel users':>13}")
         for name in [*tools, *passes]:
             med = statistics.median(times[name])
             if name not in tools:
-                print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
+                print(f"{name:{w}} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
                       f"{med / base:7.2f}")
                 continue
             found, reported = holders_found(name, last[name], known)
-            print(f"{name:30} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
+            print(f"{name:{w}} {med * 1000:10.1f} {min(times[name]) * 1000:8.1f} "
                   f"{med / base:7.2f} {found:>8}/{len(known):<5} {reported:>14} "
                   f"{kernel_found(name, last[name]):>13}")
+        if pairs:
+            print("\n".join(against_baseline(
+                {k: statistics.median(v) for k, v in times.items()}, pairs)))
         if args.hold:
             # SIGTERM (or SIGINT) ends the hold early; the finally below takes it all down
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

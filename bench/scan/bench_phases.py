@@ -2,7 +2,7 @@
 bench_scan_tree.py, mounted as bench_scan.py does; ``--tree 1`` for the first one), for the
 figures in BENCHMARKS.md that no whole-command run shows:
 
-    python3 bench/scan/bench_phases.py loops               # per-entry loop: C vs Python, 1 process
+    python3 bench/scan/bench_phases.py loops               # the walk: C vs Python, 1 process
     python3 bench/scan/bench_phases.py workers --rounds 3  # walk with 2/3/4 walkers, warm and cold
     python3 bench/scan/bench_phases.py recognise           # recognising right after a walk, and
                                                            # again after 20 s idle (DAMON)
@@ -22,10 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_scan_tree as tree
 
-from vacate.collectors import walk
+from vacate.collectors import walk, walk_descent
 from vacate.model.inventory import Item
-
-_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def cpu() -> float:
@@ -39,49 +37,24 @@ def drop_caches() -> None:
         f.write("3\n")
 
 
-def loop_c(fd: int) -> int:
-    n = 0
-    dirs, files = walk._fastwalk.list_dir(fd, 1 << 62)[:2]
-    for name, _st in dirs:
-        sub = os.open(name, _OPEN, dir_fd=fd)
-        try:
-            n += loop_c(sub) + 1
-        finally:
-            os.close(sub)
-    return n + files
-
-
-def loop_py(fd: int) -> int:
-    n, dirs = 0, []
-    with os.scandir(fd) as it:
-        for e in it:
-            st = e.stat(follow_symlinks=False)
-            if st.st_mode & 0o170000 == 0o040000:
-                dirs.append(e.name)
-            else:
-                n += 1
-    for name in dirs:
-        sub = os.open(name, _OPEN, dir_fd=fd)
-        try:
-            n += loop_py(sub) + 1
-        finally:
-            os.close(sub)
-    return n
-
-
 def loops(mnt: str, rounds: int) -> None:
-    if walk._fastwalk is None:
+    """The walk in one process, its descent in C (``walk_descent.CWalker``) and in Python
+    (``walk_loops.Walker``): CPU seconds."""
+    c = walk_descent.fastwalk
+    if c is None:
         sys.exit("the C loop is not built")
     res: dict[str, list[float]] = {"C": [], "Python": []}
-    for _ in range(rounds):
-        for name, fn in (("C", loop_c), ("Python", loop_py)):
-            fd = os.open(mnt, _OPEN)
-            c = cpu()
-            fn(fd)
-            res[name].append(cpu() - c)
-            os.close(fd)
+    try:
+        for _ in range(rounds):
+            for name, mod in (("C", c), ("Python", None)):
+                walk_descent.fastwalk = mod
+                t = cpu()
+                walk.walk(mnt, workers=1)
+                res[name].append(cpu() - t)
+    finally:
+        walk_descent.fastwalk = c
     for name, v in res.items():
-        print(f"{name} loop, one process: median {statistics.median(v):.2f} CPU-s "
+        print(f"{name} walk, one process: median {statistics.median(v):.2f} CPU-s "
               f"({' '.join(f'{x:.2f}' for x in v)})")
 
 

@@ -85,7 +85,7 @@ def umount(t: Tree = DEFAULT) -> None:
 
 
 # Model families the hub's models are drawn from: the fields of their published config.json
-# (the Qwen2.5 ones as in ../shared/fixtures/hf/sakura-14b-qwen2.5-index-only/config.json).
+# (the Qwen2.5 ones as in tests/fixtures/hf/sakura-14b-qwen2.5-index-only/config.json).
 # qkv_bias: Qwen2 has q/k/v biases. Sizes: 7-33B parameters, 14-66 GB of bf16, 27 GB mean
 # (tree 1's random blobs: 8 x 1-5 GiB, 26 GB mean).
 _KEYS = ("architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",

@@ -440,7 +440,12 @@ class Demo:
         """Undo what was made, in reverse; returns what could not be undone."""
         problems = []
         if self.device:
-            for cmd in (("umount", self.path), ("losetup", "-d", self.device)):
+            cmds = [("losetup", "-d", self.device)]
+            if os.path.ismount(self.path):
+                cmds.insert(0, ("umount", self.path))
+            else:       # retired by the demo's apply: unmounted, its mount point locked
+                cmds.append(("chattr", "-i", self.path))
+            for cmd in cmds:
                 try:
                     _run(*cmd)
                 except OSError as e:

@@ -3,6 +3,12 @@
 ``Holders(mnt)`` starts each holder in its own session (so its pid is its process group) and
 ``close()`` kills exactly those groups, then undoes the swap files and loop devices it set up.
 Each ``start_*`` returns the pid of the process that holds the volume (after it is ready).
+
+Every holder dies with the test process even when that is killed (``kill -9`` of pytest, a
+CI timeout) and ``close()`` never runs: each is started with ``PR_SET_PDEATHSIG`` = SIGKILL
+through a small exec wrapper (kept across ``exec``; a holder that is a shell ``exec``s its last
+command, so the holding process is the one started), and a :class:`Crowd`'s sleepers are each
+tied the same way to a leader that is tied to the test process.
 """
 
 from __future__ import annotations
@@ -35,6 +41,43 @@ time.sleep(1e9)
 """
 
 
+# Runs argv[1:] tied to the test process: SIGKILL when its parent ends (PR_SET_PDEATHSIG,
+# kept across exec); when the parent already ended, before the call, it ends now. Done in a
+# process of its own rather than in a preexec_fn, which is unsafe with threads.
+DIE_WITH_PARENT = r"""
+import ctypes, os, signal, sys
+if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or \
+        os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def tied(argv: list[str]) -> list[str]:
+    """``argv`` run so that it dies with this process."""
+    return [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *argv]
+
+
+# A crowd's leader: forks the sleepers (each dies with the leader, which dies with the test)
+CROWD_LEADER = r"""
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+for d, n in ((sys.argv[1], int(sys.argv[2])), ("/", int(sys.argv[3]))):
+    for _ in range(n):
+        if os.fork() == 0:
+            if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != me:
+                os._exit(1)
+            os.chdir(d)
+            os.execvp("sleep", ["sleep", "1d"])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+"""
+
+
 def _wait_for(path: str, timeout: float = 10.0) -> None:
     end = time.monotonic() + timeout
     while not os.path.exists(path):
@@ -60,7 +103,7 @@ class Holders:
 
     def spawn(self, label: str, argv: list[str], *, ready: str | None = None,
               env: dict | None = None, cwd: str | None = None) -> int:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen(tied(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True,
                              env=env, cwd=cwd)
         self.procs[label] = p
@@ -181,7 +224,7 @@ class Holders:
 @dataclass
 class Crowd:
     """``n_on`` sleepers working in ``on_dir`` and ``n_off`` more in ``/``, in one process
-    group of their own (stdio on /dev/null); ``close()`` kills that group."""
+    group of their own (stdio on /dev/null) with their leader; ``close()`` kills that group."""
     on_dir: str
     n_on: int
     n_off: int
@@ -190,11 +233,11 @@ class Crowd:
     off: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        script = (f"cd '{self.on_dir}' && for i in $(seq {self.n_on}); do sleep 1d & done; "
-                  f"cd / && for i in $(seq {self.n_off}); do sleep 1d & done; wait")
-        self.proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            tied([sys.executable, "-c", CROWD_LEADER, self.on_dir, str(self.n_on),
+                  str(self.n_off)]),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, cwd="/")
         try:
             end = time.monotonic() + 60
             pids: list[int] = []

@@ -60,6 +60,7 @@ class Volume:
         if os.path.ismount(self.mountpoint):
             run("umount", "-l", self.mountpoint, check=False)
         run("losetup", "-d", self.device, check=False)
+        run("chattr", "-i", self.mountpoint, check=False)    # locked by a vacate apply
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

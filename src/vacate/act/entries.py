@@ -26,13 +26,12 @@ from dataclasses import dataclass
 
 from vacate.collectors.mounts import read_mounts
 from vacate.errors import NotFound, VacateError
-from vacate.fsio import mount_id
+from vacate.fsio import mount_id, open_noatime
 from vacate.host import Host
 from vacate.model.common import Problem
 
 SCHEMA = "vacate.entries/1"
 DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOATIME = getattr(os, "O_NOATIME", 0)
 _BTRFS_IOC_SUBVOL_GETFLAGS = 0x80089419     # _IOR(0x94, 25, __u64)
 _BTRFS_SUBVOL_RDONLY = 1 << 1
 
@@ -80,12 +79,7 @@ def normal_path(path: str) -> str:
 
 def open_dir(name: str, dir_fd: int | None = None) -> int:
     """Open a directory for listing, never through a symlink, without touching its atime."""
-    if _NOATIME:
-        try:
-            return os.open(name, DIR_OPEN | _NOATIME, dir_fd=dir_fd)
-        except PermissionError:
-            pass
-    return os.open(name, DIR_OPEN, dir_fd=dir_fd)
+    return open_noatime(name, DIR_OPEN, dir_fd=dir_fd)
 
 
 def read_only_subvolume(fd: int) -> bool:

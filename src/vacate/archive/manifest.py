@@ -8,6 +8,7 @@ README "JSON and file names"): ``os.fsencode(entry["path"])`` gives the exact by
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class Entry:
     sparse: bool = False
     rdev: tuple[int, int] | None = None
     changed: bool = False      # the source changed while it was read
+    ctime_ns: int | None = None  # the source's ctime when archived (a rerun's "up to date")
 
     def as_json(self) -> dict:
         d = {"path": _s(self.path), "type": self.type, "size": self.size,
@@ -65,19 +67,55 @@ class Entry:
             d["rdev"] = list(self.rdev)
         if self.changed:
             d["changed_while_read"] = True
+        if self.ctime_ns is not None:
+            d["ctime_ns"] = self.ctime_ns
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> Entry:
+        """An entry from its manifest line; raises :class:`Damaged` naming the first field
+        of a wrong type or out of range (the manifest is read from a place anyone may have
+        written to)."""
+        if not isinstance(d, dict):
+            raise Damaged(f"an entry is a JSON {_jtype(d)}, not an object")
+        kind = _get(d, "type", str)
+        if kind not in TYPES:
+            raise Damaged(f"unknown entry type {shown(kind)!r}")
+        path = _path(d, "path")
+        link = _path(d, "link") if "link" in d or kind in ("symlink", "hardlink") else None
+        rdev = None
+        if "rdev" in d or kind in ("char", "block"):
+            rdev = d.get("rdev")
+            if not (isinstance(rdev, list) and len(rdev) == 2
+                    and all(_is_int(x) and 0 <= x < 1 << 32 for x in rdev)):
+                raise Damaged("'rdev' must be [major, minor], two device numbers")
+            rdev = (rdev[0], rdev[1])
+        sha = d.get("sha256")
+        if sha is not None and not _is_sha(sha):
+            raise Damaged("'sha256' is not a sha256 (64 lowercase hex digits)")
+        hgroup = d.get("hardlink_group")
+        if hgroup is not None and not (_is_int(hgroup) and hgroup >= 0):
+            raise Damaged("'hardlink_group' must be a count")
+        g = d.get
+        size, uid, gid, mtime = g("size", 0), g("uid", 0), g("gid", 0), g("mtime_ns", 0)
+        part, user, group = g("part"), g("user", ""), g("group", "")
+        if not (type(size) is int and type(uid) is int and type(gid) is int
+                and type(mtime) is int and type(part) is str and type(user) is str
+                and type(group) is str and 0 <= size < _I63 and 0 <= uid < _U32
+                and 0 <= gid < _U32 and -_I63 <= mtime < _I63):
+            _get(d, "part", str)                      # the slow way names what is wrong
+            _int(d, "size", 0, _I63)
+            _int(d, "uid", 0, _U32)
+            _int(d, "gid", 0, _U32)
+            _int(d, "mtime_ns", -_I63, _I63)
+            _get(d, "user", str, "")
+            _get(d, "group", str, "")
         return cls(
-            path=os.fsencode(d["path"]), type=d["type"], part=d["part"], size=d.get("size", 0),
-            mode=int(d.get("mode", "0"), 8), uid=d.get("uid", 0), gid=d.get("gid", 0),
-            user=d.get("user", ""), group=d.get("group", ""), mtime_ns=d.get("mtime_ns", 0),
-            link=os.fsencode(d["link"]) if "link" in d else None,
-            hardlink_group=d.get("hardlink_group"), sha256=d.get("sha256"),
-            sparse=d.get("sparse", False),
-            rdev=tuple(d["rdev"]) if "rdev" in d else None,
-            changed=d.get("changed_while_read", False),
+            path=path, type=kind, part=part, size=size, mode=_mode(d), uid=uid, gid=gid,
+            user=user, group=group, mtime_ns=mtime, link=link, hardlink_group=hgroup,
+            sha256=sha, sparse=_get(d, "sparse", bool, False), rdev=rdev,
+            changed=_get(d, "changed_while_read", bool, False),
+            ctime_ns=None if g("ctime_ns") is None else _int(d, "ctime_ns", -_I63, _I63),
         )
 
 
@@ -96,7 +134,19 @@ class PartInfo:
 
     @classmethod
     def from_json(cls, d: dict) -> PartInfo:
-        return cls(d["name"], d["sha256"], d["bytes"], d["tar_bytes"], d["entries"])
+        """A part from the manifest's header; its name must be a plain file name inside the
+        archive (the archive names what is opened: never ``/etc/shadow`` or ``../x``)."""
+        if not isinstance(d, dict):
+            raise Damaged(f"a part is a JSON {_jtype(d)}, not an object")
+        name = _get(d, "name", str)
+        why = bad_part_name(name)
+        if why:
+            raise Damaged(f"part name {shown(name)!r}: {why}")
+        sha = _get(d, "sha256", str)
+        if not _is_sha(sha):
+            raise Damaged(f"part {name}: 'sha256' is not a sha256: {shown(sha)!r}")
+        return cls(name, sha, _int(d, "bytes", 0, _I63, None),
+                   _int(d, "tar_bytes", 0, _I63, None), _int(d, "entries", 0, _I63, None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,21 +185,254 @@ def entry_lines(entries) -> list[str]:
 
 
 def loads(data: bytes) -> Manifest:
-    """Parse ``MANIFEST.jsonl``; raises ValueError on anything malformed."""
-    lines = data.decode("ascii").splitlines()
-    if not lines:
-        raise ValueError("empty manifest")
-    head = json.loads(lines[0])
+    """Parse and check ``MANIFEST.jsonl``; raises :class:`Damaged` (a ValueError) naming the
+    line and what is wrong with it. Every field is checked for its JSON type and range, every
+    line for its length (so the work is linear in the file), and the entries for what the
+    writer never produces: unsafe or repeated paths, an entry inside a non-directory, a
+    hardlink to anything but a file of the archive, a part the header does not list."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if not lines or not lines[0]:
+        raise Damaged("empty manifest")
+    head = _line(lines[0], 1, MAX_HEADER_LINE)
+    if not isinstance(head, dict):
+        raise Damaged(f"line 1 (the header) is a JSON {_jtype(head)}, not an object")
     if head.get("schema") != SCHEMA:
-        raise ValueError(f"not a {SCHEMA} manifest (schema {head.get('schema')!r})")
-    entries = tuple(Entry.from_json(json.loads(x)) for x in lines[1:] if x)
-    if head.get("entries") != len(entries):
-        raise ValueError(f"manifest lists {len(entries)} entries, header says "
-                         f"{head.get('entries')}")
+        schema = head.get("schema")
+        raise Damaged(f"not a {SCHEMA} manifest (schema "
+                      f"{shown(schema) if isinstance(schema, str) else _jtype(schema)})")
+    try:
+        name = _text(head, "name")
+        created = _text(head, "created")
+        tool = _text(head, "tool", "")
+        sources = _get(head, "sources", list)
+        if not all(isinstance(x, str) and len(x) <= MAX_PATH for x in sources):
+            raise Damaged("'sources' must be a list of paths")
+        for i, _ in enumerate(_get(head, "excluded", list, [])):
+            try:
+                _path(head["excluded"], i)
+            except Damaged as e:
+                raise Damaged(f"'excluded', item {i + 1}: {e}") from None
+        count = _int(head, "entries", 0, _I63, None)
+        parts = []
+        for i, p in enumerate(_get(head, "parts", list), 1):
+            try:
+                parts.append(PartInfo.from_json(p))
+            except Damaged as e:
+                raise Damaged(f"part {i}: {e}") from None
+    except Damaged as e:
+        raise Damaged(f"line 1 (the header): {e}") from None
+    names = set()
+    for p in parts:
+        if p.name in names:
+            raise Damaged(f"line 1 (the header): part {p.name} is listed twice")
+        names.add(p.name)
+    entries = []
+    at: list[int] = []                  # each entry's line number
+    for n, raw in enumerate(lines[1:], 2):
+        if not raw:
+            continue
+        d = _line(raw, n, MAX_ENTRY_LINE)
+        at.append(n)
+        try:
+            entries.append(Entry.from_json(d))
+        except Damaged as e:
+            where = f" ({shown(d['path'])})" if isinstance(d, dict) and isinstance(
+                d.get("path"), str) else ""
+            raise Damaged(f"line {n}{where}: {e}") from None
+    if count != len(entries):
+        raise Damaged(f"manifest lists {len(entries)} entries, header says {count}")
+    _check_entries(entries, names, at)
     known = {"schema", "name", "created", "tool", "sources", "parts", "entries"}
-    return Manifest(head["name"], head["created"], tuple(head["sources"]),
-                    tuple(PartInfo.from_json(p) for p in head["parts"]), entries,
-                    head.get("tool", ""), {k: v for k, v in head.items() if k not in known})
+    return Manifest(name, created, tuple(sources), tuple(parts), tuple(entries), tool,
+                    {k: v for k, v in head.items() if k not in known})
+
+
+# ---- checking what is read --------------------------------------------------------------
+
+TYPES = frozenset(("file", "hardlink", "symlink", "dir", "fifo", "char", "block"))
+# Bounds on what is parsed. A link target is at most PATH_MAX (4096); a path can be longer
+# only for directories deeper than that (the writer walks fd-relative but opens files by
+# path): 32 KiB is eight times PATH_MAX. An entry line is then at most ~220 KiB (every byte
+# escaped as \udcNN). The header grows with the parts (~170 bytes each).
+MAX_PATH = 32 << 10
+MAX_ENTRY_LINE = 256 << 10
+MAX_HEADER_LINE = 64 << 20
+MAX_MANIFEST = 4 << 30     # ~13 million entries: the manifest is held in memory whole
+_I63 = 1 << 63
+_U32 = 1 << 32
+_MISSING = object()
+_JSON = json.JSONDecoder()
+_WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
+          dict: "an object"}
+
+
+class Damaged(ValueError):
+    """The archive is not as vacate wrote it: what is wrong, and where."""
+
+
+def shown(text: bytes | str, limit: int = 160) -> str:
+    """``text`` for a message: at most ``limit`` characters (a cut is marked with how much
+    was left out), control characters and undecodable bytes escaped (``\\n``, ``\\xff``),
+    so that a hostile name can neither flood nor drive a terminal."""
+    n = len(text)
+    head = text[:limit]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "surrogateescape")
+    out = "".join(c if c.isprintable() else _escape(c) for c in head)
+    if n > limit:
+        out += f"...[{n - limit:,} more {'bytes' if isinstance(text, bytes) else 'characters'}]"
+    return out
+
+
+def _escape(c: str) -> str:
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"\\x{o - 0xDC00:02x}"
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or repr(c)[1:-1]
+
+
+def unsafe(path: bytes) -> str | None:
+    """Why ``path`` cannot be a path inside the restore directory (None: it can)."""
+    if path.startswith(b"/"):
+        return "absolute path"
+    parts = path.split(b"/")
+    if b".." in parts:
+        return "path traversal (..)"
+    if b"" in parts or b"." in parts or b"\0" in path:
+        return "malformed path"
+    return None
+
+
+def bad_part_name(name: str) -> str | None:
+    """Why ``name`` cannot be a part (None: it can): a part is a plain file name inside the
+    archive's directory."""
+    if not name or "/" in name or "\0" in name:
+        return "not a plain file name"
+    if name.startswith("."):
+        return "a hidden name (., .. and the archive's own state are not parts)"
+    if len(name.encode("utf-8", "surrogateescape")) > 255:
+        return "longer than a file name can be"
+    return None
+
+
+def _jtype(v) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _line(raw: bytes, n: int, limit: int):
+    if len(raw) > limit:
+        raise Damaged(f"line {n} is {len(raw):,} bytes, longer than any line vacate writes "
+                      f"({limit:,})")
+    if not raw.isascii():
+        raise Damaged(f"line {n} is not ASCII JSON")
+    try:
+        return _JSON.decode(raw.decode("ascii"))
+    except RecursionError:
+        raise Damaged(f"line {n} is not JSON: nested too deeply") from None
+    except ValueError as e:
+        raise Damaged(f"line {n} is not JSON: {shown(str(e))}") from None
+
+
+def _get(d: dict, key: str, typ: type, default=_MISSING):
+    if key not in d:
+        if default is _MISSING:
+            raise Damaged(f"{key!r} is missing")
+        return default
+    v = d[key]
+    if type(v) is not typ:                  # exact: true is not an integer, 1 not a boolean
+        raise Damaged(f"{key!r} must be {_WORDS[typ]}, not a JSON {_jtype(v)}")
+    return v
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def _int(d: dict, key: str, lo: int, hi: int, default=0) -> int:
+    v = _get(d, key, int, _MISSING if default is None else default)
+    if not lo <= v < hi:
+        raise Damaged(f"{key!r} is out of range ({shown(str(v), 40)})")
+    return v
+
+
+def _text(d: dict, key: str, default=_MISSING) -> str:
+    v = _get(d, key, str, default)
+    if len(v) > MAX_PATH:
+        raise Damaged(f"{key!r} is {len(v):,} characters long")
+    return v
+
+
+_HEX = frozenset("0123456789abcdef")
+_OCTAL = frozenset("01234567")
+
+
+def _is_sha(v) -> bool:
+    return isinstance(v, str) and len(v) == 64 and _HEX.issuperset(v)
+
+
+def _mode(d: dict) -> int:
+    v = _get(d, "mode", str, "0")
+    if not (0 < len(v) <= 6 and _OCTAL.issuperset(v)) or int(v, 8) > 0o7777:
+        raise Damaged(f"'mode' must be octal permission bits, not {shown(v, 40)!r}")
+    return int(v, 8)
+
+
+def _path(d: dict | list, key: str | int) -> bytes:
+    v = d[key] if isinstance(d, list) else _get(d, key, str)
+    if not isinstance(v, str):
+        raise Damaged(f"{key!r} must be a path, not a JSON {_jtype(v)}")
+    if len(v) > MAX_PATH:
+        raise Damaged(f"{key!r} is {len(v):,} characters long (at most {MAX_PATH})")
+    try:
+        b = os.fsencode(v)
+    except UnicodeError:
+        raise Damaged(f"{key!r} holds characters that are not file name bytes") from None
+    if not b or b"\0" in b or len(b) > MAX_PATH:
+        raise Damaged(f"{key!r} is not a file name (empty, too long or holding NUL)")
+    return b
+
+
+def _check_entries(entries: list[Entry], parts: set[str], at: list[int]) -> None:
+    by_path: dict[bytes, int] = {}            # path -> index
+    def where(i: int) -> str:
+        return f"line {at[i]} ({shown(entries[i].path)})"
+
+    for i, e in enumerate(entries):
+        why = unsafe(e.path)
+        if why:
+            raise Damaged(f"line {at[i]}: unsafe path {shown(e.path)!r} ({why})")
+        if e.path in by_path:
+            raise Damaged(f"{where(i)}: listed twice (first on line {at[by_path[e.path]]})")
+        by_path[e.path] = i
+        if e.part not in parts:
+            raise Damaged(f"{where(i)}: in part {shown(e.part)!r}, which the header does not "
+                          "list")
+        if e.type == "file" and e.sha256 is None:
+            raise Damaged(f"{where(i)}: a file without its sha256")
+    for i, e in enumerate(entries):
+        if e.type == "hardlink":
+            j = by_path.get(e.link or b"")
+            if j is None or entries[j].type != "file":
+                raise Damaged(f"{where(i)}: a hardlink to "
+                              f"{shown(e.link or b'')}, which is not a file of the archive")
+    # in component order (NUL sorts before any byte a name holds), whatever lies inside a
+    # path comes right after it: one look at each neighbour finds an entry inside a
+    # non-directory (a file inside a symlink, say), however deep
+    order = sorted(by_path, key=lambda p: p.replace(b"/", b"\0"))
+    for a, b in itertools.pairwise(order):
+        t = entries[by_path[a]].type
+        if t != "dir" and b.startswith(a + b"/"):
+            raise Damaged(f"line {at[by_path[b]]} ({shown(b)}) lies inside {shown(a)}, which "
+                          f"is a {t}, not a directory")
+
+
+def excluded(m: Manifest) -> frozenset[bytes]:
+    """The archive paths the writer was told to leave out (``--exclude``; the archive itself
+    when written inside its source): a comparison with the sources leaves them out too."""
+    return frozenset(os.fsencode(p) for p in m.extra.get("excluded", ()))
 
 
 def sums_file(entries) -> bytes:
@@ -191,5 +474,8 @@ Notes
   - Sparse files are stored in the GNU pax sparse format 1.0; GNU tar recreates the holes.
   - A file larger than the part size is stored whole in one part.
   - A hardlink member may point at a file stored in an earlier part.
+  - MANIFEST.jsonl's first line lists what is not here: "excluded" (left out as asked),
+    "notes" (sockets, which tar cannot hold; mounts below a source) and "left_out"
+    (vanished or unreadable while archived).
   - Sources: {sources}
 """

@@ -10,17 +10,86 @@ part's sha256, decompression and the members' sha256 proceed at the same time.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
+import stat as S
 import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 import zstandard
 
+from vacate import fsio
 from vacate.archive import tarfmt
 from vacate.archive.tarfmt import BLOCK, Member, TarFormatError
+from vacate.archive.target import LocalTarget, Target
 
 READ = 1 << 20
+MAX_META = 16 << 20            # a pax header or GNU long name: what vacate writes is < 16 KiB
+MAX_SPARSE_MAP = 256 << 20     # a sparse map's text (~20 bytes a data segment)
+
+
+def read_named(target: Target, name: str, limit: int) -> tuple[bytes, bool]:
+    """The archive's file ``name`` and whether it holds more than ``limit`` bytes (then only
+    what was read, perhaps nothing: the caller refuses it). A local file is opened without blocking and must be a regular file (``NotRegular``
+    otherwise: a FIFO or ``/dev/zero`` in its place neither hangs nor exhausts memory)."""
+    if isinstance(target, LocalTarget):
+        path = os.path.join(target.root, name)
+        st = os.stat(path)                   # never blocks; larger than the bound: not read
+        if S.S_ISREG(st.st_mode) and st.st_size > limit:
+            return b"", True
+        return fsio.read_bounded(path, limit)
+    chunks = []
+    left = limit + 1
+    with target.open(name) as f:
+        while left > 0 and (b := f.read(min(left, READ))):
+            chunks.append(b)
+            left -= len(b)
+    data = b"".join(chunks)
+    return data[:limit], len(data) > limit
+
+
+class _Capped:
+    """A part's bytes, at most ``limit`` of them (the size the manifest records): what lies
+    beyond is never read (``more()`` tells whether there is any)."""
+
+    def __init__(self, f: BinaryIO, limit: int):
+        self.f = f
+        self.left = limit
+
+    def read(self, n: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        b = self.f.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(b)
+        return b
+
+    def more(self) -> bool:
+        """Whether the file holds more than ``limit`` bytes (one byte is read to tell)."""
+        return self.left <= 0 and bool(self.f.read(1))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+
+def open_part(target: Target, name: str, size: int) -> _Capped:
+    """Open the part ``name`` to read at most ``size`` bytes of it. A local part is opened
+    without blocking and checked to be a regular file first (``NotRegular``)."""
+    if not isinstance(target, LocalTarget):
+        return _Capped(target.open(name), size)
+    path = os.path.join(target.root, name)
+    fd = fsio.open_noatime(path, fsio.NAMED)
+    try:
+        st = os.fstat(fd)
+        if not S.S_ISREG(st.st_mode):
+            raise fsio.NotRegular(path, fsio.file_kind(st.st_mode))
+        return _Capped(os.fdopen(fd, "rb", buffering=0), size)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Consumer(Protocol):
@@ -72,14 +141,21 @@ class _Hashing:
 _EOF = object()
 
 
-def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event) -> None:
+def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event,
+                     limit: int | None) -> None:
     try:
         dctx = zstandard.ZstdDecompressor()
         r = dctx.stream_reader(src, read_size=2 * READ, read_across_frames=True)
+        total = 0
         while not stop.is_set():
             b = r.read(4 * READ)
             if not b:
                 break
+            total += len(b)
+            if limit is not None and total > limit:
+                q.put(PartError("corrupt", f"it decompresses to more than the {limit:,} "
+                                "bytes of tar stream the manifest records"))
+                return
             q.put(b)
         if not stop.is_set():
             src.drain()   # the rest of the file still counts for the part's checksum
@@ -146,12 +222,12 @@ def _member_from(hdr: dict, pax: dict[bytes, bytes], longname: bytes | None,
     sparse_v1 = pax.get(b"GNU.sparse.major") == b"1"
     if sparse_v1:
         path = pax.get(b"GNU.sparse.name", path)
-    size = int(pax[b"size"]) if b"size" in pax else hdr["size"]
+    size = _count(pax[b"size"]) if b"size" in pax else hdr["size"]
     mtime_ns = tarfmt.parse_mtime(pax[b"mtime"]) if b"mtime" in pax \
         else hdr["mtime"] * 1_000_000_000
     m = Member(
         path=path, type=kind,
-        size=int(pax.get(b"GNU.sparse.realsize", size)) if sparse_v1 else size,
+        size=_count(pax.get(b"GNU.sparse.realsize", b"%d" % size)) if sparse_v1 else size,
         mode=hdr["mode"], uid=int(pax.get(b"uid", hdr["uid"])),
         gid=int(pax.get(b"gid", hdr["gid"])), uname=pax.get(b"uname", hdr["uname"]),
         gname=pax.get(b"gname", hdr["gname"]), mtime_ns=mtime_ns,
@@ -161,20 +237,28 @@ def _member_from(hdr: dict, pax: dict[bytes, bytes], longname: bytes | None,
     return m, None, sparse_v1
 
 
-def read_part(f: BinaryIO, on_member: Callable[[Member], Consumer | None]) -> tuple[str, int]:
+def _count(v: bytes) -> int:
+    if not v.isdigit() or len(v) > 20:
+        raise TarFormatError(f"malformed size {v[:30]!r}")
+    return int(v)
+
+
+def read_part(f: BinaryIO, on_member: Callable[[Member], Consumer | None],
+              tar_bytes: int | None = None) -> tuple[str, int]:
     """Read one part to its end; returns (sha256 of the compressed bytes, their count).
-    Raises PartError for a corrupt or truncated part (after reporting what could be read)."""
+    Raises PartError for a corrupt or truncated part (after reporting what could be read),
+    also when it decompresses to more than ``tar_bytes`` (what the manifest records)."""
     src = _Hashing(f)
     q: queue.Queue = queue.Queue(maxsize=8)
     stop = threading.Event()
-    t = threading.Thread(target=_decompress_into, args=(src, q, stop), daemon=True)
+    t = threading.Thread(target=_decompress_into, args=(src, q, stop, tar_bytes), daemon=True)
     t.start()
     s = _Stream(q)
     try:
         _parse(s, on_member)
         while s._more():        # trailing zero blocks / frame end
             s.pos = len(s.buf)
-    except TarFormatError as e:
+    except ValueError as e:     # TarFormatError, and numbers that are not numbers
         stop.set()
         raise PartError("corrupt", f"tar: {e}") from None
     finally:
@@ -210,6 +294,9 @@ def _parse(s: _Stream, on_member) -> None:
         hdr = tarfmt.parse_ustar(b)
         flag = hdr["flag"]
         if flag in (tarfmt.PAX, tarfmt.PAX_GLOBAL, tarfmt.GNU_LONGNAME, tarfmt.GNU_LONGLINK):
+            if hdr["size"] > MAX_META:
+                raise TarFormatError(f"a {hdr['size']:,}-byte header record (at most "
+                                     f"{MAX_META:,})")
             data = b"".join(bytes(c) for c in s.chunks(hdr["size"]))
             _skip(s, tarfmt.padding(hdr["size"]))
             if flag == tarfmt.PAX:
@@ -225,16 +312,7 @@ def _parse(s: _Stream, on_member) -> None:
         segs = ((0, stored),) if stored else ()
         used = 0
         if sparse and stored:
-            head = s.take(BLOCK)
-            text = bytes(head)
-            parsed = tarfmt.parse_sparse_map(text)
-            while parsed is None:
-                more = s.take(BLOCK)
-                if len(more) < BLOCK:
-                    raise PartError("truncated", "the tar stream ends inside a sparse map")
-                text += bytes(more)
-                parsed = tarfmt.parse_sparse_map(text)
-            segs, used = parsed
+            segs, used = _sparse_map(s, m)
             m = Member(**{**{k: getattr(m, k) for k in m.__slots__}, "sparse": segs})
         consumer = on_member(m)
         for off, length in segs:
@@ -247,6 +325,41 @@ def _parse(s: _Stream, on_member) -> None:
         if consumer is not None:
             consumer.done()
         _skip(s, tarfmt.padding(used) + (stored - used if stored > used else 0))
+
+
+def _sparse_map(s: _Stream, m: Member) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The data segments of a sparse member and the length of its map, read block by block
+    and parsed once the map's lines are all there; checked to lie in order inside the file
+    and to fill the member's data exactly."""
+    blocks: list[bytes] = []
+    lines = 0
+    need = None                  # newlines the whole map holds, once its count is known
+    while need is None or lines < need:
+        b = s.take(BLOCK)
+        if len(b) < BLOCK:
+            raise PartError("truncated", "the tar stream ends inside a sparse map")
+        b = bytes(b)
+        blocks.append(b)
+        lines += b.count(b"\n")
+        if len(blocks) * BLOCK > min(MAX_SPARSE_MAP, m.stored):
+            raise TarFormatError("a sparse map longer than the member")
+        if need is None and lines:
+            first = b"".join(blocks).split(b"\n", 1)[0]
+            if not first.isdigit() or len(first) > 20:
+                raise TarFormatError("malformed sparse map")
+            need = 1 + 2 * int(first)
+    parsed = tarfmt.parse_sparse_map(b"".join(blocks))
+    if parsed is None:
+        raise TarFormatError("malformed sparse map")
+    segs, used = parsed
+    end = 0
+    for off, length in segs:
+        if off < end or off + length > m.size:
+            raise TarFormatError("a sparse map whose segments overlap or pass the file's end")
+        end = off + length
+    if used + sum(n for _, n in segs) != m.stored:
+        raise TarFormatError("a sparse map that does not fill the member")
+    return segs, used
 
 
 def _skip(s: _Stream, n: int) -> None:

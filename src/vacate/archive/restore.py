@@ -1,160 +1,120 @@
 """``restore()``: all of an archive or the parts of it matching patterns, checked as written.
 
 Only the parts that hold a requested file (or the file a requested hardlink points at) are
-read; directories come from the manifest. Paths that are absolute or climb out with ``..``
-refuse the whole restore; symlinks whose target leaves DIR and hardlinks to paths outside the
-selection are refused one by one. Nothing that exists is overwritten without ``force``. Each
-file is written to a temp name, its sha256 compared with the manifest, then renamed; symlinks
-and directory metadata are applied last.
+read; directories come from the manifest. A damaged manifest (unsafe or repeated paths, wrong
+types, an entry inside a symlink, a hardlink to anything but a file of the archive, part names
+that are not plain names) refuses the whole restore before anything is written, and so does
+anything already under DIR that would be in the way: a symlink or a file where a directory
+goes, a directory where a file goes, and (without ``force``) anything at all.
+
+Everything is created through descriptors resolved beneath DIR without following a symlink
+(:mod:`vacate.archive.beneath`), so what is on disk decides where a file lands, never what a
+link in the archive says. Symlinks are data: they are restored verbatim (absolute targets and
+ones pointing outside DIR too, as tar does), and last, after every file, hardlink and special
+file, so nothing is written through one; directory metadata comes after them. A hardlink is
+made only to a file this restore wrote. Each file is written to a temp name, its sha256
+compared with the manifest, then renamed.
+
+By default no device node is created and set-user-ID / set-group-ID bits are dropped, each
+named in ``withheld``; ``preserve_special`` restores them. That is decided by the caller's
+flag, never by anything written inside the archive.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
+import itertools
 import os
+import re
+import stat as S
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from vacate import fsio
 from vacate.archive import manifest as mf
-from vacate.archive.reader import PartError, read_part
+from vacate.archive.beneath import Tree
+from vacate.archive.manifest import shown
+from vacate.archive.reader import PartError, open_part, read_part
+from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
-from vacate.archive.verify import Finding, _Hasher, check_member, load_manifest
+from vacate.archive.verify import (
+    UNREADABLE,
+    ArchiveDamaged,
+    Finding,
+    _Hasher,
+    check_member,
+    content_checked,
+    exit_code,
+    load_manifest,
+    part_error,
+)
 from vacate.errors import UsageError
+
+SETID = S.S_ISUID | S.S_ISGID
+_TMP = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    """What `vacate restore` wrote, refused and found."""
+    """What `vacate restore` wrote, left out and found. ``withheld``: what was not restored
+    on purpose (device nodes, set-id bits without ``--preserve-special``); ``refused``:
+    entries refused one by one (a hardlink whose file was not restored, a symlink or a
+    non-directory found in the way); ``findings``: checksum mismatches, damaged or unreadable
+    parts, entries that could not be made."""
     location: str
     dest: str
     restored: int
     bytes_written: int
     parts_read: tuple[str, ...]
     refused: tuple[Finding, ...]
-    findings: tuple[Finding, ...]     # checksum mismatches and unreadable parts
+    findings: tuple[Finding, ...]
     elapsed_s: float
+    withheld: tuple[Finding, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.findings and not self.refused
 
-
-def _unsafe(path: bytes) -> str | None:
-    if path.startswith(b"/"):
-        return "absolute path"
-    parts = path.split(b"/")
-    if b".." in parts:
-        return "path traversal (..)"
-    if any(p in (b"", b".") for p in parts) or b"\0" in path:
-        return "malformed path"
-    return None
-
-
-def _link_escapes(path: bytes, target: bytes) -> bool:
-    if target.startswith(b"/"):
-        return True
-    depth = len(path.split(b"/")) - 1
-    for comp in target.split(b"/"):
-        if comp == b"..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif comp not in (b"", b"."):
-            depth += 1
-    return False
+    @property
+    def exit_code(self) -> int:
+        """0 all restored, 1 something not restored or not as archived, 3 only unreadable."""
+        return exit_code(self.findings + self.refused)
 
 
 def select(m: mf.Manifest, patterns: list[str]) -> list[mf.Entry]:
+    """The entries a pattern matches, or that lie in a directory one matches: one regular
+    expression per pattern, anchored at a ``/`` or the end, so each path is looked at once
+    however deep it is."""
     if not patterns:
         return list(m.entries)
-    pats = [os.fsencode(p.rstrip("/")) for p in patterns]
-    out = []
-    for e in m.entries:
-        anc = e.path
-        while True:
-            if any(fnmatch.fnmatchcase(anc, p) for p in pats):
-                out.append(e)
-                break
-            if b"/" not in anc:
-                break
-            anc = anc.rsplit(b"/", 1)[0]
-    return out
+    rx = [re.compile(fnmatch.translate(p.rstrip("/"))[:-2] + r"(?=/|\Z)", re.DOTALL)
+          for p in patterns]
+    return [e for e in m.entries if any(r.match(os.fsdecode(e.path)) for r in rx)]
 
 
-class _FileSink:
-    def __init__(self, fd: int):
-        self.fd = fd
-        self.n = 0
-
-    def write(self, data) -> None:
-        while data:
-            k = os.write(self.fd, data)
-            data = data[k:]
-            self.n += k
-
-    def hole(self, n: int) -> None:
-        os.lseek(self.fd, n, os.SEEK_CUR)
-
-
-def _safe_parent(dest: str, rel: bytes) -> bytes:
-    """Create the parents of ``rel`` under ``dest``; refuse to go through a symlink."""
-    base = os.fsencode(dest)
-    cur = base
-    for comp in rel.split(b"/")[:-1]:
-        cur = cur + b"/" + comp
-        try:
-            os.lstat(cur)
-        except FileNotFoundError:
-            os.mkdir(cur, 0o700)
-            continue
-        if not os.path.isdir(cur) or os.path.islink(cur):
-            raise UsageError(f"{os.fsdecode(cur)} is not a directory; refusing to write "
-                             "through it")
-    return cur
-
-
-def _apply_meta(path: bytes, e: mf.Entry, is_root: bool, follow: bool = True) -> None:
-    if is_root:
-        try:
-            os.chown(path, e.uid, e.gid, follow_symlinks=follow)
-        except OSError:
-            pass
-    if follow:
-        os.chmod(path, e.mode)
-    os.utime(path, ns=(e.mtime_ns, e.mtime_ns), follow_symlinks=follow)
+def _kind(path: bytes, e: mf.Entry) -> str:
+    return {"char": "character device", "block": "block device", "dir": "directory",
+            "fifo": "FIFO"}.get(e.type, e.type)
 
 
 def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
-            force: bool = False,
+            force: bool = False, preserve_special: bool = False,
             progress: Callable[[int, int], None] | None = None) -> RestoreResult:
     t0 = time.monotonic()
-    m = load_manifest(target)
+    try:
+        m = load_manifest(target)
+    except ArchiveDamaged as e:     # refused (exit 2; unreadable: 3) before anything is written
+        e.hint = "nothing was restored; `vacate verify` names the damage"
+        raise
     chosen = select(m, patterns or [])
     if patterns and not chosen:
         raise UsageError("no entry matches " + ", ".join(patterns),
                          hint="patterns match archive paths such as "
-                         + os.fsdecode(m.entries[0].path if m.entries else b"NAME/..."))
-    bad = [(e, why) for e in chosen if (why := _unsafe(e.path))]
-    if bad:
-        raise UsageError("the archive holds unsafe paths: " + "; ".join(
-            f"{os.fsdecode(e.path)!r} ({why})" for e, why in bad[:5]),
-            hint="nothing was restored")
-    refused: list[Finding] = []
-    wanted: dict[bytes, mf.Entry] = {}
+                         + shown(m.entries[0].path if m.entries else b"NAME/..."))
     by_path = {e.path: e for e in m.entries}
-    for e in chosen:
-        if e.type == "symlink" and _link_escapes(e.path, e.link or b""):
-            p = os.fsdecode(e.path)
-            refused.append(Finding("link-escapes", f"{p} -> {os.fsdecode(e.link)} points outside "
-                                   f"{dest}; not restored", p, e.part))
-            continue
-        if e.type == "hardlink" and (e.link not in by_path or _unsafe(e.link)):
-            p = os.fsdecode(e.path)
-            refused.append(Finding("link-escapes", f"{p}: hardlink to a path outside the "
-                                   "archive; not restored", p, e.part))
-            continue
-        wanted[e.path] = e
+    wanted: dict[bytes, mf.Entry] = {e.path: e for e in chosen}
     # a hardlink whose first file is not selected: the first such link gets the content
     # (read from the first file's member), the others link to it
     alias: dict[bytes, bytes] = {}      # first file's path -> where its content goes
@@ -165,125 +125,378 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
             else:
                 alias[e.link] = p
                 first = by_path[e.link]
-                wanted[p] = replace(e, type="file", link=None, part=first.part)
+                wanted[p] = replace(first, path=p)
+    withheld: list[Finding] = []
+    if not preserve_special:
+        withheld = _withhold(wanted)
     dest = os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
-    bdest = os.fsencode(dest)
-    exists = [p for p, e in wanted.items() if e.type != "dir"
-              and os.path.lexists(bdest + b"/" + p)]
+    with Tree(dest) as tree:
+        _preflight(tree, dest, wanted, force)
+        r = _Restore(tree, dest, force, preserve_special, progress)
+        r.run(target, m, wanted, alias)
+    return RestoreResult(target.location, dest, r.restored, r.written, tuple(r.parts_read),
+                         tuple(r.refused), tuple(r.findings), time.monotonic() - t0,
+                         tuple(withheld))
+
+
+def _withhold(wanted: dict[bytes, mf.Entry]) -> list[Finding]:
+    """Leave out device nodes; note the set-id bits that will be dropped."""
+    out = []
+    for p, e in list(wanted.items()):
+        if e.type in ("char", "block"):
+            major, minor = e.rdev or (0, 0)
+            out.append(Finding("device-not-created", f"{shown(p)}: {_kind(p, e)} "
+                               f"{major}:{minor} not created (--preserve-special creates "
+                               "device nodes)", os.fsdecode(p), e.part))
+            del wanted[p]
+        elif e.mode & SETID and e.type in ("file", "dir", "fifo"):
+            out.append(Finding("setid-dropped", f"{shown(p)}: restored with mode "
+                               f"{e.mode & ~SETID:04o}, without the set-user-ID/set-group-ID "
+                               f"bits of {e.mode:04o} (--preserve-special keeps them)",
+                               os.fsdecode(p), e.part))
+    return out
+
+
+def _preflight(tree: Tree, dest: str, wanted: dict[bytes, mf.Entry], force: bool) -> None:
+    """Refuse before anything is written when what is under DIR is in the way."""
+    blocked: list[str] = []
+    exists: list[bytes] = []
+    for p, e in wanted.items():
+        head, _, name = p.rpartition(b"/")
+        try:
+            fd = tree.dir(head)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            why = {errno.ELOOP: "a symlink is on the way (nothing is restored through one)",
+                   errno.ENOTDIR: "a file is on the way where a directory goes"}.get(
+                       err.errno, err.strerror)
+            blocked.append(f"{shown(head)}: {why}")
+            continue
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if e.type == "dir":
+            if not S.S_ISDIR(st.st_mode):
+                blocked.append(f"{shown(p)} is a {fsio.file_kind(st.st_mode)} where the "
+                               "archive has a directory")
+        elif S.S_ISDIR(st.st_mode):
+            blocked.append(f"{shown(p)} is a directory; not replacing it")
+        else:
+            exists.append(p)
+    if blocked:
+        more = f" (and {len(blocked) - 3:,} more)" if len(blocked) > 3 else ""
+        raise UsageError(f"in the way under {dest}: " + "; ".join(blocked[:3]) + more,
+                         hint="nothing was restored; restore into an empty directory")
     if exists and not force:
         raise UsageError(f"{len(exists)} path(s) already exist under {dest}, e.g. "
-                         f"{os.fsdecode(exists[0])!r}",
+                         f"{shown(exists[0])}",
                          hint="restore into an empty directory, or pass --force to overwrite")
-    is_root = os.geteuid() == 0
-    parts_needed = [p.name for p in m.parts if any(
-        e.part == p.name and e.type == "file" for e in wanted.values())]
-    total = sum(e.size for e in wanted.values() if e.type == "file")
-    findings: list[Finding] = []
-    written = [0]
-    restored = 0
-    last = [0.0]
 
-    def tick(n: int) -> None:
-        written[0] += n
-        if progress is not None and time.monotonic() - last[0] > 0.2:
-            last[0] = time.monotonic()
-            progress(written[0], total)
 
-    for e in sorted((e for e in wanted.values() if e.type == "dir"), key=lambda e: e.path):
-        _safe_parent(dest, e.path + b"/x")
-    alias_of = {v: k for k, v in alias.items()}   # destination -> member to read
-    for pname in parts_needed:
-        here = {alias_of.get(p, p): e for p, e in wanted.items()
-                if e.part == pname and e.type == "file"}
-        pending: dict[bytes, tuple] = {}
+class _Restore:
+    """One restore's writing, in order: directories, files part by part, hardlinks and
+    special files, symlinks, directory metadata."""
 
-        def on_member(mem, here=here, pending=pending, pname=pname):
+    def __init__(self, tree: Tree, dest: str, force: bool, preserve_special: bool,
+                 progress):
+        self.tree = tree
+        self.dest = dest
+        self.force = force
+        self.keep_setid = preserve_special
+        self.is_root = os.geteuid() == 0
+        self.progress = progress
+        self.findings: list[Finding] = []
+        self.refused: list[Finding] = []
+        self.parts_read: list[str] = []
+        self.made: set[tuple[int, int]] = set()     # (dev, ino) of the files written
+        self.unread: set[bytes] = set()             # files in parts that could not be read
+        self.restored = 0
+        self.written = 0
+        self.total = 0
+        self._last = 0.0
+
+    def tick(self, n: int) -> None:
+        self.written += n
+        if self.progress is not None and time.monotonic() - self._last > 0.2:
+            self._last = time.monotonic()
+            self.progress(self.written, self.total)
+
+    def mode(self, e: mf.Entry) -> int:
+        return e.mode if self.keep_setid else e.mode & ~SETID
+
+    def fail(self, e: mf.Entry, why: str, code: str = "not-restored") -> None:
+        self.findings.append(Finding(code, f"{shown(e.path)}: {why}; not restored",
+                                     os.fsdecode(e.path), e.part))
+
+    def run(self, target: Target, m: mf.Manifest, wanted: dict[bytes, mf.Entry],
+            alias: dict[bytes, bytes]) -> None:
+        files = [e for e in wanted.values() if e.type == "file"]
+        self.total = sum(e.size for e in files)
+        dirs = sorted((e for e in wanted.values() if e.type == "dir"),
+                      key=lambda e: e.path.replace(b"/", b"\0"))
+        for e in dirs:
+            self._mkdir(e)
+        alias_of = {v: k for k, v in alias.items()}   # destination -> member to read
+        for info in m.parts:
+            here = {alias_of.get(e.path, e.path): e for e in files if e.part == info.name}
+            if here:
+                self.parts_read.append(info.name)
+                self._part(target, info, here)
+        for e in wanted.values():
+            if e.type in ("hardlink", "fifo", "char", "block"):
+                self._other(e)
+        for e in wanted.values():
+            if e.type == "symlink":
+                self._symlink(e)
+        for e in sorted(dirs, key=lambda e: e.path.count(b"/"), reverse=True):
+            self._dir_meta(e)
+        if self.progress:
+            self.progress(self.written, self.total)
+
+    # -- directories ----------------------------------------------------------------------
+
+    def _mkdir(self, e: mf.Entry) -> None:
+        try:
+            fd, name = self.tree.parent(e.path, create=True)
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+        except OSError as err:
+            self.fail(e, err.strerror or str(err))
+
+    def _dir_meta(self, e: mf.Entry) -> None:
+        try:
+            fd = self.tree.dir(e.path)
+            if self.is_root:
+                os.fchown(fd, e.uid, e.gid)
+            os.fchmod(fd, self.mode(e))
+            os.utime(fd, ns=(e.mtime_ns, e.mtime_ns))
+        except OSError as err:
+            self.fail(e, err.strerror or str(err))
+            return
+        self.restored += 1
+
+    # -- files ----------------------------------------------------------------------------
+
+    def _part(self, target: Target, info: mf.PartInfo, here: dict[bytes, mf.Entry]) -> None:
+        started: set[bytes] = set()
+        current: list[_FileOut] = []
+
+        def on_member(mem: Member):
             e = here.get(mem.path)
-            if e is None:
+            if e is None or mem.path in started:
                 return None
-            findings.extend(check_member(mem, e, pname))
-            final = _safe_parent(dest, e.path) + b"/" + e.path.rsplit(b"/", 1)[-1]
-            tmp = final + b".vacate-tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            sink = _FileSink(fd)
-            h = _Hasher(mem.size, tick, sink)
-            pending[mem.path] = (fd, tmp, final, h, e)
-            return _Closing(h, fd, mem.size)
+            started.add(mem.path)
+            found = check_member(mem, e, info.name)
+            self.findings.extend(found)
+            if not content_checked(mem, e):
+                return None
+            try:
+                fd, name = self.tree.parent(e.path, create=True)
+                out = _FileOut(self, e, fd, name)
+            except OSError as err:
+                self.fail(e, err.strerror or str(err))
+                return None
+            current[:] = [out]
+            return out
 
         try:
-            with target.open(pname) as f:
-                read_part(f, on_member)
-        except FileNotFoundError:
-            findings.append(Finding("part-missing", f"{pname} is missing from "
-                                    f"{target.location}", part=pname))
-        except (PartError, OSError) as err:
-            findings.append(Finding("part-corrupt", f"{pname}: {err}", part=pname))
-        for path, (fd, tmp, final, h, e) in pending.items():
+            with open_part(target, info.name, info.bytes) as f:
+                read_part(f, on_member, info.tar_bytes)
+        except (PartError, OSError) as err:     # a damaged part loses only its own files
+            found = part_error(info.name, err, target)
+            if found.code in UNREADABLE:
+                unread = [e.path for p, e in here.items() if p not in started]
+                self.unread.update(unread)
+                found = replace(found, message=f"{found.message}; {len(unread):,} of its "
+                                "files were not restored")
+                here = {}
+            self.findings.append(found)
+        finally:
+            for out in current:
+                out.abandon()            # the stream ended inside it
+        for path, e in here.items():
+            if path not in started:
+                self.findings.append(Finding("member-missing", f"{shown(e.path)} is not "
+                                             f"readable from {info.name}; not restored",
+                                             os.fsdecode(e.path), info.name))
+
+    def file_done(self, out: _FileOut) -> None:
+        self.made.add(out.inode)
+        self.restored += 1
+
+    # -- links and special files ----------------------------------------------------------
+
+    def _clear(self, fd: int, name: bytes) -> None:
+        """With ``force``, make room for a link or special file (never a directory)."""
+        if self.force:
             try:
-                os.close(fd)
-            except OSError:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
                 pass
-            if h.h.hexdigest() != e.sha256 or h.pos != e.size:
-                os.unlink(tmp)
-                p = os.fsdecode(path)
-                findings.append(Finding("file-checksum", f"{p}: restored content does not match "
-                                        "its sha256; not restored", p, pname))
-                continue
-            _apply_meta(tmp, e, is_root)
-            if force and os.path.isdir(final) and not os.path.islink(final):
-                raise UsageError(f"{os.fsdecode(final)} is a directory; not replacing it")
-            os.replace(tmp, final)
-            restored += 1
-        for path in here:
-            if path not in pending:
-                p = os.fsdecode(path)
-                findings.append(Finding("member-missing", f"{p} is not readable from {pname}",
-                                        p, pname))
-    # links, special files, then directory metadata (deepest first)
-    for e in wanted.values():
-        if e.type in ("file", "dir"):
-            continue
-        final = _safe_parent(dest, e.path) + b"/" + e.path.rsplit(b"/", 1)[-1]
-        if os.path.lexists(final):
-            os.unlink(final)
+
+    def _other(self, e: mf.Entry) -> None:
+        if e.type == "hardlink" and e.link in self.unread:
+            self.findings.append(Finding("part-unreadable", f"{shown(e.path)}: a hardlink to "
+                                         f"{shown(e.link)}, which could not be read; not "
+                                         "restored", os.fsdecode(e.path), e.part))
+            return
         try:
             if e.type == "hardlink":
-                os.link(bdest + b"/" + e.link, final, follow_symlinks=False)
-            elif e.type == "symlink":
-                os.symlink(e.link, final)
-                _apply_meta(final, e, is_root, follow=False)
-            elif e.type == "fifo":
-                os.mkfifo(final, e.mode)
-                _apply_meta(final, e, is_root)
-            elif e.type in ("char", "block"):
-                import stat as S
-                kind = S.S_IFCHR if e.type == "char" else S.S_IFBLK
-                os.mknod(final, e.mode | kind, os.makedev(*e.rdev))
-                _apply_meta(final, e, is_root)
-            restored += 1
+                sfd, sname = self.tree.parent(e.link or b"")
+                st = os.stat(sname, dir_fd=sfd, follow_symlinks=False)
+                if not S.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) not in self.made:
+                    self.refused.append(Finding(
+                        "not-restored", f"{shown(e.path)}: a hardlink to "
+                        f"{shown(e.link or b'')}, which this restore did not write; not "
+                        "restored", os.fsdecode(e.path), e.part))
+                    return
+                fd, name = self.tree.parent(e.path, create=True)
+                self._clear(fd, name)
+                os.link(sname, name, src_dir_fd=sfd, dst_dir_fd=fd, follow_symlinks=False)
+            else:
+                fd, name = self.tree.parent(e.path, create=True)
+                self._clear(fd, name)
+                if e.type == "fifo":
+                    os.mkfifo(name, 0o600, dir_fd=fd)
+                else:
+                    kind = S.S_IFCHR if e.type == "char" else S.S_IFBLK
+                    os.mknod(name, 0o600 | kind, os.makedev(*(e.rdev or (0, 0))), dir_fd=fd)
+                _node_meta(fd, name, e, self.mode(e), self.is_root)
+        except FileNotFoundError as err:
+            self.fail(e, f"{err.strerror} (its file was not restored)" if e.type == "hardlink"
+                      else err.strerror)
+            return
         except OSError as err:
-            p = os.fsdecode(e.path)
-            findings.append(Finding("not-restored", f"{p}: {err.strerror}", p, e.part))
-    for e in sorted((e for e in wanted.values() if e.type == "dir"),
-                    key=lambda e: e.path.count(b"/"), reverse=True):
-        _apply_meta(bdest + b"/" + e.path, e, is_root)
-        restored += 1
-    if progress:
-        progress(written[0], total)
-    return RestoreResult(target.location, dest, restored, written[0], tuple(parts_needed),
-                         tuple(refused), tuple(findings), time.monotonic() - t0)
+            self.fail(e, err.strerror or str(err))
+            return
+        self.restored += 1
+
+    def _symlink(self, e: mf.Entry) -> None:
+        try:
+            fd, name = self.tree.parent(e.path, create=True)
+            self._clear(fd, name)
+            os.symlink(e.link or b"", name, dir_fd=fd)
+            if self.is_root:
+                os.chown(name, e.uid, e.gid, dir_fd=fd, follow_symlinks=False)
+            os.utime(name, ns=(e.mtime_ns, e.mtime_ns), dir_fd=fd, follow_symlinks=False)
+        except OSError as err:
+            self.fail(e, err.strerror or str(err))
+            return
+        self.restored += 1
 
 
-class _Closing:
-    """Consumer wrapper: on done, fix the size of a file that ends in a hole."""
+def _node_meta(fd: int, name: bytes, e: mf.Entry, mode: int, is_root: bool) -> None:
+    """Owner, mode and mtime of a FIFO or device node just made at (``fd``, ``name``),
+    without following a symlink and without opening the node (opening a device can act)."""
+    if is_root:
+        os.chown(name, e.uid, e.gid, dir_fd=fd, follow_symlinks=False)
+    try:
+        os.chmod(name, mode, dir_fd=fd, follow_symlinks=False)
+    except (NotImplementedError, OSError) as err:
+        if isinstance(err, OSError) and err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        h = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            if S.S_ISLNK(os.fstat(h).st_mode):
+                raise OSError(errno.ELOOP, "is a symlink") from None
+            os.chmod(f"/proc/self/fd/{h}", mode)    # the node itself, by its descriptor
+        finally:
+            os.close(h)
+    os.utime(name, ns=(e.mtime_ns, e.mtime_ns), dir_fd=fd, follow_symlinks=False)
 
-    def __init__(self, h: _Hasher, fd: int, size: int):
-        self.h, self.fd, self.size = h, fd, size
 
-    def update(self, offset, data) -> None:
+class _FileOut:
+    """One file being restored: written to a temp name in its directory (``O_EXCL``, so
+    never into something that is there), hashed as it is written; when its data is complete,
+    checked against the manifest's sha256, given its metadata and renamed into place. A
+    write error is noted and the file dropped, never raised into the part's reading."""
+
+    def __init__(self, r: _Restore, e: mf.Entry, dir_fd: int, name: bytes):
+        self.r = r
+        self.e = e
+        self.name = name
+        self.dir_fd = os.dup(dir_fd)
+        self.tmp = b".vacate-tmp-%d-%d" % (os.getpid(), next(_TMP))
+        try:
+            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, 0o600, dir_fd=self.dir_fd)
+        except BaseException:
+            os.close(self.dir_fd)
+            raise
+        self.h = _Hasher(e.size, r.tick, self)
+        self.error: OSError | None = None
+        self.inode = (0, 0)
+
+    # the _Hasher's sink
+    def write(self, data) -> None:
+        if self.error is not None:
+            return
+        try:
+            while data:
+                k = os.write(self.fd, data)
+                data = data[k:]
+        except OSError as err:
+            self.error = err
+
+    def hole(self, n: int) -> None:
+        if self.error is None:
+            os.lseek(self.fd, n, os.SEEK_CUR)
+
+    # the consumer read_part drives
+    def update(self, offset: int, data) -> None:
+        if offset + len(data) > self.e.size:
+            self.error = self.error or OSError(0, "data past the file's size")
+            return
         self.h.update(offset, data)
 
     def done(self) -> None:
-        self.h.done()
-        os.ftruncate(self.fd, self.size)
+        e = self.e
+        try:
+            self.h.done()
+            if self.error is not None:
+                raise self.error
+            os.ftruncate(self.fd, e.size)
+            if self.h.h.hexdigest() != e.sha256 or self.h.pos != e.size:
+                self._drop()
+                self.r.findings.append(Finding(
+                    "file-checksum", f"{shown(e.path)}: restored content does not match its "
+                    "sha256; not restored", os.fsdecode(e.path), e.part))
+                return
+            if self.r.is_root:
+                os.fchown(self.fd, e.uid, e.gid)
+            os.fchmod(self.fd, self.r.mode(e))
+            os.utime(self.fd, ns=(e.mtime_ns, e.mtime_ns))
+            st = os.fstat(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+            os.rename(self.tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            self.inode = (st.st_dev, st.st_ino)
+        except OSError as err:
+            self._drop()
+            self.r.fail(e, err.strerror or str(err))
+            return
+        finally:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+        self.r.file_done(self)
+
+    def abandon(self) -> None:
+        """The part ended before this file's data did."""
+        if self.dir_fd >= 0:
+            self._drop()
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+    def _drop(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        try:
+            os.unlink(self.tmp, dir_fd=self.dir_fd)
+        except OSError:
+            pass

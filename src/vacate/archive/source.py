@@ -1,5 +1,13 @@
-"""Enumerate the sources to archive: a deterministic, depth-first, name-sorted walk that never
-follows symlinks and never crosses into another filesystem."""
+"""Enumerate the sources to archive: what each one holds (:mod:`vacate.collectors.contents`:
+the same filesystem, btrfs subvolumes included, nested mounts never), walked fd-relative
+(:func:`vacate.fsio.walk`), deterministic, depth-first and name-sorted, never following a
+symlink.
+
+What the walk meets but does not yield is a :class:`Problem` whose code says why:
+``LEFT_OUT`` codes (vanished, replaced, unreadable) make an archive incomplete; ``NOTES``
+codes (sockets, which tar cannot hold, and mounts, which are not the item's) are recorded in
+the manifest as notes; ``excluded`` is what the caller asked to leave out.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,12 @@ import stat as S
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from vacate import fsio
+from vacate.collectors import contents
 from vacate.model.common import Problem
+
+LEFT_OUT = frozenset({"vanished", "replaced", "unreadable", "unreadable-dir"})
+NOTES = frozenset({"socket", "other-filesystem"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,54 +48,64 @@ def arc_roots(sources: list[str]) -> list[tuple[bytes, bytes]]:
     return out
 
 
+def left_out(problem: Problem) -> bool:
+    """Whether ``problem`` is something the item holds that the archive does not."""
+    return problem.code in LEFT_OUT
+
+
+def note_error(problems: list[Problem], path: bytes, e: OSError) -> None:
+    """The Problem of ``path`` that could not be listed, stat'ed, opened or read."""
+    p = os.fsdecode(path)
+    if isinstance(e, FileNotFoundError):
+        problems.append(Problem("vanished", f"{p}: vanished while it was archived", p))
+    elif isinstance(e, fsio.Replaced):
+        problems.append(Problem("replaced", f"{p}: {e.strerror}", p))
+    else:
+        code = "unreadable-dir" if isinstance(e, (PermissionError, NotADirectoryError)) \
+            else "unreadable"
+        problems.append(Problem(code, f"{p}: {e.strerror or e}", p, blocks_verdict=True))
+
+
 def walk(root: bytes, arcroot: bytes, problems: list[Problem],
          exclude: frozenset[bytes] = frozenset()) -> Iterator[SourceEntry]:
-    """``exclude``: absolute paths never entered (the archive being written, when it lies
-    inside a source)."""
+    """The entries of the source ``root``, named ``arcroot`` in the archive. ``exclude``:
+    archive paths (``arcroot/...``) never entered nor archived (what the person excluded, the
+    archive itself when it is written inside the source)."""
     try:
-        st = os.lstat(root)
+        is_dir = S.S_ISDIR(os.lstat(root).st_mode)
     except OSError as e:
-        problems.append(Problem("unreadable", f"{os.fsdecode(root)}: {e.strerror}",
-                                os.fsdecode(root), blocks_verdict=True))
+        note_error(problems, root, e)
         return
-    yield SourceEntry(root, arcroot, st)
-    if not S.S_ISDIR(st.st_mode):
-        return
-    dev = st.st_dev
-    stack = [(root, arcroot)]
-    while stack:
-        d, arc = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                names = sorted(e.name for e in it)
-        except OSError as e:
-            problems.append(Problem("unreadable-dir", f"{os.fsdecode(d)}: {e.strerror}",
-                                    os.fsdecode(d), blocks_verdict=True))
+    c = contents.of_path(os.fsdecode(root)) if is_dir else None
+    rb = os.fsencode(c.root) if c else root
+    # the mountpoints below, as paths of this walk (``root`` may have symlinks in it)
+    mounts = frozenset(root + os.fsencode(m)[len(rb):] for m in c.skip) if c else frozenset()
+    drop = {root + a[len(arcroot):]: a for a in exclude}
+
+    def skip(p: bytes) -> bool:
+        if p in drop:
+            problems.append(Problem("excluded", f"{os.fsdecode(p)}: excluded; not archived",
+                                    os.fsdecode(p)))
+            return True
+        if p in mounts:
+            problems.append(Problem("other-filesystem", f"{os.fsdecode(p)} is a mountpoint "
+                                    "(another filesystem); not archived", os.fsdecode(p)))
+            return True
+        return False
+
+    def enter(p: bytes, st: os.stat_result) -> bool:
+        return c.descends(os.fsdecode(p), st.st_dev) is contents.INSIDE
+
+    cut = len(root)
+    for p, st in fsio.walk(root, enter=enter, skip=skip,
+                           error=lambda p, e: note_error(problems, p, e)):
+        mode = st.st_mode
+        if S.S_ISDIR(mode) and p != root and not enter(p, st):
+            problems.append(Problem("other-filesystem", f"{os.fsdecode(p)} is another "
+                                    "filesystem; not archived", os.fsdecode(p)))
             continue
-        subdirs = []
-        for name in names:
-            p = d + b"/" + name
-            try:
-                est = os.lstat(p)
-            except OSError as e:
-                problems.append(Problem("vanished", f"{os.fsdecode(p)}: {e.strerror}",
-                                        os.fsdecode(p)))
-                continue
-            a = arc + b"/" + name
-            if p in exclude:
-                problems.append(Problem("excluded", f"{os.fsdecode(p)} is where the archive "
-                                        "is written; not archived", os.fsdecode(p)))
-                continue
-            if S.S_ISDIR(est.st_mode):
-                if est.st_dev != dev:
-                    problems.append(Problem("other-filesystem",
-                                            f"{os.fsdecode(p)} is another filesystem; "
-                                            "not archived", os.fsdecode(p)))
-                    continue
-                subdirs.append((p, a))
-            elif S.S_ISSOCK(est.st_mode):
-                problems.append(Problem("socket", f"{os.fsdecode(p)} is a socket; not archived",
-                                        os.fsdecode(p)))
-                continue
-            yield SourceEntry(p, a, est)
-        stack.extend(reversed(subdirs))   # their contents next, in name order
+        if S.S_ISSOCK(mode):
+            problems.append(Problem("socket", f"{os.fsdecode(p)} is a socket (tar cannot "
+                                    "hold one); recorded as a note", os.fsdecode(p)))
+            continue
+        yield SourceEntry(p, arcroot + p[cut:], st)

@@ -24,18 +24,28 @@ def parse(data: bytes) -> list[tuple[str, bytes]]:
     for n, raw in enumerate(data.split(b"\n"), 1):
         if not raw:
             continue
-        escaped = raw.startswith(b"\\")
-        if escaped:
-            raw = raw[1:]
-        digest, sep, name = raw.partition(b"  ")
-        if not sep or len(digest) != 64:
-            digest, sep, name = raw.partition(b" *")
-        if not sep or len(digest) != 64:
-            raise ValueError(f"line {n}: not a sha256sum line")
-        if escaped:
-            name = _unescape(name)
-        out.append((digest.decode("ascii").lower(), name))
+        try:
+            out.append(parse_line(raw))
+        except ValueError:
+            raise ValueError(f"line {n}: not a sha256sum line") from None
     return out
+
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def parse_line(raw: bytes) -> tuple[str, bytes]:
+    """(hexdigest, name) of one line (without its newline); raises ValueError."""
+    escaped = raw.startswith(b"\\")
+    if escaped:
+        raw = raw[1:]
+    digest, sep, name = raw[:64], raw[64:66], raw[66:]
+    if sep not in (b"  ", b" *") or len(digest) != 64 or not _HEX.issuperset(digest) \
+            or not name:
+        raise ValueError("not a sha256sum line")
+    if escaped:
+        name = _unescape(name)
+    return digest.decode("ascii").lower(), name
 
 
 def _unescape(name: bytes) -> bytes:

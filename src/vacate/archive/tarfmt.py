@@ -253,8 +253,10 @@ def parse_pax(data: bytes) -> dict[bytes, bytes]:
     while pos < len(data):
         if data[pos] == 0:
             break
-        sp = data.index(b" ", pos)
-        n = int(data[pos:sp])
+        sp = data.find(b" ", pos, pos + 24)
+        n = int(data[pos:sp]) if sp > pos and data[pos:sp].isdigit() else 0
+        if n <= sp - pos + 1 or pos + n > len(data) or data[pos + n - 1] != 0x0A:
+            raise TarFormatError("malformed pax record")
         rec = data[sp + 1:pos + n - 1]
         k, _, v = rec.partition(b"=")
         out[k] = v
@@ -272,7 +274,10 @@ def parse_sparse_map(text: bytes) -> tuple[tuple[tuple[int, int], ...], int] | N
         nl = text.find(b"\n", pos)
         if nl < 0:
             return None
-        v = int(text[pos:nl])
+        field = text[pos:nl]
+        if not field.isdigit() or len(field) > 20:
+            raise TarFormatError("malformed sparse map")
+        v = int(field)
         pos = nl + 1
         if count is None:
             count = v

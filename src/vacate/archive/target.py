@@ -2,8 +2,10 @@
 
 Names are relative (``part-000001.tar.zst``, ``.vacate-partial/part-000001.json``).
 ``create(name)`` returns a sink; nothing is visible under ``name`` until ``sink.commit()``
-(local: temp file in the same directory -> fsync -> rename -> fsync dir; S3: the multipart
-upload is completed). ``open_target(location)`` picks the kind from the location string.
+(local: temp file in the same directory -> fsync -> rename -> fsync dir, see
+:mod:`vacate.fsio`; S3: the multipart upload is completed). ``open_target(location)`` picks
+the kind from the location string. A local write that fails (a full disk) raises
+:class:`WriteError`, an error for people (exit 2), once the sink has removed its temp file.
 """
 
 from __future__ import annotations
@@ -11,14 +13,42 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
 import threading
 from typing import BinaryIO, Protocol
 
-from vacate.errors import UsageError
+from vacate import fsio
+from vacate.errors import UsageError, VacateError
 
-TMP_PREFIX = ".tmp-"
+TMP_PREFIX = fsio.TMP_PREFIX
+
+
+class WriteError(VacateError):
+    """Writing to the archive's target failed (no space left, a read-only or failing disk)."""
+
+    def __init__(self, path: str, err: OSError):
+        why = err.strerror or str(err)
+        hint = ("free space on it (or choose another --to) and run the same command again: "
+                "parts already written are kept and it resumes after them"
+                if err.errno in (errno.ENOSPC, errno.EDQUOT) else None)
+        super().__init__(f"cannot write {path}: {why}", hint=hint)
+        self.errno = err.errno
+
+
+def _writing(method):
+    """A sink's write method whose ``OSError`` becomes :class:`WriteError` (named by the
+    final path)."""
+    @functools.wraps(method)
+    def wrapped(self, *args):
+        try:
+            return method(self, *args)
+        except WriteError:
+            raise
+        except OSError as e:
+            raise WriteError(self.final, e) from e
+    return wrapped
 
 
 class Sink(Protocol):
@@ -47,14 +77,6 @@ def open_target(location: str, *, endpoint: str | None = None, environ=None) -> 
         raise UsageError(f"unsupported target {location!r}",
                          hint="use a directory or s3://bucket/prefix")
     return LocalTarget(location)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _writeback_starter():
@@ -93,10 +115,14 @@ class _LocalSink:
 
     def __init__(self, final: str):
         self.final = final
-        d, base = os.path.split(final)
-        os.makedirs(d, exist_ok=True)
-        self.tmp = os.path.join(d, f"{TMP_PREFIX}{os.getpid()}-{base}")
-        self.f = open(self.tmp, "wb", buffering=0)  # noqa: SIM115 (closed in commit/abort)
+        try:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            self.tmp = fsio.temp_path(final)
+            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                              0o644)
+        except OSError as e:
+            raise WriteError(final, e) from e
+        self.closed = False
         self.direct: bool | None = None if _O_DIRECT else False   # None: not tried yet
         self.stage: mmap.mmap | None = None
         self.filled = 0
@@ -106,6 +132,7 @@ class _LocalSink:
         self.stopping = False
         self.flusher: threading.Thread | None = None
 
+    @_writing
     def write(self, data) -> int:
         if self.direct is False:
             return self._buffered(data)
@@ -125,6 +152,7 @@ class _LocalSink:
                     break
         return n
 
+    @_writing
     def write_aligned(self, data) -> int:
         """``write()`` of a page-aligned buffer (an anonymous mmap) whose length is a multiple
         of ``ALIGN``: with ``O_DIRECT`` written as it is, without the copy into the stage."""
@@ -142,7 +170,7 @@ class _LocalSink:
         self.filled = 0
 
     def _write_out(self, view: memoryview, final: bool) -> None:
-        fd = self.f.fileno()
+        fd = self.fd
         try:
             if self.direct is None and not final:
                 try:
@@ -173,7 +201,7 @@ class _LocalSink:
 
     def _direct_off(self) -> None:
         if self.direct:
-            fd = self.f.fileno()
+            fd = self.fd
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
         self.direct = False
 
@@ -188,7 +216,7 @@ class _LocalSink:
     def _buffered(self, data) -> int:
         mv = memoryview(data)
         while mv:
-            n = self.f.write(mv)
+            n = os.write(self.fd, mv)
             mv = mv[n:]
             self.written += n
         if self.written - self.kicked >= self.SYNC_EVERY:
@@ -200,7 +228,7 @@ class _LocalSink:
         return len(data)
 
     def _flush(self) -> None:
-        fd = self.f.fileno()
+        fd = self.fd
         while True:
             with self.cv:
                 while not self.stopping and self.written - self.kicked < self.SYNC_EVERY:
@@ -223,25 +251,27 @@ class _LocalSink:
             self.flusher.join()
             self.flusher = None
         if self.stage is not None:
-            self.stage.close()
+            try:
+                self.stage.close()
+            except BufferError:     # a view of it is still held (by a traceback): GC frees it
+                pass
             self.stage = None
 
+    @_writing
     def commit(self) -> None:
         if self.filled:
             self._drain_stage(final=True)
         self._stop()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.replace(self.tmp, self.final)
-        _fsync_dir(os.path.dirname(self.final))
+        self.closed = True
+        fsio.commit_temp(self.fd, self.tmp, self.final)
 
     def abort(self) -> None:
+        """Drop what was written (the temp file), whatever state the sink is in."""
         self._stop()
-        self.f.close()
-        try:
-            os.unlink(self.tmp)
-        except FileNotFoundError:
-            pass
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+        fsio.remove_quietly(self.tmp)
 
 
 class LocalTarget:
@@ -256,13 +286,12 @@ class LocalTarget:
         return _LocalSink(self._p(name))
 
     def put(self, name: str, data: bytes) -> None:
-        s = self.create(name)
+        final = self._p(name)
         try:
-            s.write(data)
-            s.commit()
-        except BaseException:
-            s.abort()
-            raise
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            fsio.write_atomic(final, data)
+        except OSError as e:
+            raise WriteError(final, e) from e
 
     def get(self, name: str) -> bytes:
         with open(self._p(name), "rb") as f:

@@ -12,18 +12,27 @@ when both exist and the size matches; a rerun with the same name skips every pat
 part holds and carries on. The manifest is written last: its presence marks the archive
 complete.
 
-Threads (the tree of BENCHMARKS.md "archive (issue 5)" keeps two cores busy): the main thread
-walks, reads and feeds zstd (whose workers compress), and gathers the part's bytes in stage
-buffers (``stage.Stager``; incompressible chunks are read straight into their raw blocks
-there); the hash lane hashes each file; the output lane hashes each stage buffer (the part's
-sha256); the write lane stores it; the finisher lane commits each finished part (sidecar,
-fsync, rename) while the next one is produced, in part order, so a part is renamed only once
-it is synced and every part before it is renamed. Memory is bounded by the lanes' queue
-depths (each lane holds at most ``depth`` calls).
+Threads: the main thread walks, reads and feeds zstd (whose workers compress), and gathers
+the part's bytes in stage buffers (``stage.Stager``; incompressible chunks are read straight
+into their raw blocks there); the hash lanes, one per CPU, hash the files side by side, each
+file in one lane (its holes in one call, so a huge sparse file keeps one core busy while the
+next files are read and hashed on the others); the output lane hashes each stage buffer (the
+part's sha256); the write lane stores it; the finisher lane commits each finished part
+(sidecar, fsync, rename) while the next one is produced, in part order, so a part is renamed
+only once it is synced and every part before it is renamed. Memory is bounded by the lanes'
+queue depths (each lane holds at most ``depth`` calls).
+
+What goes in is what each source holds (:mod:`vacate.archive.source`); what it holds but the
+archive does not (vanished, replaced or unreadable while archived) is named in the result
+and in the manifest's header (``left_out``), beside what was excluded as asked
+(``excluded``) and the notes (sockets, mounts below). Onto a complete archive of the same
+sources, nothing is written: it is up to date, or :mod:`vacate.archive.changes` names what
+changed since.
 """
 
 from __future__ import annotations
 
+import errno
 import grp
 import hashlib
 import json
@@ -38,17 +47,19 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-from vacate import __version__
-from vacate.archive import compress, stage, tarfmt
+from vacate import __version__, fsio
+from vacate.archive import changes, compress, source, stage, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.source import SourceEntry, arc_roots, walk
-from vacate.archive.target import Target
+from vacate.archive.target import Target, WriteError
 from vacate.errors import UsageError
 from vacate.model.common import Problem
 
 CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane handoffs than
                        # 1 MiB, measured ~0.2 CPU-s less on the benchmark tree)
 SMALL = 1 << 20        # files up to this are read, hashed and written whole, on the main thread
+MAX_LANES = 32         # files hashed side by side at most
+INFLIGHT = 64          # CHUNKs read and not hashed yet, all lanes together (128 MiB)
 _ZEROS = memoryview(bytes(CHUNK))
 Progress = Callable[[int, int], None]     # (bytes done, bytes total)
 
@@ -68,6 +79,10 @@ class ArchiveResult:
     warnings: tuple[Problem, ...]
     elapsed_s: float
     reused_upload_bytes: int = 0       # S3: pieces of an interrupted upload not sent again
+    missing: tuple[str, ...] = ()      # what the sources hold that is not in the archive
+    excluded: tuple[str, ...] = ()     # archive paths left out as asked
+    up_to_date: bool = False           # a complete archive was there, the sources unchanged
+    changed_since: tuple[str, ...] = ()  # ... or what changed in them since it was made
 
 
 class _Lane:
@@ -83,20 +98,30 @@ class _Lane:
 
     def _run(self) -> None:
         while (item := self.q.get()) is not None:
-            fn, args, fut = item
-            if self.err is not None:
-                if fut is not None:
-                    fut.set_exception(self.err)
-                continue
             try:
-                r = fn(*args)
-            except BaseException as e:  # noqa: BLE001 (handed to the main thread)
-                self.err = e
-                if fut is not None:
-                    fut.set_exception(e)
-                continue
+                self._one(*item)
+            finally:
+                self.q.task_done()
+
+    def _one(self, fn, args, fut) -> None:
+        if self.err is not None:
             if fut is not None:
-                fut.set_result(r)
+                fut.set_exception(self.err)
+            return
+        try:
+            r = fn(*args)
+        except BaseException as e:  # noqa: BLE001 (handed to the main thread)
+            self.err = e
+            if fut is not None:
+                fut.set_exception(e)
+            return
+        if fut is not None:
+            fut.set_result(r)
+
+    @property
+    def load(self) -> int:
+        """Calls queued or running."""
+        return self.q.unfinished_tasks
 
     def call(self, fn, *args) -> None:
         if self.err is not None:
@@ -238,7 +263,13 @@ class _Writer:
         self.total_bytes = 0
         self.bytes_read = 0
         self._last_progress = 0.0
-        self.hash_lane = _Lane()
+        # files are hashed side by side, each in one lane (hashlib releases the GIL): a
+        # file's holes are one call, so a big sparse file keeps one core busy while the main
+        # thread goes on to the next files, whose hashes run on the other cores
+        self.hash_lanes = [_Lane() for _ in range(hash_lanes())]
+        # chunks read but not hashed yet, in all lanes together (the memory they hold)
+        self.inflight = threading.BoundedSemaphore(INFLIGHT)
+        self._tick_lock = threading.Lock()
         self.reused = 0
         self.out_lane = _Lane()
         self.write_lane = _Lane()
@@ -285,12 +316,38 @@ class _Writer:
         self.sums.append(mf.sums_file(entries))
 
     def _tick(self, n: int) -> None:
-        self.done_bytes += n
-        if self.progress is not None:
+        """``n`` more bytes done (read, or hashed as a hole: called from the hash lanes)."""
+        with self._tick_lock:
+            self.done_bytes += n
+            if self.progress is None:
+                return
             now = time.monotonic()
-            if now - self._last_progress > 0.2:
-                self._last_progress = now
-                self.progress(self.done_bytes, self.total_bytes)
+            if now - self._last_progress <= 0.2:
+                return
+            self._last_progress = now
+            done = self.done_bytes
+        self.progress(done, self.total_bytes)
+
+    def _read_ahead(self) -> None:
+        """Wait until one more chunk may be read before its hash is done (a lane that failed
+        releases nothing: its error is raised instead)."""
+        while not self.inflight.acquire(timeout=1):
+            for ln in self.hash_lanes:
+                if ln.err is not None:
+                    raise ln.err
+
+    def _hashed(self, fn, *args) -> None:
+        """``fn(*args)`` (hashing data read into a buffer, in a hash lane), then one more
+        buffer may be read ahead."""
+        try:
+            fn(*args)
+        finally:
+            self.inflight.release()
+
+    def _lane(self) -> _Lane:
+        """The hash lane with the least work queued or running (a file's hash runs in one
+        lane)."""
+        return min(self.hash_lanes, key=lambda ln: ln.load)
 
     # -- members ---------------------------------------------------------------------------
 
@@ -299,7 +356,7 @@ class _Writer:
         kind = tarfmt.type_of_mode(st.st_mode)
         common = {"mode": S.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
                   "user": self.names.user(st.st_uid), "group": self.names.group(st.st_gid),
-                  "mtime_ns": st.st_mtime_ns}
+                  "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
         if kind == "file":
             key = (st.st_dev, st.st_ino)
             if st.st_nlink > 1 and key in self.hardlinks:
@@ -324,8 +381,10 @@ class _Writer:
             self._simple(mf.Entry(se.arcpath, "fifo", "", **common))
 
     def _vanished(self, se: SourceEntry, e: OSError) -> None:
-        self.problems.append(Problem("vanished", f"{os.fsdecode(se.abspath)}: {e.strerror}",
-                                     os.fsdecode(se.abspath)))
+        """``se`` could not be opened or read: gone, replaced, or unreadable."""
+        if e.errno == errno.ELOOP:          # a symlink now holds the name (O_NOFOLLOW)
+            e = fsio.Replaced(se.abspath)
+        source.note_error(self.problems, se.abspath, e)
 
     def _member(self, e: mf.Entry, sparse=None) -> tarfmt.Member:
         rdev = e.rdev or (0, 0)
@@ -342,23 +401,15 @@ class _Writer:
         self._after_member()
 
     def _file(self, se: SourceEntry, common: dict) -> None:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NOATIME", 0)
         try:
-            try:
-                fd = os.open(se.abspath, flags)
-            except PermissionError:
-                fd = os.open(se.abspath, flags & ~getattr(os, "O_NOATIME", 0))
+            fd = fsio.open_checked(se.abspath, os.O_RDONLY, se.st)
         except OSError as e:
             self._vanished(se, e)
             return
         try:
             st = os.fstat(fd)
-            if not S.S_ISREG(st.st_mode):
-                self.problems.append(Problem("vanished", f"{os.fsdecode(se.abspath)} was "
-                                             "replaced while archiving", os.fsdecode(se.abspath)))
-                return
             common.update(mode=S.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid,
-                          mtime_ns=st.st_mtime_ns)
+                          mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
             self._file_fd(se, fd, st, common)
         finally:
             os.close(fd)
@@ -370,6 +421,7 @@ class _Writer:
         h = hashlib.sha256()
         short = False
         small = segs is None and size <= SMALL
+        lane = None if small else self._lane()
         if small:
             # the lean path of the many small files: one header call, one read, one write
             data = os.read(fd, size) if size else b""
@@ -397,11 +449,9 @@ class _Writer:
             pos = 0
             direct = isinstance(part.z, compress.LibraryCompressor)
             for off, length in segs or ((0, size),):
-                while pos < off:             # a hole: hash its zeros, store nothing
-                    n = min(CHUNK, off - pos)
-                    self.hash_lane.call(h.update, _ZEROS[:n])
-                    pos += n
-                    self._tick(n)
+                if pos < off:                # a hole: hash its zeros, store nothing
+                    lane.call(_hash_zeros, h, off - pos, self._tick)
+                    pos = off
                 if length:
                     os.lseek(fd, off, os.SEEK_SET)
                 left = length
@@ -412,7 +462,8 @@ class _Writer:
                         # weights: read straight into the part's raw blocks (no copy)
                         part.z.raw_begin()
                         slots, holds, ended = part.out.read_raw(fd, n)
-                        self.hash_lane.call(stage.hash_slices, h, slots, holds)
+                        self._read_ahead()
+                        lane.call(self._hashed, stage.hash_slices, h, slots, holds)
                         part.tar_bytes += n
                         short = short or ended
                         left -= n
@@ -427,9 +478,10 @@ class _Writer:
                     else:
                         short = True
                         data[:] = _ZEROS[:len(data)]
-                    self.hash_lane.call(h.update, data)
+                    self._read_ahead()
+                    lane.call(self._hashed, h.update, data)
                     part.write(data)
-                    self.hash_lane.call(self.read_pool.put, buf)   # after its hash
+                    lane.call(self.read_pool.put, buf)   # after its hash
                     left -= len(data)
                     self.bytes_read += len(data)
                     self._tick(len(data))
@@ -442,7 +494,7 @@ class _Writer:
         changed = short or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != \
             (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         # a big file's hash finishes in the hash lane; the part resolves it before it closes
-        sha: str | Future = h.hexdigest() if small else self.hash_lane.value(h.hexdigest)
+        sha: str | Future = h.hexdigest() if small else lane.value(h.hexdigest)
         group = None
         if st.st_nlink > 1:
             group = len(self.hardlinks) + 1
@@ -468,6 +520,8 @@ class _Writer:
 
     def add_dirs(self, dirs: list[SourceEntry]) -> None:
         """All directories, in the final part (after every file they hold)."""
+        if not dirs:
+            return
         part = self._open_part()
         # depth-first pre-order, as tar itself writes: GNU tar applies a directory's mtime
         # once it leaves that directory, so nothing may be created in it afterwards
@@ -480,12 +534,36 @@ class _Writer:
             part.entries.append(e)
 
 
+def hash_lanes() -> int:
+    """How many files are hashed side by side: one per CPU this process may use, up to
+    ``MAX_LANES``."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_LANES))
+
+
+HOLE = 8 << 20
+_HOLE_ZEROS = memoryview(bytes(HOLE))
+
+
+def _hash_zeros(h, n: int, tick: Progress) -> None:
+    """Hash a hole of ``n`` bytes as the zeros it reads as (in a hash lane): SHA-256 has no
+    shortcut for them, and ``sha256sum -c`` of the restored file must pass."""
+    while n:
+        k = min(HOLE, n)
+        h.update(_HOLE_ZEROS[:k])
+        n -= k
+        tick(k)
+
+
 def _with_part(e: mf.Entry, part: str) -> mf.Entry:
     from dataclasses import replace
     return replace(e, part=part)
 
 
-def _load_state(target: Target, sources: list[str], part_size: int):
+def _load_state(target: Target, sources: list[str], part_size: int, exclude: list[str]):
     """Done parts of an interrupted run with the same name: (parts, entries, inodes)."""
     state_raw = None
     try:
@@ -498,6 +576,11 @@ def _load_state(target: Target, sources: list[str], part_size: int):
             f"{target.location} holds an unfinished archive of other sources "
             f"({', '.join(state['sources'])})",
             hint="use another --name, or the same sources to resume it")
+    if state.get("exclude", []) != exclude:
+        raise UsageError(
+            f"{target.location} holds an unfinished archive made with other exclusions "
+            f"({', '.join(state.get('exclude', [])) or 'none'})",
+            hint="use another --name, or the same --exclude options to resume it")
     files = target.list()
     sides = target.list(mf.STATE_DIR)
     parts, entries, inodes = [], [], {}
@@ -537,6 +620,18 @@ def _drop_state(target: Target) -> None:
         target.remove_dir(mf.STATE_DIR)
 
 
+def _of_manifest(target: Target, m: mf.Manifest, t0: float, **kw) -> ArchiveResult:
+    """The result for the complete archive ``m`` already at ``target`` (nothing written)."""
+    return ArchiveResult(
+        location=target.location, name=m.name, parts=m.parts, entries=len(m.entries),
+        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=0,
+        bytes_written=sum(p.bytes for p in m.parts), resumed_parts=len(m.parts),
+        changed=tuple(e.path.decode("utf-8", "surrogateescape") for e in m.entries
+                      if e.changed),
+        warnings=(), elapsed_s=time.monotonic() - t0,
+        excluded=tuple(m.extra.get("excluded", ())), **kw)
+
+
 def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveResult | None:
     """A run killed after writing the manifest but before dropping its state: the archive is
     complete; finish the cleanup and report it (None when there is nothing to finish)."""
@@ -548,17 +643,75 @@ def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveR
         return None
     m = mf.loads(target.get(mf.MANIFEST))
     _drop_state(target)
-    return ArchiveResult(
-        location=target.location, name=m.name, parts=m.parts, entries=len(m.entries),
-        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=0,
-        bytes_written=sum(p.bytes for p in m.parts), resumed_parts=len(m.parts),
-        changed=tuple(e.path.decode("utf-8", "surrogateescape") for e in m.entries
-                      if e.changed),
-        warnings=(), elapsed_s=time.monotonic() - t0)
+    return _of_manifest(target, m, t0)
+
+
+def _again(target: Target, roots, src_list: list[str], exclude: frozenset[bytes],
+           t0: float) -> ArchiveResult:
+    """``archive`` onto a complete archive: up to date when the sources are as archived
+    (nothing is written), else what changed since."""
+    m = mf.loads(target.get(mf.MANIFEST))
+    if list(m.sources) != src_list:
+        raise UsageError(f"{target.location} already holds a complete archive of other "
+                         f"sources ({', '.join(m.sources)})",
+                         hint="choose another --name, or verify the existing one")
+    had = sorted(m.extra.get("excluded", ()))
+    if had != sorted(map(os.fsdecode, exclude)):
+        raise UsageError(f"{target.location} already holds an archive of these sources made "
+                         f"with other exclusions ({', '.join(had) or 'none'})",
+                         hint="choose another --name, or pass the same --exclude options")
+    problems: list[Problem] = []
+    found = changes.since(m, roots, exclude, problems)
+    r = _of_manifest(target, m, t0, up_to_date=not found, changed_since=tuple(found))
+    return replace(r, warnings=tuple(problems),
+                   missing=tuple(p.path for p in problems if source.left_out(p)))
+
+
+def _arc_of(roots, path: str) -> str:
+    """The archive path of the source path ``path``."""
+    b = os.fsencode(path)
+    for ab, base in roots:
+        if b == ab or b.startswith(ab + b"/"):
+            return os.fsdecode(base + b[len(ab):])
+    return path
+
+
+def _excluded(roots, exclude: list[str], target: Target) -> frozenset[bytes]:
+    """The archive paths never entered: ``exclude`` (each relative to the sources, or
+    absolute under one), and the archive itself where it is written inside a source."""
+    out = set()
+    for x in exclude:
+        if os.path.isabs(x):
+            b = os.fsencode(os.path.normpath(x))
+            hits = [base + b[len(ab):] for ab, base in roots if b.startswith(ab + b"/")]
+            if not hits:
+                raise UsageError(f"--exclude {x}: not below a source",
+                                 hint="name it relative to the source, or absolute under it")
+            out.update(hits)
+        else:
+            rel = os.fsencode(os.path.normpath(x))
+            if rel in (b".", b"") or rel == b".." or rel.startswith(b"../"):
+                raise UsageError(f"--exclude {x}: not below a source",
+                                 hint="name a path inside the source")
+            out.update(base + b"/" + rel for _, base in roots)
+    if hasattr(target, "root"):          # a local archive inside a source is not archived
+        real = os.fsencode(os.path.realpath(target.root))
+        for ab, base in roots:
+            rab = os.fsencode(os.path.realpath(ab))
+            if real.startswith(rab + b"/"):
+                out.add(base + real[len(rab):])
+    return frozenset(out)
 
 
 def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1 << 30,
-            level: int = 3, threads: int = -1, progress: Progress | None = None) -> ArchiveResult:
+            level: int = 3, threads: int = -1, progress: Progress | None = None,
+            exclude: list[str] = ()) -> ArchiveResult:
+    """Archive ``sources`` (what each holds: :mod:`vacate.collectors.contents`) to
+    ``target``, or resume an interrupted run of the same name, or, onto a complete archive,
+    say whether it is up to date. ``exclude``: paths left out (relative to the sources or
+    absolute under one), recorded in the manifest's header. A write that fails
+    (:class:`WriteError`) removes what this run started (its temp part; the archive
+    directory when no part was committed) before it is raised."""
     t0 = time.monotonic()
     try:
         roots = arc_roots(sources)
@@ -568,20 +721,37 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         if not os.path.lexists(ab):
             raise UsageError(f"{os.fsdecode(ab)}: no such file or directory")
     src_list = [os.fsdecode(ab) for ab, _ in roots]
+    excl = _excluded(roots, list(exclude), target)
     if mf.MANIFEST in target.list():
         done = _finished_earlier(target, src_list, t0)
         if done is not None:
             return done
-        raise UsageError(f"{target.location} already holds a complete archive",
-                         hint="choose another --name, or verify the existing one")
+        return _again(target, roots, src_list, excl, t0)
+    fresh = not target.list(mf.STATE_DIR)
+    try:
+        return _write(target, name, roots, src_list, excl, part_size, level, threads,
+                      progress, t0)
+    except WriteError:
+        if fresh and not any(n.startswith("part-") for n in target.list()):
+            _drop_state(target)          # nothing of it is worth keeping
+            if hasattr(target, "remove_dir"):
+                target.remove_dir("")
+        raise
+
+
+def _write(target: Target, name: str, roots, src_list: list[str], excl: frozenset[bytes],
+           part_size: int, level: int, threads: int, progress: Progress | None,
+           t0: float) -> ArchiveResult:
     w = _Writer(target, name, part_size, level, threads, progress)
-    state = _load_state(target, src_list, part_size)
+    excl_list = sorted(map(os.fsdecode, excl))
+    state = _load_state(target, src_list, part_size, excl_list)
     target.cleanup_unfinished(keep=frozenset(
         {mf.part_name(len(state[0]) + 1)} if state else ()))
     done_paths: set[bytes] = set()
     if state is None:
         target.put(f"{mf.STATE_DIR}/state.json", json.dumps(
             {"sources": src_list, "name": name, "part_size": part_size,
+             "exclude": excl_list,
              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
         resumed = 0
     else:
@@ -594,20 +764,19 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
 
     todo: list[SourceEntry] = []
     dirs: list[SourceEntry] = []
-    exclude = frozenset()
-    if hasattr(target, "root"):          # a local archive inside a source is not archived
-        exclude = frozenset({os.fsencode(os.path.realpath(target.root))})
-    for ab, base in roots:
-        for se in walk(ab, base, w.problems, exclude):
-            if S.S_ISDIR(se.st.st_mode):
-                dirs.append(se)
-            elif se.arcpath not in done_paths:
-                todo.append(se)
-                if S.S_ISREG(se.st.st_mode):
-                    w.total_bytes += se.st.st_size
-    if progress:
-        progress(0, w.total_bytes)
     try:
+        for ab, base in roots:
+            for se in walk(ab, base, w.problems, excl):
+                if se.arcpath in done_paths:
+                    continue
+                if S.S_ISDIR(se.st.st_mode):
+                    dirs.append(se)
+                else:
+                    todo.append(se)
+                    if S.S_ISREG(se.st.st_mode):
+                        w.total_bytes += se.st.st_size
+        if progress:
+            progress(0, w.total_bytes)
         for se in todo:
             w.add(se)
         w.add_dirs(dirs)
@@ -619,16 +788,22 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         w.finisher.drain_quietly()     # finished parts still commit: a rerun keeps them
         raise
     finally:
-        w.hash_lane.close()
+        for lane in w.hash_lanes:
+            lane.close()
         w.out_lane.close()
         w.write_lane.close()
         w.finisher.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
 
+    notes = [{"code": p.code, "path": _arc_of(roots, p.path), "message": p.message}
+             for p in w.problems if p.code in source.NOTES and p.path]
+    left = [{"code": p.code, "path": _arc_of(roots, p.path), "message": p.message}
+            for p in w.problems if source.left_out(p) and p.path]
     m = mf.Manifest(name=name, created=created, sources=tuple(src_list), parts=tuple(w.parts),
                     entries=tuple(w.entries), tool=f"vacate {__version__}",
-                    extra={"part_size": part_size, "zstd_level": level})
+                    extra={"part_size": part_size, "zstd_level": level,
+                           "excluded": excl_list, "notes": notes, "left_out": left})
     target.put(mf.SUMS, b"".join(w.sums))
     target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
     target.put(mf.README, mf.README_TEXT.format(
@@ -641,4 +816,6 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
         files=sum(1 for e in m.entries if e.type == "file"), bytes_read=w.bytes_read,
         bytes_written=sum(p.bytes for p in m.parts), resumed_parts=resumed,
         changed=tuple(w.changed), warnings=tuple(w.problems),
-        elapsed_s=time.monotonic() - t0, reused_upload_bytes=w.reused)
+        elapsed_s=time.monotonic() - t0, reused_upload_bytes=w.reused,
+        missing=tuple(p.path for p in w.problems if source.left_out(p)),
+        excluded=tuple(excl_list))

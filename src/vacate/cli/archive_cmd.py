@@ -1,4 +1,4 @@
-"""``vacate archive SRC... --to DEST [--name NAME]``: cold backup."""
+"""``vacate archive SRC... --to DEST [--name NAME] [--exclude P]...``: cold backup."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from vacate.cli.env import Env
 from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+ZSTD_LEVELS = (1, 22)       # zstd's levels (20-22 are its --ultra ones)
+PROGRESS_EVERY_S = 30.0
 
 
 def parse_size(text: str) -> int:
@@ -24,21 +26,57 @@ def parse_size(text: str) -> int:
     return n
 
 
+def zstd_level(text: str) -> int:
+    lo, hi = ZSTD_LEVELS
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a zstd level: {text!r}") from None
+    if not lo <= n <= hi:
+        raise argparse.ArgumentTypeError(f"zstd levels are {lo} to {hi}, not {n}")
+    return n
+
+
+def seconds(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("seconds must be 0 or more")
+    return n
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="cold backup: zstd-compressed pax tar parts, SHA256SUMS, "
                        "a manifest and a restore README",
-                       description="Exit 0 done; 1 a file changed while it was read; 3 "
-                       "something could not be read (see the warnings); 2 usage error.")
+                       description="Exit 0 done (or, onto a complete archive, up to date); "
+                       "1 a file changed while it was read, something the sources hold is "
+                       "not in the archive (named), or the sources changed since the "
+                       "complete archive there was made (named); 3 something could not be "
+                       "read (see the warnings); 2 usage error, or the target could not be "
+                       "written (a full disk: the unfinished part is removed, the finished "
+                       "ones kept for a rerun, which resumes).")
     p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")
     p.add_argument("--name", help="archive name under DEST (default: the first SRC's name); "
-                   "rerunning with the same name resumes an interrupted archive")
+                   "rerunning with the same name resumes an interrupted archive, and onto a "
+                   "complete one says whether it is up to date")
+    p.add_argument("--exclude", action="append", default=[], metavar="P",
+                   help="leave out P and all below it (relative to the source, or absolute "
+                   "under it; repeatable); recorded in the manifest as excluded")
     p.add_argument("--part-size", type=parse_size, default=1 << 30, metavar="SIZE",
                    help="close a part once it holds this much tar data (default 1G); a bigger "
                    "file goes whole into one part")
-    p.add_argument("--level", type=int, default=3, help="zstd level (default 3)")
-    add_common(p)
+    p.add_argument("--level", type=zstd_level, default=3,
+                   help=f"zstd level, {ZSTD_LEVELS[0]}-{ZSTD_LEVELS[1]} (default 3)")
+    p.add_argument("--progress-every", type=seconds, default=PROGRESS_EVERY_S, metavar="S",
+                   help="without a progress bar (stderr not a terminal, or --no-progress), a "
+                   f"line on stderr every S seconds (default {PROGRESS_EVERY_S:g}; 0: none)")
+    add_common(p, progress_help="no progress bar on stderr (the line every "
+               "--progress-every seconds stays: a long archive of huge sparse files would "
+               "say nothing for hours otherwise)")
     return p
 
 
@@ -57,15 +95,25 @@ def run(args, env: Env) -> int:
     if not name or "/" in name or name in (".", ".."):
         raise UsageError(f"bad archive name {name!r}", hint="pass --name NAME")
     target = open_target(location(args.to, name), endpoint=args.endpoint, environ=env.environ)
-    with archive_view.progress_bar(env, "archive", not args.no_progress) as prog:
+    bar = not args.no_progress and env.stderr_isatty
+    view = archive_view.progress_bar(env, "archive") if bar else \
+        archive_view.progress_lines(env, "archive", args.progress_every)
+    with view as prog:
         r = archive(list(args.sources), target, name, part_size=args.part_size,
-                    level=args.level, progress=prog)
+                    level=args.level, progress=prog, exclude=args.exclude)
     if args.json:
         env.stdout.write(jsonfmt.dumps(archive_view.archive_doc(r)))
     else:
         archive_view.render_archive(r, env.console())
-    if r.changed:
-        return EXIT_IN_USE            # something was archived while it changed
+    return exit_code(r)
+
+
+def exit_code(r) -> int:
+    """0 done or up to date; 1 changed while read, left out, or changed since; 3 unreadable."""
+    if r.changed or r.changed_since:
+        return EXIT_IN_USE            # something was archived while it changed, or since
     if any(w.blocks_verdict for w in r.warnings):
         return EXIT_UNKNOWN           # something could not be read: the archive is not whole
+    if r.missing:
+        return EXIT_IN_USE            # something the sources hold is not in the archive
     return EXIT_OK

@@ -7,8 +7,9 @@ import argparse
 ARCHIVE_HELP = "the archive: DEST/NAME or s3://bucket/prefix/NAME"
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
+def add_common(p: argparse.ArgumentParser, progress_help: str = "no progress bar on stderr"
+               ) -> None:
     """``--endpoint`` for S3 targets, ``--json``, ``--no-progress``."""
     p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", action="store_true", help=progress_help)

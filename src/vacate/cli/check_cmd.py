@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered
+from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="everything that uses a volume, and whether it is safe "
                                      "to unmount (exit 0 safe, 1 in use, 3 could not tell)")
-    p.add_argument("path", help="the volume's mountpoint, or any directory on it")
+    p.add_argument("path", nargs="?", help="the volume's mountpoint, or any directory on it")
+    p.add_argument("--from", dest="saved", metavar="FILE",
+                   help="decide from a saved observation (vacate observe; - for stdin) "
+                        "instead of looking at this machine")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
     p.add_argument("--no-scan", action="store_true",
                    help="do not walk the volume: list its top level only (fast; sizes are "
@@ -28,6 +31,19 @@ def exit_code(safe: bool | None) -> int:
 
 
 def run(args, env: Env) -> int:
+    if (args.path is None) == (args.saved is None):
+        raise UsageError("give either PATH or --from FILE")
+    if args.saved is not None:
+        from vacate.cli.saved import load_observation
+        from vacate.decide import verdict
+
+        if args.no_scan or args.no_config:
+            raise UsageError("--no-scan and --no-config are for observing, not with --from")
+        obs = load_observation(args.saved, env)
+        if not obs.users:
+            raise UsageError(f"{args.saved}: the observation was made with --no-users: it "
+                             "holds no users to decide on")
+        return show(verdict.check(obs), args, env)
     early = None
     if env.host.live and env.host.proc == "/proc":
         # The first look over /proc runs on C threads or in a forked child (started by the
@@ -52,6 +68,11 @@ def run(args, env: Env) -> int:
     finally:
         if early is not None:
             early.close()
+    return show(result, args, env)
+
+
+def show(result, args, env: Env) -> int:
+    """Print a check's result (the document or the table) and give its exit status."""
     if args.json:
         from vacate.output import jsonfmt
 

@@ -1,7 +1,8 @@
 """``vacate demo``: build the story's /data as a small real volume and show what vacate says
-about it, with every command that exists: scan; check while a stand-in for the story's SGLang
-server mmaps a model shard (in use: the blocker and its next action), and again once it has
-stopped (safe); then a cold backup of the EAGLE-3 data, verified by reading it back."""
+about it with its commands: scan; check while a stand-in for the story's SGLang server mmaps a
+model shard (in use: the blocker and its next action), and again once it has stopped (safe);
+then a cold backup of the EAGLE-3 data, verified by reading it back; then the retirement:
+the plan made while the server runs again, applied with ``--yes``, and what remains."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import argparse
 from vacate.cli.env import Env
 from vacate.errors import EXIT_OK, VacateError
 
-# the commands the demo runs on the volume, in order, when they exist
+# the commands the demo runs on the volume, in order (then archive and verify)
 STEPS: tuple[tuple[str, ...], ...] = (("scan",), ("check",))
 
 # A stand-in for `python -m sglang.launch_server --model-path ...`: it maps one weight shard
@@ -51,18 +52,18 @@ def run(args, env: Env) -> int:
                       "machine, so `check` reports everything that uses that filesystem; run "
                       "as root for a volume of its own.[/]")
         out.print("")
-        commands = dict(cli.COMMANDS)
         for step in STEPS:
-            if step[0] not in commands or not _exists(commands[step[0]]):
-                continue
             if step[0] == "check":
                 status = _check_with_server(vol.path, out, env, cli)
                 continue
             out.print(f"[bold cyan]$ vacate {' '.join(step)} {vol.path}[/]")
             cli.main([*step, vol.path], env)
             out.print("")
-        if _exists("archive_cmd") and _exists("verify_cmd"):
-            _backup(vol.path, out, env, cli)
+        _backup(vol.path, out, env, cli)
+        if vol.device:
+            _retire(vol.path, out, env, cli, apply=not args.keep)
+        else:
+            _plan_only(vol.path, out, env)
     finally:
         if args.keep:
             out.print(f"Kept: {vol.path}. Remove it with:")
@@ -139,7 +140,103 @@ def _backup(path: str, out, env: Env, cli) -> None:
         shutil.rmtree(dest, ignore_errors=True)
 
 
-def _exists(modname: str) -> bool:
-    import importlib.util
+# what the person retiring the example decides beyond the defaults: the model comes back from
+# the hub, the hidden-state cache is regenerable (and 4.8 TB), the draft checkpoints stay on
+# the cold volume
+PICKS = ("--delete", "models", "--delete", "eagle3/cache/hidden_states",
+         "--keep", "eagle3/outputs")
 
-    return importlib.util.find_spec(f"vacate.cli.{modname}") is not None
+
+def _start_server(path: str):
+    """The stand-in server mapping a shard: a transient systemd unit with Restart=always where
+    a manager answers (stopping the unit is then the only way to end it), else a process.
+    Returns (what to stop it with, its description), or None without shards."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    shards = sorted(glob.glob(os.path.join(path, "models", "*", "*.safetensors")))
+    if not shards:
+        return None
+    argv = [sys.executable, "-c", _SERVER, "--model-path", shards[0]]
+    if shutil.which("systemd-run") and os.path.isdir("/run/systemd/system"):
+        unit = "vacate-demo-sglang.service"
+        r = subprocess.run(["systemd-run", f"--unit={unit}", "--property=Restart=always",
+                            "--collect", "--quiet", *argv], capture_output=True, check=False)
+        if r.returncode == 0:
+            return ("unit", unit), f"a transient unit {unit} with Restart=always"
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd="/")
+    if p.stdout is None or p.stdout.readline().strip() != b"serving":
+        p.kill()
+        p.wait()
+        return None
+    return ("process", p), f"a process (pid {p.pid})"
+
+
+def _stop_server(handle) -> None:
+    import subprocess
+
+    kind, what = handle
+    if kind == "unit":
+        subprocess.run(["systemctl", "stop", what], capture_output=True, check=False)
+    elif what.poll() is None:
+        what.terminate()
+        what.wait()
+    else:
+        what.wait()
+
+
+def _retire(path: str, out, env: Env, cli, *, apply: bool) -> None:
+    """The plan, made while the server runs again; applied with --yes; what remains."""
+    import os
+    import shutil
+    import tempfile
+
+    work = tempfile.mkdtemp(prefix="vacate-demo-retire-")     # not on the volume
+    plan = os.path.join(work, "data.plan")
+    backup = os.path.join(work, "backup")
+    started = _start_server(path)
+    try:
+        out.print("[bold]Retiring it.[/]" + (f" [dim]The stand-in server runs again, as "
+                                            f"{started[1]}.[/]" if started else ""))
+        picks = " ".join(PICKS)
+        out.print(f"[bold cyan]$ vacate plan {path} --archive-to {backup} {picks} -o {plan}[/]")
+        rc = cli.main(["plan", path, "--archive-to", backup, *PICKS, "-o", plan], env)
+        out.print("")
+        if rc != 0:
+            return
+        if not apply:
+            out.print(f"[dim]--keep: not applied. To apply it yourself: vacate apply {plan} "
+                      f"(the plan stays in {work})[/]")
+            work = None
+            return
+        out.print(f"[bold cyan]$ vacate apply {plan} --yes[/]")
+        cli.main(["apply", plan, "--yes"], env)
+        out.print("")
+        out.print(f"[bold cyan]$ vacate report {plan}[/]")
+        cli.main(["report", plan], env)
+        out.print("")
+    finally:
+        if started:
+            _stop_server(started[0])
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _plan_only(path: str, out, env: Env) -> None:
+    """A plain directory is no volume to retire: the plan vacate would make for one."""
+    from vacate.core.observe import observe
+    from vacate.decide.plan import make_plan
+    from vacate.output import plan_view
+
+    out.print("[bold]Retiring it[/] needs a volume of its own (run as root). As a plain "
+              "directory, this is what the plan would do with its items (its users here are "
+              "those of the whole filesystem, left out), and it stops there:")
+    overrides = [(PICKS[i].removeprefix("--"), PICKS[i + 1]) for i in range(0, len(PICKS), 2)]
+    plan = make_plan(observe(path, host=env.host, users=False), archive_to="BACKUP",
+                     overrides=overrides)
+    plan_view.render(plan, out, steps=False)
+    out.print("")

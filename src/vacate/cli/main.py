@@ -23,6 +23,10 @@ COMMANDS = (
     ("demo", "demo_cmd"),
     ("scan", "scan_cmd"),
     ("check", "check_cmd"),
+    ("observe", "observe_cmd"),
+    ("plan", "plan_cmd"),
+    ("apply", "apply_cmd"),
+    ("report", "report_cmd"),
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),
@@ -30,16 +34,10 @@ COMMANDS = (
 
 
 def _modules(only: str | None = None):
+    """(command, module) for every command, or for the command ``only``."""
     for name, modname in COMMANDS:
-        if only is not None and name != only:
-            continue
-        try:
-            mod = importlib.import_module(f"vacate.cli.{modname}")
-        except ModuleNotFoundError as e:
-            if e.name == f"vacate.cli.{modname}":
-                continue   # command not built yet
-            raise
-        yield name, mod
+        if only is None or name == only:
+            yield name, importlib.import_module(f"vacate.cli.{modname}")
 
 
 def _invoked(argv: list[str]) -> str | None:

@@ -6,7 +6,6 @@ import argparse
 
 from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -16,6 +15,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="archive paths or shell patterns (a directory selects what it holds)")
     p.add_argument("--to", required=True, metavar="DIR", help="restore into this directory")
     p.add_argument("--force", action="store_true", help="overwrite files that exist")
+    p.add_argument("--preserve-special", action="store_true",
+                   help="also create device nodes and keep set-user-ID/set-group-ID bits "
+                   "(left out by default, each one named)")
     add_common(p)
     return p
 
@@ -27,9 +29,10 @@ def run(args, env: Env) -> int:
 
     target = open_target(args.archive, endpoint=args.endpoint, environ=env.environ)
     with archive_view.progress_bar(env, "restore", not args.no_progress) as prog:
-        r = restore(target, args.to, args.patterns, force=args.force, progress=prog)
+        r = restore(target, args.to, args.patterns, force=args.force,
+                    preserve_special=args.preserve_special, progress=prog)
     if args.json:
         env.stdout.write(jsonfmt.dumps(archive_view.restore_doc(r)))
     else:
         archive_view.render_restore(r, env.console())
-    return EXIT_OK if r.ok else EXIT_IN_USE
+    return r.exit_code

@@ -6,13 +6,17 @@ import argparse
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK
+from vacate.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("scan", help="what is on a volume, item by item, byte-exact")
-    p.add_argument("path", help="the volume's mountpoint, or any directory on it (its entries "
-                                "become the items: that is the drill-down)")
+    p.add_argument("path", nargs="?",
+                   help="the volume's mountpoint, or any directory on it (its entries "
+                        "become the items: that is the drill-down)")
+    p.add_argument("--from", dest="saved", metavar="FILE",
+                   help="show the inventory of a saved observation (vacate observe; - for "
+                        "stdin) instead of walking")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
     p.add_argument("--top", type=int, default=10, metavar="N", help="largest files to show")
     p.add_argument("--ncdu", metavar="FILE",
@@ -53,8 +57,21 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
 
 
 def run(args, env: Env) -> int:
-    from vacate.core.scan import scan
     from vacate.output import jsonfmt
+
+    if (args.path is None) == (args.saved is None):
+        raise UsageError("give either PATH or --from FILE")
+    if args.saved is not None:
+        from vacate.cli.saved import load_observation
+
+        if args.ncdu:
+            raise UsageError("--ncdu needs the whole tree: scan the volume itself")
+        obs = load_observation(args.saved, env)
+        if not obs.scanned:
+            raise UsageError(f"{args.saved}: the observation was made with --no-scan: "
+                             "it holds no inventory")
+        return show(obs.inventory, args, env)
+    from vacate.core.scan import scan
 
     encoded: list[str] = []
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:
@@ -69,15 +86,27 @@ def run(args, env: Env) -> int:
         from vacate.output import ncdu
 
         ncdu.write_file(result, args.ncdu)
+    return show(result, args, env, encoded[0] if encoded else None)
+
+
+def show(result, args, env: Env, dirs_json: str | None = None) -> int:
+    """Print a scan (the document or the tables) and give its exit status."""
+    from vacate.output import jsonfmt
+
     if args.json:
         # one line: a scan of millions of files has a drill-down row per directory, and
         # indenting it would take longer than the walk (pipe it through jq to read it)
         # (the C encoder; json.dump to a stream would use the pure-Python one)
-        env.stdout.write(jsonfmt.scan_json(result, encoded[0] if encoded else None) + "\n")
+        env.stdout.write(jsonfmt.scan_json(result, dirs_json) + "\n")
     else:
         from vacate.output import scan_view  # (rich: not needed for --json)
 
         scan_view.render(result, env.console(), top=args.top)
         if args.ncdu:
             env.console().print(f"ncdu export: {args.ncdu}  (browse it: ncdu -f {args.ncdu})")
-    return EXIT_OK
+    return EXIT_UNKNOWN if incomplete(result) else EXIT_OK
+
+
+def incomplete(result) -> bool:
+    """Whether something could not be counted (the totals are then a lower bound)."""
+    return any(w.blocks_verdict for w in result.warnings)

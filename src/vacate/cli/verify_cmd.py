@@ -6,7 +6,6 @@ import argparse
 
 from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -30,4 +29,4 @@ def run(args, env: Env) -> int:
         env.stdout.write(jsonfmt.dumps(archive_view.verify_doc(r)))
     else:
         archive_view.render_verify(r, env.console())
-    return EXIT_OK if r.ok else EXIT_IN_USE
+    return r.exit_code

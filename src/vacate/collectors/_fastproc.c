@@ -27,6 +27,11 @@
 
 #include "_dents.h"
 
+/* What this module offers Python, as a number: procs_probe.py checks it (FASTPROC_VERSION)
+   and refuses a build of other sources. Bump both with any change of a signature or a
+   result. */
+#define VERSION 1
+
 #define PF_KTHREAD 0x00200000
 
 #define LINK_MAX_LEN 4096
@@ -534,5 +539,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastproc", NULL, -1
 PyMODINIT_FUNC PyInit__fastproc(void) {
     if (PyType_Ready(&JobType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "VERSION", VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,8 +1,8 @@
 /* vacate's walker in C: whole subtrees, depth-first (Descent), the recognisers' directory
    listings (entries) and the drill-down's bottom-up sums (sum_up).
 
-   collectors/walk.py keeps the same walk in Python and uses it wherever this optional module
-   was not built (no compiler at install time, a remote host given only the collectors); the
+   collectors/walk_loops.py keeps the same walk in Python and walk.py uses it wherever this
+   optional module was not built (no compiler at install time, a remote host given only the collectors); the
    test suite runs the walk both ways and compares. Per entry this makes the same two calls as
    `du` (getdents, fstatat) and no Python object unless the entry is a directory, a file with
    more than one link, a large file or an error: about 1 us per entry instead of about 3. */
@@ -17,6 +17,11 @@
 #include <unistd.h>
 
 #include "_dents.h"
+
+/* What this module offers Python, as a number: walk_descent.py checks it (FASTWALK_VERSION)
+   and refuses a build of other sources. Bump both with any change of a signature or a
+   result. */
+#define VERSION 1
 
 static int is_dot(const char *n) {
     return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
@@ -123,8 +128,8 @@ fail:
 }
 
 /* sum_up(rows, own, root) -> None
-   walk.py _finish's bottom-up pass (kept there in Python as the fallback, compared by the
-   tests): `rows` sorted by path, each a list [path, apparent, disk, files, dirs, mtime_ns,
+   walk_finish.py finish's bottom-up pass (kept there in Python as sum_up_py, compared by
+   the tests): `rows` sorted by path, each a list [path, apparent, disk, files, dirs, mtime_ns,
    atime_ns]; `own` maps each path to its row. In reverse order (a subtree is complete before
    it is added to its parent), each row but `root`'s is added to its parent's row (the path up
    to its last "/", or "/"): the four counts summed, the two times the newest. */
@@ -190,10 +195,11 @@ static PyObject *sum_up(PyObject *self, PyObject *args) {
 }
 
 /* ---- Descent: a whole subtree, depth-first, in C ---------------------------------------
-   walk.py's _Walker.descend keeps the same walk in Python (the fallback, compared entry for
-   entry by the tests). Per directory the Python loop cost ~15 us of interpreter work (a
-   dozen calls, a stat tuple per subdirectory, the row): at 63,000 directories that was a CPU
-   second, more than the entries' own system calls left for user time. Here a directory costs
+   walk_loops.py's Walker.descend keeps the same walk in Python (the fallback, compared entry
+   for entry by the tests); walk_descent.py's CWalker drives this one. Per directory the
+   Python loop costs ~15 us of interpreter work (a dozen calls, a stat tuple per
+   subdirectory, the row): at 63,000 directories a CPU second, more than the entries' own
+   system calls take. Here a directory costs
    its system calls and the objects that leave (the row, and any subdirectory name, hardlink,
    large file or error); the GIL is released around each getdents64 buffer's worth of calls.
 
@@ -201,13 +207,13 @@ static PyObject *sum_up(PyObject *self, PyObject *args) {
    takes the open directory `fd` (closed by the Descent) at `path` with its own lstat;
    `skip`: None or {directory path: frozenset of names never stat'ed (mountpoints)}.
    step(n, thr, dirs, links, large, warnings) -> (done, entries, bytes_on_disk): lists up to
-   `n` more directories, appending to the caller's lists what walk.py's listdir appends:
+   `n` more directories, appending to the caller's lists what walk_loops.py's listdir appends:
    dirs: [path, apparent, disk_bytes, files, 1, mtime_ns, atime_ns] per directory; links:
    (dev, ino, size, blocks, mtime_ns, atime_ns, path) per name of a file with nlink > 1 (not
    in the row); large: (path, size, blocks, mtime_ns, atime_ns, nlink, dev, ino) per regular
    file with size > thr or blocks > thr / 512; warnings: (code, path, errno) with code
    "unreadable-dir", "vanished", "unreadable", "changed" or "other-filesystem".
-   split(deep) -> [(path, dev, ino)]: pending subdirectories given away (walk.py's tick):
+   split(deep) -> [(path, dev, ino)]: pending subdirectories given away (walk_loops.py's tick):
    the older half at every level (at least one at each but the deepest), a level's share
    only where every path is shorter than `deep`. pending() -> [(name, (mode, ino, dev,
    nlink, size, blocks, mtime_ns, atime_ns))]: the deepest level's pending subdirectories
@@ -438,7 +444,7 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
                                             (long long)e->st.st_blocks > thr / 512))
                 kind = E_LARGE;
             if (e->st.st_nlink > 1)
-                kind |= E_LINK;      /* counted once, later (walk.py _finish) */
+                kind |= E_LINK;      /* counted once, later (walk_finish.py) */
             else {
                 long long m = ns_of(&e->st.st_mtim), a = ns_of(&e->st.st_atim);
                 app += e->st.st_size;
@@ -732,7 +738,7 @@ static PyTypeObject DescentType = {
     .tp_basicsize = sizeof(Descent),
     .tp_dealloc = (destructor)Descent_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A subtree walked depth-first in C (see walk.py _Walker.descend).",
+    .tp_doc = "A subtree walked depth-first in C (see walk_descent.py CWalker).",
     .tp_methods = descent_methods,
     .tp_init = (initproc)Descent_init,
     .tp_new = PyType_GenericNew,
@@ -741,7 +747,7 @@ static PyTypeObject DescentType = {
 static PyMethodDef methods[] = {
     {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
      "recognise/base.py)."},
-    {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk.py)."},
+    {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk_finish.py)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -753,6 +759,10 @@ PyMODINIT_FUNC PyInit__fastwalk(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
+    if (PyModule_AddIntConstant(m, "VERSION", VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&DescentType);
     if (PyModule_AddObject(m, "Descent", (PyObject *)&DescentType) < 0) {
         Py_DECREF(&DescentType);

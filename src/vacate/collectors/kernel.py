@@ -7,6 +7,8 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import glob
 import os
 import struct
@@ -14,26 +16,47 @@ from collections.abc import Iterable
 
 from vacate.collectors import guarded
 from vacate.collectors.procs import fs_to_target, host_mounts, on_volume
+from vacate.fsio import read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Mount, Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import mountinfo
+from vacate.parsers.redact import shown_text
 
 LOOP_GET_STATUS64 = 0x4C05
 _LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")
 
 
+MAX_BYTES = 64 << 20      # the kernel's tables (mountinfo of thousands of mounts included)
+
+
 def _read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "surrogateescape")
+    """A kernel table, whole; raises the ``OSError`` of the read (:class:`NotRegular` for what
+    is not a regular file, ``EFBIG`` for a table over the bound: not all of it was seen)."""
+    data, more = read_bounded(path, MAX_BYTES)
+    if more:
+        raise OSError(errno.EFBIG, f"larger than {MAX_BYTES} bytes, not read whole", path)
+    return data.decode("utf-8", "surrogateescape")
 
 
-def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
-    """Active swap files on the volume (``/proc/swaps``)."""
+def _table(path: str, problems: list[Problem] | None) -> str | None:
+    """A kernel table, or None: missing is nothing (no swap, no NFS server); unreadable is a
+    problem that makes the verdict "could not tell" (what it lists is unknown)."""
     try:
-        text = _read_text(host.proc_path("swaps"))
-    except OSError:
+        return _read_text(path)
+    except OSError as e:
+        p = read_problem(e, path)
+        if p and problems is not None:
+            problems.append(p)
+        return None
+
+
+def swaps(host: Host, target: Target, mounts: tuple[Mount, ...],
+          problems: list[Problem] | None = None) -> list[Consumer]:
+    """Active swap files on the volume (``/proc/swaps``)."""
+    text = _table(host.proc_path("swaps"), problems)
+    if text is None:
         return []
     out = []
     for line in text.splitlines()[1:]:
@@ -47,9 +70,10 @@ def swaps(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consume
         path, deleted = got
         out.append(Consumer(
             id=f"swap:{path}", type="swap", name=path, live=True, paths=(path,),
-            evidence=(Evidence("swaps", path, host.proc_path("swaps"), line.strip(), deleted),),
+            evidence=(Evidence("swaps", path, host.proc_path("swaps"), shown_text(line.strip()),
+                               deleted),),
             attrs={"size_kb": int(parts[2]), "used_kb": int(parts[3]),
-                   "action": f"swapoff {raw}"}))
+                   "swap_path": raw}))
     return out
 
 
@@ -93,12 +117,13 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
     if host.live:
         vol_devs.add(target.st_dev)
     rows = []
+    problems: list[Problem] = []
     for bf in sorted(glob.glob(host.sys_path("block", "loop*", "loop", "backing_file"))):
         name = bf.split(os.sep)[-3]
-        try:
-            text = _read_text(bf).rstrip("\n")
-        except OSError:
+        text = _table(bf, problems)     # missing: the device was detached meanwhile
+        if text is None:
             continue
+        text = text.rstrip("\n")
         got = on_volume(mounts, target, text)
         if got or host.live:
             rows.append((f"/dev/{name}", bf, text, got))
@@ -106,7 +131,6 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
     # (LOOP_GET_STATUS64) still tells whether it lies on the volume
     idents = _statuses([dev for dev, _, _, got in rows if not got], guard and bool(rows))
     out: list[Consumer] = []
-    problems: list[Problem] = []
     for dev, bf, text, got in rows:
         if not got:
             ident = idents.get(dev)
@@ -121,24 +145,23 @@ def loops(host: Host, target: Target, mounts: tuple[Mount, ...], guard: bool = F
             got = (text.removesuffix(" (deleted)"), text.endswith(" (deleted)"))
         path, deleted = got
         users = [m.mountpoint for m in mounts if m.source == dev]
-        action = " && ".join([f"umount {mp}" for mp in reversed(users)] + [f"losetup -d {dev}"])
         out.append(Consumer(
             id=f"loop-device:{dev}", type="loop-device", name=dev, live=True, paths=(path,),
-            evidence=(Evidence("loop", path, bf, text, deleted),),
-            attrs={"device": dev, "backing_file": path, "mounted_at": users, "action": action}))
+            evidence=(Evidence("loop", path, bf, shown_text(text), deleted),),
+            attrs={"device": dev, "backing_file": path, "mounted_at": users}))
     return out, problems
 
 
-def _mount_consumer(m: Mount, target: Target, where: str, source: str, action: str,
+def _mount_consumer(m: Mount, target: Target, where: str, source: str,
                     extra: dict | None = None) -> Consumer:
     host = fs_to_target(target, m.root) or target.path
     attrs = {"mount_id": m.mount_id, "mountpoint": m.mountpoint, "root": m.root,
-             "fstype": m.fstype, "source": m.source, "namespace": where, "action": action}
+             "fstype": m.fstype, "source": m.source, "namespace": where}
     attrs.update(extra or {})
     return Consumer(
         id=f"mount:{m.mount_id}", type="mount", name=m.mountpoint, live=True, paths=(host,),
-        evidence=(Evidence("mountinfo", host, source,
-                           f"{m.mount_id} {m.dev} {m.root} {m.mountpoint} {m.fstype} {m.source}"),),
+        evidence=(Evidence("mountinfo", host, source, shown_text(
+            f"{m.mount_id} {m.dev} {m.root} {m.mountpoint} {m.fstype} {m.source}")),),
         attrs=attrs)
 
 
@@ -153,10 +176,10 @@ def mounts_of_volume(host: Host, target: Target,
     problems: list[Problem] = []
     src = host.proc_path("self", "mountinfo")
     for m in target.nested_mounts:
-        c = _mount_consumer(m, target, "host", src, f"umount {m.mountpoint}", {"nested": True})
+        c = _mount_consumer(m, target, "host", src, {"nested": True})
         out.append(Consumer(c.id, c.type, c.name, c.live, (m.mountpoint,), c.evidence, c.attrs))
     for m in target.other_mounts:
-        out.append(_mount_consumer(m, target, "host", src, f"umount {m.mountpoint}"))
+        out.append(_mount_consumer(m, target, "host", src))
     seen = {c.attrs["mount_id"] for c in out} | {target.mount.mount_id}
     vol = (target.mount.major, target.mount.minor)
     for ns, pid in namespaces:
@@ -165,11 +188,12 @@ def mounts_of_volume(host: Host, target: Target,
         path = host.proc_path(pid, "mountinfo")
         try:
             ms, _bad = mountinfo.parse(_read_text(path))
-        except (FileNotFoundError, ProcessLookupError):
-            continue
+        except ProcessLookupError:
+            continue                # the process ended meanwhile
         except OSError as e:
-            problems.append(Problem("unreadable-mountinfo", f"{path}: {e.strerror}", path,
-                                    blocks_verdict=pid != 1))
+            p = read_problem(e, path, code="unreadable-mountinfo")
+            if p:                   # the host's own init may be unreadable even to root
+                problems.append(dataclasses.replace(p, blocks_verdict=pid != 1))
             continue
         for m in ms:
             if may_hang is not None and guarded.may_hang(m.fstype):
@@ -177,18 +201,16 @@ def mounts_of_volume(host: Host, target: Target,
             if (m.major, m.minor) != vol or m.mount_id in seen:
                 continue
             seen.add(m.mount_id)
-            out.append(_mount_consumer(
-                m, target, ns, path, f"nsenter -t {pid} -m umount {m.mountpoint}",
-                {"pid": pid}))
+            out.append(_mount_consumer(m, target, ns, path, {"pid": pid}))
     return out, problems
 
 
-def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Consumer]:
+def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...],
+               problems: list[Problem] | None = None) -> list[Consumer]:
     """Exports the NFS server is serving now (``/var/lib/nfs/etab``)."""
     etab = host.path("/var/lib/nfs/etab")
-    try:
-        text = _read_text(etab)
-    except OSError:
+    text = _table(etab, problems)
+    if text is None:
         return []
     out = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -206,9 +228,8 @@ def nfs_active(host: Host, target: Target, mounts: tuple[Mount, ...]) -> list[Co
         out.append(Consumer(
             id=f"nfs-export:etab:{path}:{client}", type="nfs-export", name=f"{client}:{path}",
             live=True, paths=(hp,),
-            evidence=(Evidence("etab", hp, f"{etab}:{n}", line.strip()),),
-            attrs={"client": client, "export": path, "active": True,
-                   "action": f"exportfs -u {client}:{path}"}))
+            evidence=(Evidence("etab", hp, f"{etab}:{n}", shown_text(line.strip())),),
+            attrs={"client": client, "export": path, "active": True}))
     return out
 
 
@@ -225,5 +246,7 @@ def collect(host: Host, target: Target, namespaces: Iterable[tuple[str, int]] = 
     hang = {m.fstype for m in mounts if guarded.may_hang(m.fstype)}
     ms, problems = mounts_of_volume(host, target, namespaces, self_ns, hang)
     lo, lprob = loops(host, target, mounts, guard=bool(hang) and host.live)
-    out = swaps(host, target, mounts) + lo + ms + nfs_active(host, target, mounts)
-    return tuple(out), (*problems, *lprob)
+    tables: list[Problem] = []
+    out = swaps(host, target, mounts, tables) + lo + ms + nfs_active(host, target, mounts,
+                                                                      tables)
+    return tuple(out), (*problems, *lprob, *tables)

@@ -28,7 +28,7 @@ Nothing here asks the filesystem a link points into: ``readlink`` of a ``/proc``
 ``O_PATH`` open of it and ``fdinfo`` are answered by the kernel from its own records, while a
 ``stat`` through the link asks that filesystem and blocks for as long as a stopped FUSE daemon
 or an unreachable hard-mounted NFS server does not answer (``lsof`` hangs there). Measured on
-FUSE (``tests/test_check_hang.py``); on NFS the ``O_PATH`` open (other namespaces' root, cwd
+FUSE (``tests/collectors/test_check_hang.py``); on NFS the ``O_PATH`` open (other namespaces' root, cwd
 and exe; map_files) may still revalidate the file, which no test here can show (this kernel
 has no NFS client). A dead ``sshfs`` elsewhere on the host cannot hold up the check of
 another volume.
@@ -432,37 +432,13 @@ class _Pass:
         self.containers.append(ContainerRoot(ctype, info.container_name or "", pid))
 
     def docker_roots(self) -> list[str]:
-        """Docker data roots: the default, daemon.json's ``data-root``, and the
-        ``--data-root`` of every running dockerd (read only when a docker holder is found)."""
-        if self.docker_dirs is not None:
-            return self.docker_dirs
-        import json  # docker holders only: kept off the start of every check
+        """Docker data roots (:func:`vacate.collectors.configured.docker.data_roots`; read
+        only when a docker holder is found)."""
+        if self.docker_dirs is None:
+            from vacate.collectors.configured.docker import data_roots
 
-        roots = ["/var/lib/docker"]
-        try:
-            cfg = json.loads(_read(self.host.etc_path("docker", "daemon.json")))
-            if isinstance(cfg, dict) and isinstance(cfg.get("data-root"), str):
-                roots.append(cfg["data-root"])
-        except (OSError, ValueError):
-            pass
-        try:
-            names = [n for n in os.listdir(self.host.proc) if n.isdigit()]
-        except OSError:
-            names = []
-        for n in names:
-            try:
-                if _read(f"{self.host.proc}/{n}/comm").strip() != b"dockerd":
-                    continue
-                argv = _read(f"{self.host.proc}/{n}/cmdline").decode(
-                    "utf-8", "surrogateescape").split("\0")
-            except OSError:
-                continue
-            for i, a in enumerate(argv):
-                if a == "--data-root" and i + 1 < len(argv):
-                    roots.append(argv[i + 1])
-                elif a.startswith("--data-root="):
-                    roots.append(a.split("=", 1)[1])
-        self.docker_dirs = list(dict.fromkeys(roots))
+            # a name is a courtesy: what could not be read is the configured source's problem
+            self.docker_dirs = data_roots(self.host)
         return self.docker_dirs
 
     def docker_name(self, cid: str) -> str | None:
@@ -483,16 +459,15 @@ class _Pass:
         if uid is None:
             return None
         if self.passwd is None:
-            self.passwd = {}
+            from vacate.fsio import read_bounded  # holders only: off the start of every check
+            from vacate.parsers import passwd
+
             try:
-                with open(self.host.etc_path("passwd"), encoding="utf-8",
-                          errors="surrogateescape") as f:
-                    for line in f:
-                        parts = line.split(":")
-                        if len(parts) > 2 and parts[2].isdigit():
-                            self.passwd.setdefault(int(parts[2]), parts[0])
+                data, _more = read_bounded(self.host.etc_path("passwd"), 16 << 20)
+                text = data.decode("utf-8", "surrogateescape")
             except OSError:
-                pass
+                text = ""     # a name is a courtesy: the uid is what the verdict uses
+            self.passwd = passwd.names(passwd.parse(text))
         return self.passwd.get(uid)
 
     def consumer(self, pid: int, start: int, comm: str, fields: list[bytes],

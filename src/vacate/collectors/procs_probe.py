@@ -10,9 +10,9 @@ namespace (its paths mean nothing here), when a link is a deleted file (no path 
 or when anything could not be read; only candidates get the full, careful read of
 :mod:`vacate.collectors.procs`, which decides.
 
-Measured on 2 cores with ~1,100 processes: opening ``/proc/PID`` once and reading relative to
-it (``dir_fd``) was no faster than plain paths (kernel path lookup is cheap; ``listdir`` of an
-fd costs extra syscalls), so plain paths are used; the syscalls themselves are the floor.
+In Python, plain paths are used: opening ``/proc/PID`` once and reading relative to it
+(``dir_fd``) is no faster on 2 cores with ~1,100 processes (kernel path lookup is cheap;
+``listdir`` of an fd costs extra syscalls); the syscalls themselves are the floor.
 
 Where the optional C module ``_fastproc`` was built (``pip install`` with a compiler), the
 same look runs in C on threads of its own, without the GIL: one per CPU (up to 4) when there
@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import os
 
+from vacate import native
 from vacate.collectors import forking, guarded
 from vacate.parsers.paths import is_under, unescape
 
-try:                      # the first look in C, when it was built (see _fastproc.c)
-    from vacate.collectors import _fastproc
-except ImportError:       # no compiler at install time, or only the collectors were sent
-    _fastproc = None
+FASTPROC_VERSION = 1      # the VERSION of _fastproc.c this code calls
+# the first look in C (see _fastproc.c); None where it was not built (no compiler at install
+# time, or only the collectors were sent)
+_fastproc = native.load("vacate.collectors._fastproc", FASTPROC_VERSION)
 
 PF_KTHREAD = 0x00200000
 _FILE = os.O_RDONLY | os.O_CLOEXEC

@@ -6,10 +6,13 @@ import os
 import resource
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from vacate.collectors import mounts, walk
+from vacate.collectors import contents, mounts, walk
 from vacate.collectors.forking import cpus
+from vacate.collectors.special import special_file
 from vacate.host import Host
+from vacate.model.common import Problem
 from vacate.model.inventory import DirSummary, Item, ScanResult
 
 
@@ -26,7 +29,7 @@ def cpu_bound(w: walk.WalkResult, wall_s: float, use: tuple[float, int]) -> bool
     """Whether looking at the items will compute more than it waits: the walk ``w``
     (``wall_s`` long, ``use`` its CPU seconds and 512-byte blocks read from the disk, this
     process's and its walkers', see :func:`_usage`) found what it read in the page cache and
-    kept its CPUs busy. On the bench tree, 1M entries: warm, the walk read 2-3 MB (2-3 bytes
+    kept its CPUs busy. On a tree of 1M entries: warm, the walk read 2-3 MB (2-3 bytes
     an entry) and kept 2 CPUs 0.84-0.89 busy; cold, it read 537 MB (500 bytes an entry) and
     kept them 0.54-0.63 busy. Then the recognisers read little the walk did not either."""
     cpu_s, blocks = use
@@ -43,6 +46,24 @@ def _usage() -> tuple[float, int]:
             me.ru_inblock + kids.ru_inblock)
 
 
+# what the walk could not count: the totals are then a lower bound, and the scan says so
+INCOMPLETE = frozenset({"unreadable", "unreadable-dir", "walk-incomplete"})
+
+
+def merge_warnings(walked: tuple[Problem, ...], looked: tuple[Problem, ...]
+                   ) -> tuple[Problem, ...]:
+    """The walk's warnings, those that leave the totals incomplete marked so (``scan`` exits
+    3 with them), then the recognisers' that say something new: a directory that could not
+    be read is named once, not once by the walk and again by a recogniser."""
+    out = [replace(p, blocks_verdict=True) if p.code in INCOMPLETE else p for p in walked]
+    seen = {(p.code, p.path) for p in out}
+    for p in looked:
+        if (p.code, p.path) not in seen:
+            seen.add((p.code, p.path))
+            out.append(p)
+    return tuple(out)
+
+
 def scan(path: str, *, host: Host | None = None,
          progress: Callable[[int, int], None] | None = None,
          keep_largest: int = 50, record_tree: bool = False,
@@ -57,11 +78,10 @@ def scan(path: str, *, host: Host | None = None,
     host = host or Host.local()
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
-    skip = frozenset(m.mountpoint for m in target.nested_mounts)
+    holds = contents.of_target(target)       # what the walk enters: as archive and delete
     t_walk, use0 = time.monotonic(), _usage()
-    w = walk.walk(target.path, skip=skip, keep_largest=keep_largest,
-                  subvolumes=target.mount.fstype == "btrfs", progress=progress,
-                  record=record_tree)
+    w = walk.walk(target.path, skip=holds.skip, keep_largest=keep_largest,
+                  subvolumes=holds.subvolumes, progress=progress, record=record_tree)
     walk_s, use1 = time.monotonic() - t_walk, _usage()
     walk_use = (use1[0] - use0[0], use1[1] - use0[1])
     items = tuple(
@@ -75,15 +95,19 @@ def scan(path: str, *, host: Host | None = None,
         items, rwarn = recognise.annotate(
             items, w.dirs, cpu_bound=cpu_bound(w, walk_s, walk_use),
             spare=None if meanwhile is None else lambda: meanwhile(w.dirs))
-    elif meanwhile is not None:
-        meanwhile(w.dirs)
+    else:
+        # sizes only: a FIFO, socket, device or link is still named for what it is
+        items = tuple(it if it.is_dir else replace(it, classification=special_file(it.path))
+                      for it in items)
+        if meanwhile is not None:
+            meanwhile(w.dirs)
     return ScanResult(
         target=target,
         totals=w.root,
         items=items,
         dirs=w.dirs,
         largest_files=w.largest,
-        warnings=w.warnings + rwarn,
+        warnings=merge_warnings(w.warnings, rwarn),
         elapsed_s=time.monotonic() - t0,
         listing=w.listing,
         entries=w.entries,

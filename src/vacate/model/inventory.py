@@ -132,6 +132,6 @@ class ScanResult:
     warnings: tuple[Problem, ...]
     elapsed_s: float = 0.0
     # the whole tree, only when asked (ncdu export): directory path -> its entries, read from
-    # disk on access (collectors.walk.TreeRecord)
+    # disk on access (model.walk.TreeRecord)
     listing: Mapping[str, tuple] | None = None
     entries: int = 0                            # entries walked (files + directories)

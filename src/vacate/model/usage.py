@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vacate.model.action import Action
 from vacate.model.common import Problem
 from vacate.model.inventory import Item, ScanResult
 from vacate.model.mount import Target
@@ -74,13 +75,11 @@ class Consumer:
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
-    """Why the volume cannot be unmounted now: a consumer, the reason, the next action."""
+    """Why the volume cannot be unmounted now: a consumer, the reason, and the next actions
+    in the order they must run."""
     consumer: str   # consumer id
     reason: str
-    action: str
-
-    def as_json(self) -> dict:
-        return {"consumer": self.consumer, "reason": self.reason, "action": self.action}
+    actions: tuple[Action, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +90,6 @@ class Verdict:
     blockers: tuple[Blocker, ...]
     unknowns: tuple[Problem, ...] = ()
 
-    def as_json(self) -> dict:
-        return {
-            "safe_to_unmount": self.safe_to_unmount,
-            "blockers": [b.as_json() for b in self.blockers],
-            "unknowns": [u.as_json() for u in self.unknowns],
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ import os
 from rich.table import Table
 
 from vacate.model.usage import CheckResult, Consumer
+from vacate.output.actions import render as render_actions
 from vacate.output.units import human_age, human_bytes
 
 STATUS_STYLE = {"active": "bold red", "referenced": "yellow", "cold": "cyan",
@@ -87,7 +88,7 @@ def render(result: CheckResult, console) -> None:
         console.print("[bold yellow]could not tell[/]: something could not be read "
                       "(unknown is never safe)")
     for b in v.blockers:
-        console.print(f"  [red]-[/] {b.reason}\n      next: [bold]{b.action}[/]")
+        console.print(f"  [red]-[/] {b.reason}\n      next: [bold]{render_actions(b.actions)}[/]")
     for p in v.unknowns[:10]:
         console.print(f"  [yellow]?[/] {p.message}")
     rest = [w for w in result.warnings if not w.blocks_verdict]

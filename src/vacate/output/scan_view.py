@@ -56,6 +56,10 @@ def render(result: ScanResult, console, *, top: int = 20) -> None:
                   + ("" if t.atime_reliable else "  (access times not reliable here)"))
     for m in t.nested_mounts:
         console.print(f"[yellow]nested mount:[/] {m.mountpoint} ({m.fstype} {m.source})")
+    gaps = [w for w in result.warnings if w.blocks_verdict]
+    if gaps:
+        console.print(f"[red]incomplete:[/] {len(gaps)} place(s) could not be read; the totals "
+                      "above are a lower bound")
     for w in result.warnings[:20]:
         console.print(f"[yellow]warning:[/] {w.message}")
     if len(result.warnings) > 20:

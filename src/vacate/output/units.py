@@ -27,3 +27,14 @@ def human_age(ts: float | None, now: float | None = None) -> str:
         if d >= secs:
             return f"{d / secs:.0f} {unit} ago"
     return "just now"
+
+
+def human_duration(seconds: float) -> str:
+    """``42 s``, ``3 min``, ``1 h 10 min``."""
+    s = round(seconds)
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{round(s / 60)} min"
+    h, rem = divmod(s, 3600)
+    return f"{h} h {round(rem / 60)} min"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vacate.parsers.redact import shown_text
+
 _ENV = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 NICKNAMES = frozenset({"@reboot", "@yearly", "@annually", "@monthly", "@weekly", "@daily",
                        "@midnight", "@hourly"})
@@ -65,14 +67,14 @@ def parse(text: str, *, system: bool) -> tuple[tuple[CronLine, ...], tuple[str, 
         else:
             fields = s.split(None, 5)
             if len(fields) < 6 or not all(_FIELD.match(f) for f in fields[:5]):
-                warnings.append(f"line {n}: not a cron job: {s[:80]!r}")
+                warnings.append(f"line {n}: not a cron job: {shown_text(s, 80)!r}")
                 continue
             schedule, rest = " ".join(fields[:5]), fields[5]
         user = None
         if system:
             u = rest.split(None, 1)
             if len(u) < 2:
-                warnings.append(f"line {n}: no user or no command: {s[:80]!r}")
+                warnings.append(f"line {n}: no user or no command: {shown_text(s, 80)!r}")
                 continue
             user, rest = u
         out.append(CronLine(n, "job", schedule, user, rest.strip(), raw))
@@ -90,7 +92,7 @@ def parse_anacrontab(text: str) -> tuple[tuple[CronLine, ...], tuple[str, ...]]:
             out.append(_env_line(n, m, raw))
             continue
         if len(f) < 4 or not (f[0].isdigit() or f[0] in NICKNAMES) or not f[1].isdigit():
-            warnings.append(f"line {n}: not an anacron job: {s[:80]!r}")
+            warnings.append(f"line {n}: not an anacron job: {shown_text(s, 80)!r}")
             continue
         out.append(CronLine(n, "job", " ".join(f[:3]), "root", f[3], raw))
     return tuple(out), tuple(warnings)

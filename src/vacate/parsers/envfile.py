@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vacate.parsers.redact import shown_text
+
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
@@ -106,7 +108,7 @@ def parse(text: str) -> tuple[tuple[EnvAssignment, ...], tuple[str, ...]]:
         while k < n and text[k] in " \t":
             k += 1
         if not m or k >= n or text[k] != "=":
-            warnings.append(f"line {line}: not an assignment: {stripped[:80]!r}")
+            warnings.append(f"line {line}: not an assignment: {shown_text(stripped, 80)!r}")
             i, line = eol + 1, line + 1
             continue
         value, end = _value(text, k + 1)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from vacate.model.common import Problem
 from vacate.parsers.lines import logical_lines
 from vacate.parsers.mountinfo import unescape
+from vacate.parsers.redact import shown_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ def parse(text: str, source: str = "exports") -> tuple[tuple[Export, ...], tuple
         if s.startswith('"'):
             end = s.find('"', 1)
             if end < 0:
-                problems.append(Problem("malformed-config", f"unterminated quote: {s!r}",
+                problems.append(Problem("malformed-config", f"unterminated quote: {shown_text(s, 120)!r}",
                                         f"{source}:{n}"))
                 continue
             words = [s[1:end], *s[end + 1:].split()]
@@ -51,7 +52,7 @@ def parse(text: str, source: str = "exports") -> tuple[tuple[Export, ...], tuple
             words = s.split()
         path = unescape(words[0])
         if not path.startswith("/"):
-            problems.append(Problem("malformed-config", f"export path is not absolute: {s!r}",
+            problems.append(Problem("malformed-config", f"export path is not absolute: {shown_text(s, 120)!r}",
                                     f"{source}:{n}"))
             continue
         clients: list[tuple[str, str]] = []

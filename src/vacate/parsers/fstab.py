@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from vacate.model.common import Problem
 from vacate.parsers.lines import parse_lines
 from vacate.parsers.mountinfo import unescape
+from vacate.parsers.redact import shown_text
 
 # spec prefixes that name a device by a tag (resolved via /dev/disk/by-* or blkid)
 TAGS = ("UUID", "LABEL", "PARTUUID", "PARTLABEL", "ID")
@@ -65,7 +66,7 @@ def parse_line(text: str, line: int = 0) -> FstabEntry | None:
         return None
     fields = stripped.split()
     if len(fields) < 2:
-        raise ValueError(f"fstab line needs at least a source and a mount point: {stripped!r}")
+        raise ValueError(f"fstab line needs at least a source and a mount point: {shown_text(stripped, 120)!r}")
     fields = fields[:6]
     # a trailing "# comment" that starts before the sixth field ends the entry there
     for i, f in enumerate(fields):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from vacate.model.common import Problem
 from vacate.parsers.lines import parse_lines
+from vacate.parsers.redact import shown_text
 
 # keys that moved in LXC 2.1; the old spelling means the same
 LEGACY_KEYS = {"lxc.rootfs": "lxc.rootfs.path", "lxc.mount": "lxc.mount.fstab",
@@ -46,7 +47,7 @@ def parse_line(text: str, line: int = 0) -> LxcLine | None:
         if sep2 and k2.strip().startswith("lxc."):
             key, sep, value = k2, sep2, v2
     if not sep:
-        raise ValueError(f"not a key = value line: {stripped!r}")
+        raise ValueError(f"not a key = value line: {shown_text(stripped, 120)!r}")
     key = key.strip()
     return LxcLine(line, LEGACY_KEYS.get(key, key), value.strip(), text.rstrip("\n"))
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from vacate.model.common import Problem
+from vacate.parsers.redact import shown_text
 
 # keys whose value names storage: containers (rootfs, mpN, unusedN) and VMs (disks, unusedN)
 _DISK_KEY = re.compile(
@@ -134,7 +135,7 @@ def parse(text: str, source: str = "conf") -> tuple[PveConfig, tuple[Problem, ..
             continue
         key, sep, value = s.partition(":")
         if not sep or not key or " " in key.strip():
-            problems.append(Problem("malformed-config", f"not a key: value line: {s!r}",
+            problems.append(Problem("malformed-config", f"not a key: value line: {shown_text(s, 120)!r}",
                                     f"{source}:{n}"))
             continue
         lines.append(PveLine(n, key.strip(), value.strip(), t.rstrip("\n")))

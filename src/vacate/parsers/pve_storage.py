@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from vacate.model.common import Problem
+from vacate.parsers.redact import shown_text
 
 # storage types whose volumes are files below ``path``
 _FILE_TYPES = ("dir", "nfs", "cifs", "glusterfs", "cephfs", "btrfs")
@@ -66,7 +67,7 @@ def parse(text: str, source: str = "storage.cfg") -> tuple[dict[str, Storage], t
         if not t[:1].isspace():
             typ, sep, sid = s.partition(":")
             if not sep or not sid.strip():
-                problems.append(Problem("malformed-config", f"not a 'type: id' line: {s!r}",
+                problems.append(Problem("malformed-config", f"not a 'type: id' line: {shown_text(s, 120)!r}",
                                         f"{source}:{n}"))
                 cur = None
                 continue
@@ -74,7 +75,7 @@ def parse(text: str, source: str = "storage.cfg") -> tuple[dict[str, Storage], t
             cur, props = (typ.strip(), sid.strip(), n), {}
             continue
         if cur is None:
-            problems.append(Problem("malformed-config", f"property outside a storage: {s!r}",
+            problems.append(Problem("malformed-config", f"property outside a storage: {shown_text(s, 120)!r}",
                                     f"{source}:{n}"))
             continue
         key, _, value = s.partition(" ")

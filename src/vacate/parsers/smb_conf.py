@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from vacate.model.common import Problem
 from vacate.parsers.lines import logical_lines
+from vacate.parsers.redact import shown_text
 
 # parameter synonyms (smb.conf(5))
 SYNONYMS = {"directory": "path", "writeable": "writable", "writeok": "writable",
@@ -44,14 +45,14 @@ def parse(text: str, source: str = "smb.conf") -> tuple[tuple[SmbParam, ...], tu
         if s.startswith("["):
             end = s.find("]")
             if end < 0:
-                problems.append(Problem("malformed-config", f"unterminated section: {s!r}",
+                problems.append(Problem("malformed-config", f"unterminated section: {shown_text(s, 120)!r}",
                                         f"{source}:{start}"))
                 continue
             section = s[1:end].strip()
             continue
         name, sep, value = s.partition("=")
         if not sep or not name.strip():
-            problems.append(Problem("malformed-config", f"not a name = value line: {s!r}",
+            problems.append(Problem("malformed-config", f"not a name = value line: {shown_text(s, 120)!r}",
                                     f"{source}:{start}"))
             continue
         params.append(SmbParam(start, section, norm_name(name), value.strip(), logical))

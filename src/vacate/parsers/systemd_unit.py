@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from vacate.parsers import envfile
+from vacate.parsers.redact import shown_text
 
 COMMENTS = "#;"
 
@@ -52,6 +53,8 @@ PATH_LISTS = frozenset({
 })
 # Space-separated SRC[:DST[:OPTS]] bind specifications.
 BIND_LISTS = frozenset({"BindPaths", "BindReadOnlyPaths"})
+# Free text for people (and identifiers): a path written there names nothing systemd opens.
+FREE_TEXT = frozenset({"Description", "Documentation", "SyslogIdentifier", "LogExtraFields"})
 # Relative directory names below a manager's base directory.
 DIRECTORY_KEYS = {
     "StateDirectory": ("/var/lib", "state"), "CacheDirectory": ("/var/cache", "cache"),
@@ -133,7 +136,7 @@ def parse(text: str, source: str) -> tuple[tuple[Assignment, ...], tuple[str, ..
             continue
         key, eq, value = logical.partition("=")
         if not eq:
-            warnings.append(f"{source}:{lineno}: not an assignment: {logical[:80]!r}")
+            warnings.append(f"{source}:{lineno}: not an assignment: {shown_text(logical, 80)!r}")
             continue
         if section is None:
             warnings.append(f"{source}:{lineno}: assignment outside a section")
@@ -504,6 +507,8 @@ def references(unit: Unit, ctx: Context, env: dict[str, str] | None = None,
         return expand_specifiers(a.value, name, ctx, unit.fragment)
 
     for section, key in unit.settings():
+        if key in FREE_TEXT:
+            continue
         for a in unit.values(section, key):
             v = spec(a)
             if key in EXEC_KEYS:

@@ -20,9 +20,9 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.collectors.walk import stats_of_row
 from vacate.model.common import Problem
 from vacate.model.inventory import Classification, DirSummary, Item, Stats
+from vacate.model.walk import stats_of_row
 from vacate.recognise import (  # noqa: F401  (importing registers them)
     artifacts,
     caches,
@@ -39,7 +39,7 @@ from vacate.recognise import (  # noqa: F401  (importing registers them)
     source,
     training,
 )
-from vacate.recognise.explore import entry_budgets
+from vacate.recognise.explore import entry_budgets, special_file
 from vacate.recognise.sidebyside import look_all
 
 
@@ -59,7 +59,7 @@ def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
     budgets = entry_budgets(items)
     # The cyclic garbage collector is paused while looking (and in the forked lookers): what
     # is made here holds no cycles, and its passes over the walk's tens of thousands of rows
-    # cost ~15% of looking at the bench tree's items.
+    # cost ~15% of looking at a 1M-entry tree's items.
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -88,7 +88,7 @@ def annotate(items: tuple[Item, ...], dirs: Sequence[DirSummary], *,
 
 def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None]:
     """path -> the subtree's Stats, for the directories the walk saw. A walk's
-    :class:`~vacate.collectors.walk.DirTable` is indexed by its rows and a Stats made only for
+    :class:`~vacate.model.walk.DirTable` is indexed by its rows and a Stats made only for
     the directories looked up (the explorer looks at a few thousand of tens of thousands)."""
     index = getattr(dirs, "index", None)
     if index is None:
@@ -108,6 +108,9 @@ def dir_stats_lookup(dirs: Sequence[DirSummary]) -> Callable[[str], Stats | None
 
 
 def unlooked(it: Item) -> Classification:
+    special = None if it.is_dir else special_file(it.path)
+    if special is not None:
+        return special              # a link, FIFO, socket or device: one lstat says it all
     kind = "directory" if it.is_dir else "file"
     return Classification(kind, f"{kind} (not looked at)", confidence=0.0,
                           details={"partial": True})

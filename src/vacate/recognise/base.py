@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from vacate.collectors import walk
+from vacate.collectors.walk_descent import fastwalk
 from vacate.model.inventory import Classification, Stats
 from vacate.recognise.read import Reader, open_noatime
 
 LIST_CAP = 5000          # entries looked at per directory
 HEAD = 4096              # bytes of a file's head read once and shared
-# the listing loop in C (collectors/_fastwalk.c), when it was built: _list_py otherwise
-_entries = getattr(walk._fastwalk, "entries", None)
+# the listing loop in C (collectors/_fastwalk.c), where it was built: _list_py otherwise
+_entries = fastwalk.entries if fastwalk is not None else None
 
 
 class FileInfo(NamedTuple):

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from vacate.collectors.special import special_file
 from vacate.model.inventory import Classification, Item, Stats
 from vacate.output.units import human_bytes
 from vacate.recognise import base
@@ -95,15 +96,9 @@ class Explorer:
     def _item(self, it: Item, reader: Reader) -> tuple[Classification, list[Item], list]:
         self.nodes = 0
         self.top_stats = it.stats
-        if not it.is_dir and os.path.islink(it.path):
-            # The link is what is here, not what it points at (which is elsewhere, or an item
-            # of its own).
-            try:
-                to = os.readlink(it.path)
-            except OSError:
-                to = "?"
-            return (Classification("file", f"symbolic link to {to}", confidence=0.95,
-                                   evidence=("lstat",), details={"link_target": to}), [], [])
+        special = None if it.is_dir else special_file(it.path)
+        if special is not None:
+            return special, [], []
         node = self.node(it.path, it.is_dir, it.stats, 0, it.path, reader)
         subs: list[Item] = []
         self.emit(node, it.path, it.path, subs)
@@ -174,7 +169,7 @@ class Explorer:
         stop = self.nodes >= MAX_NODES or reader.expired
         other: list[base.FileInfo] = []
         for f in files:
-            if (stop or looked >= RECOGNISED_PER_DIR or f.is_link
+            if (stop or looked >= RECOGNISED_PER_DIR or f.is_link or not f.regular
                     or (f.size < NOTABLE_SIZE and not NOTABLE.search(f.name))):
                 other.append(f)
                 continue

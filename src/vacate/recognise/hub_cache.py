@@ -35,8 +35,8 @@ def read_ahead(paths: Iterable[str]) -> int:
     config, shard indexes and weights, read by a few threads side by side (a
     ``../../blobs/<sha256>`` target is too long to be kept in the inode). Cold, each is a
     read of its own on the disk, and looking at them one after another waits for each;
-    queued together the disk serves them much faster (the bench tree after a cold walk,
-    5,984 blob heads: 1.24 s read one after another, 0.8 s in inode order, 0.21 s asked for
+    queued together the disk serves them much faster (right after a cold walk, 5,984 blob
+    heads: 1.24 s read one after another, 0.8 s in inode order, 0.21 s asked for
     together and then read). Only the page cache changes; nothing is reported, errors are
     ignored; no thread is left running. Returns how many files were asked for."""
     links: list[tuple[int, str]] = []

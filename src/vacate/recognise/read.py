@@ -11,6 +11,7 @@ import time
 from bisect import bisect_left
 from typing import Any
 
+from vacate.fsio import open_noatime  # (recognisers import it from here too)
 from vacate.model.common import Problem
 from vacate.output.units import human_bytes
 from vacate.recognise.formats import loads
@@ -20,19 +21,6 @@ INDEX_CAP = 64 * 1024 * 1024    # model.safetensors.index.json of the biggest mo
 TEXT_CAP = 1024 * 1024
 
 
-_NOATIME = getattr(os, "O_NOATIME", 0)
-
-
-def open_noatime(path: str, flags: int) -> int:
-    """Open without touching the access time: the scan reports atimes as evidence of use, so
-    looking must not make a file look used. O_NOATIME needs ownership or CAP_FOWNER; without
-    it, open normally."""
-    if _NOATIME:
-        try:
-            return os.open(path, flags | _NOATIME)
-        except PermissionError:
-            pass
-    return os.open(path, flags)
 
 
 class Reader:

@@ -39,13 +39,13 @@ MAX_QUEUE = 16_000                 # item numbers a pipe holds without a reader 
 
 def processes(cpu_bound: bool = False) -> int:
     """How many look side by side. Where it only computes (``cpu_bound``: a warm cache), one
-    per CPU, 2 to 8: more just share the CPUs and cost more in all (warm, 2 CPUs: 1.4 CPU-s
-    and 0.8 s with 2, 1.8 CPU-s and 1.0 s with 8). Where looking waits on the disk (a cold
-    cache), two per CPU, 4 to 8, to keep it busy: before the biggest item's hub repos were
-    read ahead (:func:`~vacate.recognise.hub_cache.read_ahead`), 8 were quickest (the bench
-    tree, right after a cold walk: 2.7 s with 2, 2.4 s with 4, 1.9 s with 8); with it, 4 are
-    (1.04-1.09 s against 1.17-1.37 s with 8, 1.5 against 1.8-2.3 CPU-s). Not more than 8,
-    whatever the CPUs: each child dirties ~10-20 MB of pages. See BENCHMARKS.md."""
+    per CPU, 2 to 8: more just share the CPUs and cost more in all (a 1M-entry tree, warm, 2
+    CPUs: 1.4 CPU-s and 0.8 s with 2, 1.8 CPU-s and 1.0 s with 8). Where looking waits on the
+    disk (a cold cache), two per CPU, 4 to 8, to keep it busy: with the biggest item's hub
+    repos read ahead first (:func:`~vacate.recognise.hub_cache.read_ahead`), 4 are quicker
+    than 8 right after a cold walk (1.04-1.09 s against 1.17-1.37 s, 1.5 against 1.8-2.3
+    CPU-s), and 2 leave the disk idle. Not more than 8, whatever the CPUs: each child dirties
+    ~10-20 MB of pages."""
     n = cpus()
     return max(2, min(8, n)) if cpu_bound else max(4, min(8, 2 * n))
 
@@ -200,15 +200,15 @@ class _Received:
         return self.got[fd].get(path)
 
 
-PIPE_WANTED = 4 << 20     # what a child's subtrees take pickled: the bench hub's 272 repos, 180 kB
+PIPE_WANTED = 4 << 20     # what a child's subtrees take pickled (a hub's 272 repos: 180 kB)
 
 
 def _widen(fd: int) -> None:
     """Let the pipe ``fd`` hold what a child sends of its subtrees without a reader: the
     parent reads them only when it comes to them, and a child whose write blocks until then
-    looks at nothing meanwhile (64 kB, the default, held a quarter of the bench hub's; the
-    child waited 0.17 s). ``PIPE_WANTED`` where the system lets (CAP_SYS_RESOURCE), else
-    fs.pipe-max-size (1 MB by default); beyond that the child still waits, as before."""
+    looks at nothing meanwhile (64 kB, the default, holds a quarter of a 272-repo hub's; its
+    child waits ~0.17 s). ``PIPE_WANTED`` where the system lets (CAP_SYS_RESOURCE), else
+    fs.pipe-max-size (1 MB by default); beyond that the child waits for the reader."""
     import fcntl
 
     try:

@@ -3,9 +3,8 @@
 ``collect`` runs every configured source on the host, then the in-container sources (unit
 files, fstab, crontabs) inside each running container seen from the host, read through
 ``/proc/INIT/root`` with the container's own view of the volume. Each source is a module of this
-package with ``collect(host, target, view) -> (consumers, problems)``; a source that is not
-there yet is skipped, and one that fails becomes a Problem that blocks the verdict (unknown is
-never safe). Standard library only.
+package with ``collect(host, target, view) -> (consumers, problems)``; one that fails becomes a
+Problem that blocks the verdict (unknown is never safe). Standard library only.
 """
 
 from __future__ import annotations
@@ -29,23 +28,10 @@ CONTAINER_SOURCES = ("systemd", "fstab", "cron")
 Result = tuple[tuple[Consumer, ...], tuple[Problem, ...]]
 
 
-def _source(name: str):
-    """The source module, or None while it does not exist (another part not landed yet)."""
-    try:
-        mod = importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as e:
-        if e.name == f"{__name__}.{name}":
-            return None
-        raise
-    return mod if callable(getattr(mod, "collect", None)) else None
-
-
 def run_source(name: str, host: Host, target: Target, view: VolumeView) -> Result:
     """One source; whatever it raises becomes a Problem that blocks the verdict."""
     try:
-        mod = _source(name)
-        if mod is None:
-            return (), ()
+        mod = importlib.import_module(f"{__name__}.{name}")
         consumers, problems = mod.collect(host, target, view)
         return tuple(consumers), tuple(problems)
     except Exception as e:  # noqa: BLE001 - a failing source must not hide the others
@@ -115,4 +101,5 @@ def collect(host: Host, target: Target, *,
         if c.id not in seen:
             seen.add(c.id)
             unique.append(c)
-    return tuple(unique), tuple(problems)
+    # a file two sources read (an EnvironmentFile= in /etc/default) is one problem
+    return tuple(unique), tuple(dict.fromkeys(problems))

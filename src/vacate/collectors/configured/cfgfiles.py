@@ -1,16 +1,27 @@
 """Reading config files of a host for the configured-user sources: the host's own spelling of a
-path, file text with problems instead of exceptions, and evidence for a config line (redacted).
-Standard library only.
+path, file text and directory listings with problems instead of exceptions, and evidence for a
+config line (secrets redacted, long text cut). Standard library only.
+
+Every file a config names (an ``EnvironmentFile=``, an include, a drop-in, a crontab) is read
+through :func:`read_text`: opened without blocking, read only when it is a regular file, and
+within a bound. The errors mean the same everywhere (:func:`vacate.fsio.read_problem`): missing
+is nothing; unreadable, not a regular file, or larger than the bound is a problem that makes
+the verdict "could not tell".
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
+from vacate.fsio import NotRegular, cut_problem, read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.usage import Evidence
-from vacate.parsers.redact import redact_text
+from vacate.parsers.redact import bound, shown_text
+
+MAX_BYTES = 4 << 20         # larger config files are not read whole (a problem, not a cut)
+_DEV_NULL = os.makedev(1, 3)
 
 
 def spelled(host: Host, local: str) -> str:
@@ -21,40 +32,53 @@ def spelled(host: Host, local: str) -> str:
     return "/" if rel == "." else "/" + rel
 
 
-def read_text(host: Host, local: str) -> tuple[str | None, Problem | None]:
-    """The text of a config file; (None, None) when it does not exist, (None, Problem) when it
-    exists but cannot be read: an unread config makes the verdict unknown."""
+def _is_dev_null(local: str) -> bool:
+    """A config linked to ``/dev/null`` (masked): empty, not unreadable."""
     try:
-        with open(local, "rb") as f:
-            return f.read().decode("utf-8", "surrogateescape"), None
-    except (FileNotFoundError, NotADirectoryError):
-        return None, None
-    except IsADirectoryError:
-        return None, Problem("malformed-config", f"{spelled(host, local)} is a directory",
-                             spelled(host, local))
+        st = os.stat(local)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_NULL
+
+
+def read_text(host: Host, local: str, limit: int = MAX_BYTES, *, named: str | None = None
+              ) -> tuple[str | None, Problem | None]:
+    """The text of a config file: (None, None) when it does not exist, (None, Problem) when it
+    exists but cannot be read or is not a regular file (a FIFO, a device, a socket), and
+    (the first ``limit`` bytes, Problem) when it is larger: what an unread config says is
+    unknown. A link to ``/dev/null`` (a masked file) is empty. ``named``: the path as the
+    config spells it, when ``local`` is where its links were resolved to (problems name it)."""
+    where = spelled(host, local)
+    path = named or where
+    shown = bound(where if named in (None, where) else f"{named} (-> {where})")
+    try:
+        data, more = read_bounded(local, limit)
+    except NotRegular as e:
+        if _is_dev_null(local):
+            return "", None
+        return None, read_problem(e, shown, code="unreadable-config", path=path)
     except OSError as e:
-        return None, Problem("unreadable-config",
-                             f"cannot read {spelled(host, local)}: {e.strerror}",
-                             spelled(host, local), blocks_verdict=True)
+        return None, read_problem(e, shown, code="unreadable-config", path=path)
+    text = data.decode("utf-8", "surrogateescape")
+    return text, cut_problem(shown, limit, path) if more else None
 
 
 def list_dir(host: Host, local: str, suffix: str = "") -> tuple[list[str], Problem | None]:
-    """Sorted entries of a config directory (full local paths), ending in ``suffix``."""
+    """Sorted entries of a config directory (full local paths), ending in ``suffix``: none
+    when it does not exist, a problem when it cannot be listed."""
     try:
         names = sorted(os.listdir(local))
-    except (FileNotFoundError, NotADirectoryError):
-        return [], None
     except OSError as e:
-        return [], Problem("unreadable-config",
-                           f"cannot list {spelled(host, local)}: {e.strerror}",
-                           spelled(host, local), blocks_verdict=True)
+        where = spelled(host, local)
+        return [], read_problem(e, bound(where), code="unreadable-config", path=where)
     return [os.path.join(local, n) for n in names if n.endswith(suffix)], None
 
 
 def line_evidence(kind: str, path: str | None, source: str, line: int, raw: str,
                   note: str = "") -> Evidence:
-    """Evidence for one config line: ``source:line`` and the line, secrets redacted."""
-    detail = redact_text(raw.strip())
+    """Evidence for one config line: ``source:line`` and the line, secrets redacted and a
+    long line cut (the path stays exact: it is data)."""
+    detail = shown_text(raw.strip())
     if note:
-        detail = f"{detail}  ({note})"
+        detail = f"{detail}  ({shown_text(note)})"
     return Evidence(kind, path, f"{source}:{line}", detail)

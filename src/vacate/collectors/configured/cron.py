@@ -5,41 +5,43 @@ and the run-parts scripts in ``/etc/cron.{hourly,daily,weekly,monthly}``. Standa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 
+from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text
 from vacate.collectors.configured.match import VolumeView, lines_with_paths
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
-from vacate.model.usage import Consumer, Evidence
+from vacate.model.usage import Consumer
 from vacate.parsers import crontab
-from vacate.parsers.redact import redact_text
+from vacate.parsers.redact import bound, redact_text
 
 SPOOLS = ("/var/spool/cron/crontabs", "/var/spool/cron")
 RUN_PARTS = ("hourly", "daily", "weekly", "monthly")
 MAX_BYTES = 1 << 20
 
 
-def _files(host: Host, d: str) -> list[str]:
-    try:
-        names = sorted(os.listdir(host.path(d)))
-    except OSError:
-        return []
-    return [posixpath.join(d, n) for n in names
-            if not n.startswith(".") and os.path.isfile(host.path(posixpath.join(d, n)))]
+def _files(host: Host, d: str, problems: list[Problem]) -> list[str]:
+    """The crontabs of a directory: regular files not starting with a dot (cron itself skips
+    the rest); an unreadable directory is a problem."""
+    entries, p = list_dir(host, host.path(d))
+    if p:
+        problems.append(p)
+    out = []
+    for local in entries:
+        n = os.path.basename(local)
+        if not n.startswith(".") and os.path.isfile(local):
+            out.append(posixpath.join(d, n))
+    return out
 
 
 def _read(host: Host, path: str, problems: list[Problem]) -> str | None:
-    try:
-        with open(host.path(path), "rb") as f:
-            return f.read(MAX_BYTES).decode("utf-8", "surrogateescape")
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        problems.append(Problem("unreadable-config", f"cannot read {path}: {e.strerror}",
-                                path=path, blocks_verdict=True))
-        return None
+    text, p = read_text(host, host.path(path), MAX_BYTES)
+    if p:
+        problems.append(p)
+    return text
 
 
 def _consumer(path: str, line: int, text: str, found: list[tuple[str, str]],
@@ -47,19 +49,20 @@ def _consumer(path: str, line: int, text: str, found: list[tuple[str, str]],
     shown = redact_text(text.strip())
     who = attrs.get("user") or "?"
     return Consumer(
-        id=f"cron:{path}:{line}", type="cron", name=f"{who}: {shown[:80]}", live=False,
+        id=f"cron:{path}:{line}", type="cron", name=f"{who}: {bound(shown, 80)}", live=False,
         paths=tuple(sorted({h for _s, h in found})),
-        evidence=tuple(Evidence("config-line", h, f"{path}:{line}", shown) for _s, h in found),
-        attrs={"file": path, "line": line, **attrs})
+        evidence=tuple(line_evidence("config-line", h, path, line, text) for _s, h in found),
+        attrs={"file": path, "line": line, **attrs,
+               "line_sha256": hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()})
 
 
-def _tables(host: Host) -> list[tuple[str, str, str | None]]:
+def _tables(host: Host, problems: list[Problem]) -> list[tuple[str, str, str | None]]:
     """(path, format, user) of every crontab: system, user, anacron."""
     out: list[tuple[str, str, str | None]] = [("/etc/crontab", "system", None)]
-    out += [(p, "system", None) for p in _files(host, "/etc/cron.d")]
+    out += [(p, "system", None) for p in _files(host, "/etc/cron.d", problems)]
     seen: set[str] = set()
     for spool in SPOOLS:
-        for p in _files(host, spool):
+        for p in _files(host, spool, problems):
             if p not in seen:
                 seen.add(p)
                 out.append((p, "user", posixpath.basename(p)))
@@ -71,7 +74,7 @@ def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     consumers: list[Consumer] = []
     problems: list[Problem] = []
-    for path, fmt, user in _tables(host):
+    for path, fmt, user in _tables(host, problems):
         text = _read(host, path, problems)
         if text is None:
             continue
@@ -86,7 +89,7 @@ def collect(host: Host, target: Target, view: VolumeView
                     "user": cl.user or user, "schedule": cl.schedule, "entry": cl.kind,
                     "crontab": fmt}))
     for period in RUN_PARTS:
-        for path in _files(host, f"/etc/cron.{period}"):
+        for path in _files(host, f"/etc/cron.{period}", problems):
             text = _read(host, path, problems)
             for n, line, found in lines_with_paths(view, text or ""):
                 consumers.append(_consumer(path, n, line, found, {

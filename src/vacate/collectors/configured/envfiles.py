@@ -8,27 +8,26 @@ from __future__ import annotations
 import os
 import posixpath
 
+from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text
 from vacate.collectors.configured.match import VolumeView, lines_with_paths
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
-from vacate.model.usage import Consumer, Evidence
-from vacate.parsers.redact import redact_text
+from vacate.model.usage import Consumer
 
 FILES = ("/etc/environment", "/etc/profile", "/etc/bash.bashrc", "/etc/zsh/zshenv")
 DIRS = ("/etc/default", "/etc/profile.d")
 MAX_BYTES = 1 << 20
 
 
-def paths(host: Host) -> list[str]:
+def paths(host: Host, problems: list[Problem]) -> list[str]:
     out = list(FILES)
     for d in DIRS:
-        try:
-            names = sorted(os.listdir(host.path(d)))
-        except OSError:
-            continue
-        out += [posixpath.join(d, n) for n in names
-                if os.path.isfile(host.path(posixpath.join(d, n)))]
+        entries, p = list_dir(host, host.path(d))
+        if p:
+            problems.append(p)
+        # directories in them are not read by anything that reads the files
+        out += [posixpath.join(d, os.path.basename(e)) for e in entries if not os.path.isdir(e)]
     return out
 
 
@@ -36,20 +35,16 @@ def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     consumers: list[Consumer] = []
     problems: list[Problem] = []
-    for path in paths(host):
-        try:
-            with open(host.path(path), "rb") as f:
-                text = f.read(MAX_BYTES).decode("utf-8", "surrogateescape")
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            problems.append(Problem("unreadable-config", f"cannot read {path}: {e.strerror}",
-                                    path=path, blocks_verdict=True))
+    for path in paths(host, problems):
+        text, p = read_text(host, host.path(path), MAX_BYTES)
+        if p:
+            problems.append(p)
+        if text is None:
             continue
         hits = lines_with_paths(view, text)
         if not hits:
             continue
-        evidence = tuple(Evidence("config-line", h, f"{path}:{n}", redact_text(line.strip()))
+        evidence = tuple(line_evidence("config-line", h, path, n, line)
                          for n, line, found in hits for _s, h in found)
         consumers.append(Consumer(
             id=f"config-file:{path}", type="config-file", name=path, live=False,

@@ -6,6 +6,8 @@ Standard library only.
 
 from __future__ import annotations
 
+import hashlib
+
 from vacate.collectors.configured.blockdev import VolumeDevice
 from vacate.collectors.configured.cfgfiles import line_evidence, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
@@ -17,6 +19,7 @@ from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import fstab as fstab_parser
 from vacate.parsers.fstab import FstabEntry
+from vacate.parsers.redact import redact_text, shown_text
 
 
 def entry_uses(entry: FstabEntry, host: Host, view: VolumeView, dev: VolumeDevice | None,
@@ -75,7 +78,8 @@ def collect(host: Host, target: Target, view: VolumeView
     if text is None:
         return (), (problem,) if problem else ()
     where = spelled(host, local)
-    entries, problems = fstab_parser.parse(text, where)
+    entries, parsed = fstab_parser.parse(text, where)
+    problems = (problem, *parsed) if problem else tuple(parsed)
     dev = VolumeDevice.of(target)
     consumers: list[Consumer] = []
     for e in entries:
@@ -86,10 +90,13 @@ def collect(host: Host, target: Target, view: VolumeView
         ev: tuple[Evidence, ...] = tuple(
             line_evidence("config-line", p, where, e.line, e.raw, note) for _r, p, note in uses)
         consumers.append(Consumer(
-            id=f"fstab:{where}:{e.line}", type="fstab", name=f"{e.source} on {e.target}",
-            live=False, paths=paths, evidence=ev,
-            attrs={"file": where, "line": e.line, "source": e.source, "mountpoint": e.target,
-                   "fstype": e.fstype, "options": list(e.options),
+            id=f"fstab:{where}:{e.line}", type="fstab",
+            name=shown_text(f"{e.source} on {e.target}"), live=False, paths=paths, evidence=ev,
+            attrs={"file": where, "line": e.line, "source": redact_text(e.source),
+                   "mountpoint": e.target, "fstype": e.fstype,
+                   "options": [redact_text(o) for o in e.options],
                    "relations": list(dict.fromkeys(r for r, _p, _n in uses)),
-                   "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail")}))
+                   "noauto": e.has_option("noauto"), "nofail": e.has_option("nofail"),
+                   "line_sha256": hashlib.sha256(
+                       e.raw.encode("utf-8", "surrogateescape")).hexdigest()}))
     return tuple(consumers), problems

@@ -20,6 +20,7 @@ from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_
 from vacate.collectors.configured.fstab import entry_uses
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
+from vacate.fsio import read_bounded, read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
@@ -115,9 +116,9 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
     seen.add(local)
     host = scope.host
     text, prob = read_text(host, local)
+    if prob:
+        problems.append(prob)
     if text is None:
-        if prob:
-            problems.append(prob)
         return rootfs
     where = spelled(host, local)
     lines, probs = lxc_config.parse(text, where)
@@ -171,9 +172,11 @@ def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem
     return rootfs
 
 
-def lxcpaths(host: Host) -> list[str]:
+def lxcpaths(host: Host, problems: list[Problem]) -> list[str]:
     """LXC's container directories: ``lxc.lxcpath`` from ``/etc/lxc/lxc.conf``, or the default."""
-    text, _ = read_text(host, host.etc_path("lxc", "lxc.conf"))
+    text, p = read_text(host, host.etc_path("lxc", "lxc.conf"))
+    if p:
+        problems.append(p)
     paths = []
     if text:
         lines, _ = lxc_config.parse(text)
@@ -183,7 +186,8 @@ def lxcpaths(host: Host) -> list[str]:
 
 def _cgroup_running(host: Host, name: str) -> bool | None:
     """Whether a cgroup of the container holds processes (LXC 4+: ``lxc.payload.NAME``,
-    older and Proxmox: ``lxc/NAME``), in the unified or any v1 hierarchy."""
+    older and Proxmox: ``lxc/NAME``), in the unified or any v1 hierarchy; None (unknown)
+    when a cgroup that exists could not be read and none that could holds processes."""
     base = host.sys_path("fs", "cgroup")
     candidates = [os.path.join(base, "lxc.payload." + name), os.path.join(base, "lxc", name)]
     try:
@@ -192,14 +196,16 @@ def _cgroup_running(host: Host, name: str) -> bool | None:
                            os.path.join(base, h, "lxc", name)]
     except OSError:
         return None
+    unread = False
     for c in candidates:
         try:
-            with open(os.path.join(c, "cgroup.procs")) as f:
-                if f.read().strip():
-                    return True
-        except OSError:
+            data, _more = read_bounded(os.path.join(c, "cgroup.procs"), 1 << 16)
+        except OSError as e:
+            unread = unread or read_problem(e, c) is not None
             continue
-    return False
+        if data.strip():
+            return True
+    return None if unread else False
 
 
 def running_state(host: Host, name: str, lxcpath: str) -> tuple[bool | None, int | None, str]:
@@ -225,29 +231,19 @@ def running_state(host: Host, name: str, lxcpath: str) -> tuple[bool | None, int
     return running, None, "cgroup" if running is not None else "unknown"
 
 
-def _action(name: str, lxcpath: str, running: bool | None, found: Finding) -> str:
-    p = "" if lxcpath == DEFAULT_LXCPATH else f" -P {lxcpath}"
-    stop = f"lxc-stop{p} -n {name}, then " if running is not False else ""
-    if "rootfs" in found.relations or "container-dir" in found.relations:
-        return f"{stop}move the container off the volume or destroy it (lxc-destroy{p} -n {name})"
-    where = found.evidence[0].source if found.evidence else name
-    auto = "; set lxc.start.auto = 0 meanwhile" if found.autostart else ""
-    return f"{stop}remove or change the entry at {where}{auto}"
-
-
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     scope = Scope(host, view, VolumeDevice.of(target), target.path)
     consumers: list[Consumer] = []
     problems: list[Problem] = []
-    for lxcpath in lxcpaths(host):
+    for lxcpath in lxcpaths(host, problems):
         dirs, p = list_dir(host, host.path(lxcpath))
         if p:
             problems.append(p)
         for d in dirs:
             cfg = os.path.join(d, "config")
-            if not os.path.isfile(cfg):
-                continue
+            if not os.path.lexists(cfg) or os.path.isdir(cfg):
+                continue      # not a container (a config that is not a file is a problem)
             name = os.path.basename(d)
             found = Finding()
             read_config(scope, cfg, found, problems, rootfs=posixpath.join(lxcpath, name,
@@ -261,8 +257,7 @@ def collect(host: Host, target: Target, view: VolumeView
             running, pid, how = running_state(host, name, lxcpath)
             attrs = {"config": spelled(host, cfg), "lxcpath": lxcpath, "running": running,
                      "state_from": how, "autostart": found.autostart,
-                     "relations": list(dict.fromkeys(found.relations)),
-                     "action": _action(name, lxcpath, running, found)}
+                     "relations": list(dict.fromkeys(found.relations))}
             if pid:
                 attrs["pid"] = pid
             consumers.append(Consumer(f"lxc-container:{name}", "lxc-container", name, False,

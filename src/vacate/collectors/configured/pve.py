@@ -74,7 +74,9 @@ def volume_uses(scope: Scope, storages: dict[str, Storage], value: str
 def _guest_running(host: Host, kind: str, vmid: str) -> tuple[bool | None, int | None, str]:
     if kind == "lxc":
         return running_state(host, vmid, "/var/lib/lxc")
-    text, _ = read_text(host, host.run_path("qemu-server", f"{vmid}.pid"))
+    text, p = read_text(host, host.run_path("qemu-server", f"{vmid}.pid"))
+    if p is not None:
+        return None, None, "qemu pid file unreadable"
     if text is None or not text.strip().isdigit():
         return False, None, "no qemu pid file"
     pid = int(text.strip())
@@ -121,9 +123,9 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
     audit = GuestAudit()
     found = audit.found
     text, p = read_text(scope.host, local)
+    if p:
+        problems.append(p)
     if text is None:
-        if p:
-            problems.append(p)
         return audit
     where = spelled(scope.host, local)
     cfg, probs = pve_config.parse(text, where)
@@ -169,25 +171,6 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
     return audit
 
 
-def _action(kind: str, vmid: str, running: bool | None, audit: GuestAudit) -> str:
-    tool = "pct" if kind == "lxc" else "qm"
-    if not audit.keys and audit.pending:
-        return f"{tool} set {vmid} --revert {','.join(audit.pending)} (a pending change names " \
-            "the volume)"
-    if not audit.keys:
-        return "; ".join(f"{tool} delsnapshot {vmid} {s}" for s in audit.snapshots) + \
-            " (only snapshots still name the volume)"
-    stop = f"{tool} shutdown {vmid}, then " if running is not False else ""
-    if "rootfs" in audit.keys:
-        return f"{stop}move the root disk off the volume ({tool} move-volume {vmid} rootfs " \
-            "OTHER-STORAGE) or destroy the guest"
-    movable = [k for k in audit.keys if pve_config.is_disk_key(k)]
-    if movable:
-        return f"{stop}{tool} set {vmid} --delete {','.join(movable)} " \
-            "(or move those volumes to other storage)"
-    return f"{stop}remove or change the line at {audit.found.evidence[0].source}"
-
-
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     scope = Scope(host, view, VolumeDevice.of(target), target.path)
@@ -210,9 +193,7 @@ def collect(host: Host, target: Target, view: VolumeView
                     f"pve-storage:{st.id}", "config-file", f"storage {st.id}", False,
                     (path,) if path else (),
                     (Evidence("config-line", path, f"{st_where}:{st.line}", why),),
-                    {"storage": st.id, "storage_type": st.type,
-                     "action": f"move its volumes elsewhere, then pvesm remove {st.id} "
-                               f"(or pvesm set {st.id} --disable 1)"}))
+                    {"storage": st.id, "storage_type": st.type}))
     files, probs = _config_files(host)
     problems.extend(probs)
     for kind, vmid, local, node in files:
@@ -227,7 +208,7 @@ def collect(host: Host, target: Target, view: VolumeView
                  "relations": list(dict.fromkeys(found.relations)),
                  "in_current_config": bool(audit.keys), "keys": audit.keys,
                  "pending_keys": audit.pending,
-                 "snapshots": audit.snapshots, "action": _action(kind, vmid, running, audit)}
+                 "snapshots": audit.snapshots}
         if node:
             attrs["node"] = node
         if pid:

@@ -15,6 +15,7 @@ from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
 from vacate.parsers import smb_conf
+from vacate.parsers.redact import shown_text
 from vacate.parsers.smb_conf import SmbParam
 
 MAX_INCLUDES = 16
@@ -48,7 +49,7 @@ def _read_all(host: Host, local: str, problems: list[Problem], seen: set[str],
             if "%" in prm.value:
                 problems.append(Problem(
                     "unresolved-include", f"include with substitutions not followed: "
-                    f"{prm.value}", f"{where}:{prm.line}"))
+                    f"{shown_text(prm.value)}", f"{where}:{prm.line}"))
                 continue
             out += _read_all(host, host.path(prm.value), problems, seen, prm.section)
             continue

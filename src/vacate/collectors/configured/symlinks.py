@@ -11,15 +11,18 @@ import os
 import posixpath
 import stat
 
-from vacate.collectors.configured.cfgfiles import read_text
+from vacate.collectors.configured.cfgfiles import list_dir, read_text
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import Resolver
 from vacate.collectors.guarded import may_hang
 from vacate.collectors.mounts import read_mounts
+from vacate.fsio import read_problem
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
+from vacate.parsers import passwd
+from vacate.parsers.redact import shown_text
 
 ROOTS = ("/etc", "/opt", "/srv", "/usr/local", "/root")
 MAX_DEPTH = 8          # directory levels below each root
@@ -43,19 +46,18 @@ def skipped_mountpoints(host: Host) -> frozenset[str]:
                      if m.fstype in SKIP_FSTYPES or may_hang(m.fstype))
 
 
-def home_dirs(host: Host) -> list[str]:
+def home_dirs(host: Host, problems: list[Problem]) -> list[str]:
     """Home directories of users: ``/home/*`` and those in ``/etc/passwd`` of real users."""
-    homes: list[str] = []
-    text, _ = read_text(host, host.etc_path("passwd"))
-    for line in (text or "").splitlines():
-        f = line.split(":")
-        if len(f) >= 6 and f[2].isdigit() and (int(f[2]) >= 1000 or f[5].startswith("/home/")) \
-                and f[5].startswith("/") and f[5] != "/" and int(f[2]) != 65534:
-            homes.append(posixpath.normpath(f[5]))
-    try:
-        homes += sorted("/home/" + n for n in os.listdir(host.path("/home")))
-    except OSError:
-        pass
+    text, p = read_text(host, host.etc_path("passwd"))
+    if p:
+        problems.append(p)
+    homes = [posixpath.normpath(u.home) for u in passwd.parse(text or "")
+             if (u.uid >= 1000 or u.home.startswith("/home/")) and u.home.startswith("/")
+             and u.home != "/" and u.uid != passwd.NOBODY]
+    names, p = list_dir(host, host.path("/home"))
+    if p:
+        problems.append(p)
+    homes += ["/home/" + os.path.basename(n) for n in names]
     return list(dict.fromkeys(homes))
 
 
@@ -69,7 +71,7 @@ def collect(host: Host, target: Target, view: VolumeView
     seen_dirs: set[tuple[int, int]] = set()
     skip = skipped_mountpoints(host)
     links = Resolver(host, view)
-    for root in list(dict.fromkeys((*ROOTS, *home_dirs(host)))):
+    for root in list(dict.fromkeys((*ROOTS, *home_dirs(host, problems)))):
         if view.to_host(root) is not None or root in skip:
             continue        # the root itself is on the volume (or a FUSE/network mount)
         try:
@@ -88,8 +90,11 @@ def collect(host: Host, target: Target, view: VolumeView
             d, depth = stack.pop()
             try:
                 it = os.scandir(host.path(d))
-            except OSError:
-                continue      # gone, or not a directory
+            except OSError as e:      # gone, or not a directory: nothing; else unknown
+                p = read_problem(e, d, code="unreadable-dir")
+                if p:
+                    problems.append(p)
+                continue
             with it:
                 entries = list(it)
             budget -= len(entries)
@@ -154,6 +159,5 @@ def _link(links: Resolver, spelled: str, local: str) -> Consumer | None:
     exists = os.path.lexists(on)
     return Consumer(
         f"symlink:{spelled}", "symlink", spelled, False, (on,),
-        (Evidence("symlink", on, spelled, f"{spelled} -> {raw}"),),
-        {"target": raw, "resolved": resolved, "dangling": not exists,
-         "action": f"remove the link (rm {spelled}) or point it elsewhere"})
+        (Evidence("symlink", on, spelled, shown_text(f"{spelled} -> {raw}")),),
+        {"target": raw, "resolved": resolved, "dangling": not exists})

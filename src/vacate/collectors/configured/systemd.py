@@ -16,14 +16,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from vacate.collectors.configured.cfgfiles import list_dir, read_text
 from vacate.collectors.configured.match import VolumeView
 from vacate.host import Host
 from vacate.model.common import Problem
 from vacate.model.mount import Target
 from vacate.model.usage import Consumer, Evidence
-from vacate.parsers import envfile
+from vacate.parsers import envfile, passwd
 from vacate.parsers import systemd_unit as su
-from vacate.parsers.redact import redact_text, redact_value
+from vacate.parsers.redact import redact_value, shown_text
 
 SYSTEM_DIRS = (
     "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
@@ -114,14 +115,16 @@ def local(host: Host, spelled: str) -> str:
     return host.path(spelled) if host.root == "/" else host.path(resolve(host, spelled))
 
 
-def _listdir(host: Host, d: str) -> list[str]:
-    try:
-        return sorted(os.listdir(local(host, d)))
-    except OSError:
-        return []
+def _listdir(host: Host, d: str, problems: list[Problem]) -> list[str]:
+    """Names in a unit directory (none when it does not exist; an unreadable one is a
+    problem: the units in it are unknown)."""
+    entries, p = list_dir(host, local(host, d))
+    if p:
+        problems.append(p)
+    return [posixpath.basename(e) for e in entries]
 
 
-def _index(host: Host, scope: Scope) -> None:
+def _index(host: Host, scope: Scope, problems: list[Problem]) -> None:
     """Which file each unit name loads from (first directory wins), masks, links, drop-ins."""
     seen_real: set[str] = set()
     for d in scope.dirs:
@@ -129,13 +132,13 @@ def _index(host: Host, scope: Scope) -> None:
         if real in seen_real:        # /lib -> /usr/lib on merged-/usr systems
             continue
         seen_real.add(real)
-        for name in _listdir(host, d):
+        for name in _listdir(host, d, problems):
             spelled = posixpath.join(d, name)
             if name.endswith(".d") and os.path.isdir(local(host, spelled)):
                 scope.dropin_dirs.setdefault(name[:-2], []).append(spelled)
                 continue
             if name.endswith(LINK_DIR_SUFFIXES):
-                for link in _listdir(host, spelled):
+                for link in _listdir(host, spelled, problems):
                     if _is_unit_name(link):
                         scope.linked.setdefault(link, posixpath.join(spelled, link))
                 continue
@@ -158,7 +161,8 @@ def _index(host: Host, scope: Scope) -> None:
             scope.real[name] = target
 
 
-def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
+def _dropins(host: Host, scope: Scope, name: str, problems: list[Problem]
+             ) -> list[tuple[str, str]]:
     """Drop-in files for ``name`` in load order: ``name.d``, the template's, the prefix
     hierarchy's (``foo-.service.d``) and the type's (``service.d``); by file name, a
     higher-priority directory's file replacing a lower one's of the same name."""
@@ -174,7 +178,7 @@ def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
     for key in keys:
         for d in scope.dropin_dirs.get(key, ()):
             rank = prio.get(posixpath.dirname(d), 99)
-            for f in _listdir(host, d):
+            for f in _listdir(host, d, problems):
                 if f.endswith(".conf"):
                     old = by_file.get(f)
                     if old is None or rank < old[0]:
@@ -182,33 +186,27 @@ def _dropins(host: Host, scope: Scope, name: str) -> list[tuple[str, str]]:
     out = []
     for f in sorted(by_file):
         path = by_file[f][1]
-        text = _read(host, resolve(host, path))
+        text = _read(host, resolve(host, path), problems, path)
         if text is not None:
             out.append((path, text))
     return out
 
 
-def _read(host: Host, spelled: str, *, resolved: bool = False) -> str | None:
-    try:
-        with open(host.path(spelled) if resolved else local(host, spelled), "rb") as fh:
-            return fh.read(4 << 20).decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
+def _read(host: Host, real: str, problems: list[Problem], named: str | None = None
+          ) -> str | None:
+    """The text of ``real`` (a path of ``host`` with its links already resolved inside it;
+    ``named``: as a unit or directory spells it): None when it does not exist; when it cannot
+    be read whole, a problem (and None, or the part read)."""
+    text, p = read_text(host, host.path(real), named=named)
+    if p:
+        problems.append(p)
+    return text
 
 
-def _passwd(host: Host) -> list[tuple[str, int, str]]:
-    text = _read(host, "/etc/passwd") or ""
-    out = []
-    for line in text.splitlines():
-        f = line.split(":")
-        if len(f) >= 7 and f[2].isdigit() and f[5].startswith("/"):
-            out.append((f[0], int(f[2]), f[5]))
-    return out
-
-
-def scopes(host: Host) -> list[Scope]:
+def scopes(host: Host, problems: list[Problem]) -> list[Scope]:
     """The system manager's search path, the global user one, and each home's."""
-    users = _passwd(host)
+    text = _read(host, resolve(host, "/etc/passwd"), problems)
+    users = [(u.name, u.uid, u.home) for u in passwd.parse(text or "") if u.home.startswith("/")]
     out = [Scope("system", SYSTEM_DIRS, su.Context(), homes={u: h for u, _i, h in users})]
     out.append(Scope("user", USER_GLOBAL_DIRS, su.Context(user_manager=True, user="%u", uid=0,
                                                           home="%h"), id_prefix="user:"))
@@ -263,8 +261,8 @@ class Hit:
     text: str
 
 
-def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
-              ) -> tuple[list[Hit], list[tuple[str, list[Hit]]]]:
+def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit,
+              problems: list[Problem]) -> tuple[list[Hit], list[tuple[str, list[Hit]]]]:
     """Where the unit names the volume, and each EnvironmentFile that does (path, hits)."""
     ctx = scope.ctx
     env_texts: dict[str, str] = {}
@@ -272,7 +270,7 @@ def unit_hits(host: Host, view: VolumeView, scope: Scope, unit: su.Unit
     for path, _optional, _a in su.environment_files(unit, ctx):
         if not path.startswith("/"):
             continue
-        text = _read(host, resolve(host, path))
+        text = _read(host, resolve(host, path), problems, path)
         if text is None:
             continue
         env_texts[path] = text
@@ -327,20 +325,6 @@ def _user_manager(host: Host, view: VolumeView, uid: int) -> list[str] | None:
     if host.root != "/" or not host.live:
         return None
     return base
-
-
-def container_systemctl(view: VolumeView) -> str:
-    """How a person reaches the systemd inside the container ``view.where`` names."""
-    kind, _, name = view.where.partition(":")
-    if kind == "lxc":
-        return f"lxc-attach -n {name} -- systemctl"
-    if kind == "pve":
-        return f"pct exec {name} -- systemctl"
-    if kind == "nspawn":
-        return f"systemctl -M {name}"
-    if kind == "docker":
-        return f"docker exec {name} systemctl"
-    return f"nsenter -t {view.pid} -a systemctl"
 
 
 def parse_show(text: str) -> dict[str, dict[str, str]]:
@@ -428,7 +412,7 @@ def _consumer(scope: Scope, name: str, unit: su.Unit, hits: list[Hit],
     evidence = tuple(dict.fromkeys(
         Evidence("unit-file" if not h.key.startswith("EnvironmentFile ") else "environment-file",
                  h.host_path, f"{h.source}:{h.line}" if h.line else h.source,
-                 redact_text(h.text))
+                 shown_text(h.text))
         for h in hits))
     attrs = {"enabled": enabled, "active": active, "unit_file": unit.fragment,
              "dropins": list(unit.dropins), "scope": scope.kind, "fields": fields, **attrs_state}
@@ -451,7 +435,7 @@ def _env_consumer(path: str, hits: list[Hit], unit_ids: list[str]) -> Consumer:
         id=f"config-file:{path}", type="config-file", name=path, live=False,
         paths=tuple(sorted({h.host_path for h in hits})),
         evidence=tuple(dict.fromkeys(Evidence("config-line", h.host_path, f"{path}:{h.line}",
-                                              redact_text(h.text)) for h in hits)),
+                                              shown_text(h.text)) for h in hits)),
         attrs={"file": path, "format": "environment-file", "used_by": unit_ids})
 
 
@@ -463,14 +447,15 @@ def collect(host: Host, target: Target, view: VolumeView
     running: set[str] | None = None       # asked of the manager only when a template needs it
     found: list[tuple[Scope, str, su.Unit, list[Hit]]] = []
     env_users: dict[str, tuple[list[Hit], list[str]]] = {}
-    for scope in scopes(host):
-        _index(host, scope)
+    for scope in scopes(host, problems):
+        _index(host, scope, problems)
         names: list[str] = []
         for name in scope.files:
             prefix, instance, _suffix = su.split_name(name)
             if instance == "":                    # a template: its instances, or itself
                 if running is None and cmd and scope.kind == "system" and (
-                        may_name(view, name, [_read(host, scope.real[name], resolved=True) or ""])
+                        may_name(view, name, [_read(host, scope.real[name], problems,
+                                                    scope.files[name]) or ""])
                         or any(k.startswith(f"{prefix}@") and k != name
                                for k in scope.dropin_dirs)):
                     running = running_units(cmd)
@@ -484,17 +469,15 @@ def collect(host: Host, target: Target, view: VolumeView
                 continue
             fname = name if name in scope.files else su.template_of(name)
             spelled, real = scope.files[fname], scope.real[fname]
-            text = _read(host, real, resolved=True)
+            text = _read(host, real, problems, spelled)
             if text is None:
-                problems.append(Problem("unreadable-unit", f"cannot read {spelled}",
-                                        path=spelled, blocks_verdict=True))
                 continue
-            dropins = tuple(_dropins(host, scope, name))
+            dropins = tuple(_dropins(host, scope, name, problems))
             if not may_name(view, name, [text, *(t for _p, t in dropins)]) and \
                     view.to_host(real) is None:
                 continue
             unit = su.load(name, (spelled, text), dropins)
-            hits, env_hits = unit_hits(host, view, scope, unit)
+            hits, env_hits = unit_hits(host, view, scope, unit, problems)
             for p, eh in env_hits:
                 entry = env_users.setdefault(p, (eh, []))
                 entry[1].append(f"systemd-unit:{scope.id_prefix}{name}")
@@ -519,10 +502,8 @@ def collect(host: Host, target: Target, view: VolumeView
         st = states.get(scope.id_prefix, {}).get(name)
         c = _consumer(scope, name, unit, hits, st, _fallback_state(scope, name, unit),
                       target.path)
-        if view.in_container and scope.kind == "system":
-            verb = "disable --now" if c.attrs["active"] is True else "disable"
-            c.attrs["action"] = f"{container_systemctl(view)} {verb} {name}"
         consumers.append(c)
     for path, (hits, ids) in env_users.items():
         consumers.append(_env_consumer(path, hits, ids))
-    return tuple(consumers), tuple(problems)
+    # a template's file is read once per instance: its problem is said once
+    return tuple(consumers), tuple(dict.fromkeys(problems))

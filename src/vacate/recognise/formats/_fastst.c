@@ -9,6 +9,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* What this module offers Python, as a number: safetensors.py checks it (FASTST_VERSION) and
+   refuses a build of other sources. Bump both with any change of a signature or a result. */
+#define VERSION 1
+
 static PyObject *k_dtype, *k_shape, *k_offsets;
 
 #define MAX_DIMS 16
@@ -150,5 +154,10 @@ PyMODINIT_FUNC PyInit__fastst(void) {
     k_offsets = PyUnicode_InternFromString("data_offsets");
     if (!k_dtype || !k_shape || !k_offsets)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "VERSION", VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -14,6 +14,7 @@ from itertools import chain, compress
 from operator import itemgetter, sub
 from typing import NamedTuple
 
+from vacate import native
 from vacate.recognise.formats import FormatError, Truncated, loads
 
 # The safetensors library itself refuses headers above 100 MB.
@@ -120,10 +121,9 @@ def parse(buf: bytes, *, file_size: int | None = None) -> Header:
     return h
 
 
-try:        # the same loop in C (recognise/formats/_fastst.c), when it was built
-    from vacate.recognise.formats import _fastst
-except ImportError:
-    _fastst = None
+FASTST_VERSION = 1      # the VERSION of _fastst.c this code calls
+# the same loop in C (recognise/formats/_fastst.c); None where it was not built
+_fastst = native.load("vacate.recognise.formats._fastst", FASTST_VERSION)
 
 _INTS = frozenset({int, bool})      # what JSON's whole numbers (and true/false) become
 

@@ -1,0 +1,72 @@
+"""The plan's ``check`` steps: after the deletes, the space freed against what the plan
+expected; at the end, the volume retired, looked for by its recorded identity (the device
+``major:minor``, not the path, which now shows the root filesystem) in every mount namespace.
+Both only look."""
+
+from __future__ import annotations
+
+import os
+
+from vacate.act.base import Context, Outcome
+from vacate.model.plan import Step
+
+KINDS = ("check",)
+
+
+def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
+    """(namespace, mountpoint) of every mount of the device ``dev`` seen from here."""
+    from vacate.parsers import mountinfo
+
+    seen_ns: set[str] = set()
+    out = []
+    try:
+        pids = sorted(int(p) for p in os.listdir(host.proc) if p.isdigit())
+    except OSError:
+        pids = []
+    for pid in ["self", *pids]:
+        try:
+            ns = os.readlink(host.proc_path(pid, "ns", "mnt"))
+            if ns in seen_ns:
+                continue
+            with open(host.proc_path(pid, "mountinfo"), "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        seen_ns.add(ns)
+        ms, _bad = mountinfo.parse(text)
+        out.extend((ns, m.mountpoint) for m in ms if m.dev == dev)
+    return out
+
+
+def done(step: Step, ctx: Context) -> bool:
+    return False            # looking again is the check
+
+
+def ready(step: Step, ctx: Context) -> str | None:
+    return None
+
+
+def run(step: Step, ctx: Context) -> Outcome:
+    what = step.params.get("what")
+    plan = ctx.plan
+    if what == "freed":
+        t = plan.observation.target
+        try:
+            st = os.statvfs(t.mountpoint)
+        except OSError as e:
+            return Outcome("failed", f"cannot look at {t.mountpoint}: {e.strerror}")
+        avail = st.f_bavail * st.f_frsize
+        freed = avail - (t.avail_bytes or 0)
+        data = {"freed_bytes": freed, "expected_bytes": plan.expected_freed_bytes}
+        if plan.fstype == "zfs":
+            return Outcome("ok", f"{freed} bytes free so far of {plan.expected_freed_bytes} "
+                                 "expected: ZFS frees in the background (zpool wait -t free)",
+                           data)
+        return Outcome("ok", f"{freed} bytes freed, {plan.expected_freed_bytes} expected", data)
+    if what == "retired":
+        left = _mounts_of(step.params["mount_dev"], ctx.host)
+        if left:
+            return Outcome("failed", "still mounted: " + ", ".join(
+                f"{mp} ({ns})" for ns, mp in left[:10]), {"mounted": [mp for _, mp in left]})
+        return Outcome("ok", f"device {step.params['mount_dev']} is mounted nowhere", {})
+    return Outcome("failed", f"unknown check {what!r}")

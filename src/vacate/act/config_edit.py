@@ -1,0 +1,194 @@
+"""Configuration that would mount or use the volume again, disarmed: an fstab line or a crontab
+line commented out with a dated marker (``# vacate 2026-12-01: `` and the line as it was).
+
+The file is read again as it is now, byte for byte, and the edit is refused when line N is
+not the line planned (its sha256, taken when it was observed, differs: the file changed
+since). The edit is made from those bytes, never from collected (redacted) text: only the
+marker is added, every other byte stays. Before it, a backup of the file is written beside
+it (``FILE.vacate-backup-YYYYmmddTHHMMSS``; in a directory cron reads whole, such as
+``/etc/cron.d`` or a spool, with a leading dot, so that cron never runs the backup); both
+are written crash-safe with the file's mode, owner and group. Then what reads the file is
+told: ``systemctl daemon-reload`` for fstab where systemd runs the host (its generator
+makes ``.mount`` units from fstab), the spool directory's mtime for a user's crontab.
+
+A line is counted as bytes up to ``\\n`` (a ``\\r`` before it stays the line end's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+
+from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kernel import consumer_of
+from vacate.collectors.configured.cron import RUN_PARTS, SPOOLS
+from vacate.fsio import file_kind, read_bounded, write_atomic
+from vacate.model.plan import Step
+from vacate.parsers.redact import shown_text
+
+KINDS = ("edit-config",)
+
+MAX_BYTES = 16 << 20
+MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: (.*)", re.DOTALL)
+BACKUP = ".vacate-backup-"
+# directories whose every file cron reads (or runs): a backup there is hidden
+CRON_DIRS = frozenset({"/etc/cron.d", *SPOOLS, *(f"/etc/cron.{p}" for p in RUN_PARTS)})
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    """A config file as read now: where it is, its stat, its bytes split at ``\\n``."""
+
+    name: str          # as the host spells it (/etc/fstab)
+    local: str         # where it lies from here
+    st: os.stat_result
+    data: bytes
+    lines: list[bytes]
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _content(seg: bytes) -> tuple[bytes, bytes]:
+    """A line without its end's ``\\r``, and that ``\\r`` (or nothing)."""
+    return (seg[:-1], b"\r") if seg.endswith(b"\r") else (seg, b"")
+
+
+def _load(step: Step, ctx: Context) -> tuple[_File | None, str]:
+    """The file the step edits, read now, or (None, why it cannot be edited)."""
+    p = step.params
+    name, n, sha = p.get("file"), p.get("line"), p.get("line_sha256")
+    if not name or not isinstance(n, int) or n < 1:
+        return None, "the step names no file and line"
+    if not sha:
+        return None, (f"the plan has no sha256 of {name}:{n}, so the line cannot be "
+                      "checked before it is edited")
+    local = ctx.host.path(name)
+    try:
+        st = os.lstat(local)
+        if stat.S_ISLNK(st.st_mode):
+            return None, f"{name} is a symbolic link: edit the file it names by hand"
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"{name} is a {file_kind(st.st_mode)}, not a regular file"
+        data, more = read_bounded(local, MAX_BYTES, follow=False)
+    except OSError as e:
+        return None, f"{name}: {e.strerror or e}"
+    if more:
+        return None, f"{name} is larger than {MAX_BYTES} bytes: not edited"
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    if n > len(lines):
+        return None, (f"{name} has no line {n} now ({len(lines)} lines): it changed "
+                      "since the plan")
+    return _File(name, local, st, data, lines), ""
+
+
+def _state(step: Step, f: _File) -> str:
+    """``planned``: line N is the planned line; ``marked``: it is that line commented out
+    by vacate; ``changed``: anything else."""
+    planned = step.params["line_sha256"]
+    line, _cr = _content(f.lines[step.params["line"] - 1])
+    if _sha(line) == planned:
+        return "planned"
+    m = MARK.fullmatch(line)
+    return "marked" if m and _sha(m.group(1)) == planned else "changed"
+
+
+def done(step: Step, ctx: Context) -> bool:
+    """Line N is the planned line behind vacate's marker."""
+    f, _why = _load(step, ctx)
+    return f is not None and _state(step, f) == "marked"
+
+
+def ready(step: Step, ctx: Context) -> str | None:
+    """None when line N of the file, read now, is the line planned (same sha256)."""
+    f, why = _load(step, ctx)
+    if f is None:
+        return why
+    if _state(step, f) == "changed":
+        n = step.params["line"]
+        now = shown_text(_content(f.lines[n - 1])[0].decode("utf-8", "surrogateescape"), 120)
+        return f"line {n} of {f.name} is not the line planned: it changed since the plan " \
+               f"(now: {now!r})"
+    return None
+
+
+def _backup_name(f: _File, stamp: str) -> str:
+    """A free name beside the file for its backup (hidden in a directory cron reads)."""
+    d, base = os.path.split(f.local)
+    hide = "." if os.path.dirname(f.name) in CRON_DIRS else ""
+    name = os.path.join(d, f"{hide}{base}{BACKUP}{stamp}")
+    n = 1
+    while os.path.lexists(name):
+        n += 1
+        name = os.path.join(d, f"{hide}{base}{BACKUP}{stamp}-{n}")
+    return name
+
+
+def _is_fstab(step: Step, ctx: Context) -> bool:
+    c = consumer_of(step, ctx)
+    return c.type == "fstab" if c is not None else step.params.get("file") == "/etc/fstab"
+
+
+def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
+    """Tell what reads the file that it changed; what was told, or raises CommandFailed."""
+    if _is_fstab(step, ctx):
+        if not os.path.isdir(ctx.host.run_path("systemd", "system")):
+            return ""
+        ctx.run(["systemctl", "daemon-reload"])
+        return "; systemd reloaded"
+    if os.path.dirname(f_name) in SPOOLS:
+        os.utime(os.path.dirname(local))          # cron looks again at a touched spool
+        return "; cron's spool touched"
+    return ""
+
+
+def run(step: Step, ctx: Context) -> Outcome:
+    """Back up the file, comment line N out, tell what reads it. Done already: ``skipped``
+    (what reads it is told again, in case a crash came between the edit and that)."""
+    name, n = step.params.get("file"), step.params.get("line")
+    if done(step, ctx):
+        try:
+            told = _tell(step, ctx, name, ctx.host.path(name))
+        except (CommandFailed, OSError) as e:
+            return Outcome("failed", f"{name}:{n} is commented out already, but: {e}")
+        return Outcome("skipped", f"{name}:{n} is commented out already{told}")
+    why = ready(step, ctx)
+    if why:
+        return Outcome("failed", why)
+    f, why = _load(step, ctx)
+    if f is None:
+        return Outcome("failed", why)
+    now = time.localtime()
+    backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S", now))
+    lines = list(f.lines)
+    line, cr = _content(lines[n - 1])
+    lines[n - 1] = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": " + line + cr
+    new = b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b"")
+    shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
+    try:
+        write_atomic(backup, f.data, like=f.st)
+        st = os.lstat(f.local)
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (f.st.st_ino, f.st.st_size,
+                                                        f.st.st_mtime_ns):
+            return Outcome("failed", f"{name} changed while it was being edited: not edited "
+                                     f"(the backup {shown_backup} is of it as it was read)")
+        write_atomic(f.local, new, like=f.st)
+    except OSError as e:
+        return Outcome("failed", f"{name}: {e.strerror or e}")
+    data = {"file": name, "line": n, "backup": shown_backup}
+    try:
+        told = _tell(step, ctx, name, f.local)
+    except (CommandFailed, OSError) as e:
+        return Outcome("failed", f"{name}:{n} commented out (backup {shown_backup}), but: {e}",
+                       data)
+    if not done(step, ctx):
+        return Outcome("failed", f"{name}:{n} was written and does not read back as "
+                                 "commented out", data)
+    return Outcome("ok", f"{name}:{n} commented out (backup {shown_backup}){told}", data)

@@ -1,0 +1,177 @@
+"""The apply journal: ``PLAN.journal`` beside the plan, one JSON line per record, each written
+and fsynced before the next thing happens.
+
+A step's ``intent`` is written before it acts and its ``outcome`` after; a step whose last
+record is an intent was started and is never read as finished (a rerun checks it again, as
+dpkg's half-installed states are). The first record names the plan's sha256: a journal
+belongs to one plan, and a plan edited since is not resumed. ``flock`` on the plan file keeps
+one apply at a time per plan (:class:`PlanLock`).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from vacate.errors import VacateError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Self
+
+SCHEMA = "vacate.journal/1"
+MAX_LINE = 1 << 20
+
+
+class JournalError(VacateError):
+    """The journal cannot be used (another apply holds it, or it belongs to another plan)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepState:
+    """What the journal says of one step: its last record's ``event`` (intent or outcome),
+    the outcome's status and detail, and the times."""
+
+    step: str
+    event: str
+    status: str | None
+    detail: str
+    started: float | None
+    ended: float | None
+    data: dict
+
+
+def path_for(plan_path: str) -> str:
+    return plan_path + ".journal"
+
+
+class PlanLock:
+    """One apply at a time per plan: ``flock`` on the plan file itself, held from before
+    anything is checked until the apply ends (so a refusal leaves no journal behind)."""
+
+    def __init__(self, plan_path: str):
+        self.plan_path = plan_path
+        self.fd = -1
+
+    def __enter__(self) -> Self:
+        self.fd = os.open(self.plan_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = -1
+            raise JournalError(f"another vacate apply is running {self.plan_path}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def check_belongs(path: str, plan_sha256: str) -> list[dict]:
+    """The journal's records, refused when it was written for another version of the
+    plan."""
+    recs = read_records(path)
+    if recs and recs[0].get("plan_sha256") != plan_sha256:
+        raise JournalError(
+            f"{path} belongs to another version of this plan (sha256 "
+            f"{str(recs[0].get('plan_sha256'))[:12]}…, the plan is now "
+            f"{plan_sha256[:12]}…): a plan is not changed while it is applied",
+            hint="make a new plan, or move the journal away to start over")
+    return recs
+
+
+class Journal:
+    """An open journal (see the module's docstring), as a context manager."""
+
+    def __init__(self, path: str, plan_sha256: str):
+        self.path = path
+        self.plan_sha256 = plan_sha256
+        self.fd = -1
+
+    def __enter__(self) -> Self:
+        recs = check_belongs(self.path, self.plan_sha256)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        if not recs:
+            self.write({"event": "begin", "schema": SCHEMA, "plan_sha256": self.plan_sha256})
+            dfd = os.open(os.path.dirname(os.path.abspath(self.path)),
+                          os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)        # the journal's own name survives a crash too
+            finally:
+                os.close(dfd)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def write(self, rec: dict) -> None:
+        """Append one record and fsync it before returning."""
+        rec = {"t": time.time(), **rec}
+        line = (json.dumps(rec, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.fd, view):]
+        os.fsync(self.fd)
+
+    def intent(self, step_id: str, kind: str) -> None:
+        self.write({"event": "intent", "step": step_id, "kind": kind})
+
+    def outcome(self, step_id: str, status: str, detail: str = "", data: dict | None = None
+                ) -> None:
+        self.write({"event": "outcome", "step": step_id, "status": status, "detail": detail,
+                    "data": data or {}})
+
+    def records(self) -> list[dict]:
+        """Every whole record in the journal (a last line cut short by a crash is left out)."""
+        return read_records(self.path)
+
+    def states(self) -> dict[str, StepState]:
+        return states_of(self.records())
+
+
+def read_records(path: str) -> list[dict]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.split(b"\n"):
+        if not line or len(line) > MAX_LINE:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue            # the line a crash cut short
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def states_of(records: list[dict]) -> dict[str, StepState]:
+    """Each step's state: its last record wins."""
+    out: dict[str, StepState] = {}
+    for r in records:
+        sid = r.get("step")
+        if not isinstance(sid, str):
+            continue
+        prev = out.get(sid)
+        if r.get("event") == "intent":
+            out[sid] = StepState(sid, "intent", None, "", r.get("t"), None, {})
+        elif r.get("event") == "outcome":
+            out[sid] = StepState(sid, "outcome", r.get("status"), str(r.get("detail", "")),
+                                 prev.started if prev else None, r.get("t"),
+                                 r.get("data") if isinstance(r.get("data"), dict) else {})
+    return out

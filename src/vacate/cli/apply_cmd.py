@@ -1,0 +1,62 @@
+"""``vacate apply PLAN``: carry out a reviewed plan, journaled and resumable.
+
+Exit status: 0 retired (every step done, unmounted, nothing left to do); 4 all that vacate
+can do is done and manual steps remain; 1 a step failed (it stops there; the journal says
+where; a rerun resumes); 2 refused (not approved, stale, edited) or usage; 3 could not
+tell."""
+
+from __future__ import annotations
+
+import argparse
+
+from vacate.cli.env import Env
+from vacate.errors import UsageError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("apply", help="carry out a reviewed plan (vacate plan -o FILE): "
+                                     "journaled, resumable; asks first")
+    p.add_argument("plan", metavar="PLAN", help="the plan file")
+    p.add_argument("--yes", action="store_true",
+                   help="approve without asking (needed without a terminal)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the plan against the machine and say what each step would "
+                        "do; change nothing")
+    p.add_argument("--json", action="store_true",
+                   help="the report (vacate.report/1) on stdout at the end")
+    return p
+
+
+def _approve(plan, env: Env) -> None:
+    from vacate.output import plan_view
+
+    if not env.stdin_isatty:
+        raise UsageError("not approved: vacate apply asks on a terminal; without one, pass "
+                         "--yes")
+    plan_view.render(plan, env.console(stderr=True))
+    env.stderr.write(f"Apply this plan to {plan.target_path}? [y/N] ")
+    env.stderr.flush()
+    answer = (env.stdin.readline() or "").strip().lower()
+    if answer not in ("y", "yes"):
+        raise UsageError("not approved: nothing was changed")
+
+
+def run(args, env: Env) -> int:
+    from vacate.core import apply as ap
+    from vacate.output import apply_view, jsonfmt
+
+    if not args.dry_run and not args.yes:
+        plan, _sha = ap.load(args.plan)
+        ap.check_plan(plan)
+        _approve(plan, env)
+    console = env.console(stderr=True)
+    with apply_view.progress(env) as progress:
+        result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, progress=progress,
+                          on_step=lambda r: apply_view.step_line(r, console))
+    if args.json:
+        from vacate.core.report import report_of
+
+        env.stdout.write(jsonfmt.dumps(report_of(args.plan, result.plan)))
+    else:
+        apply_view.summary(result, env.console())
+    return ap.exit_code(result)

@@ -1,0 +1,41 @@
+"""``vacate observe PATH``: what vacate sees of a volume, as a ``vacate.observation/1``
+document that ``check --from`` and ``scan --from`` decide on later, or elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+
+from vacate.cli.env import Env
+from vacate.errors import EXIT_OK, UsageError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("observe", help="what vacate sees of a volume, as JSON for check --from "
+                                       "/ scan --from (nothing is decided)")
+    p.add_argument("path", help="the volume's mountpoint, or any directory on it")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the observation to FILE (crash-safe) instead of stdout")
+    p.add_argument("--no-scan", action="store_true",
+                   help="do not walk the volume: list its top level only")
+    p.add_argument("--no-config", action="store_true",
+                   help="skip configured users (unit files, fstab, containers...)")
+    p.add_argument("--no-users", action="store_true",
+                   help="the inventory only, as a scan sees it (no processes, no configs)")
+    return p
+
+
+def run(args, env: Env) -> int:
+    from vacate.core.observe import observe
+
+    if args.no_users and args.no_scan:
+        raise UsageError("--no-users with --no-scan would observe nothing")
+    obs = observe(args.path, host=env.host, scan_tree=not args.no_scan,
+                  users=not args.no_users, configured=not args.no_config)
+    text = obs.dumps() + "\n"
+    if args.output:
+        from vacate.fsio import write_atomic
+
+        write_atomic(args.output, text.encode("ascii"))
+    else:
+        env.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,59 @@
+"""``vacate plan PATH``: what would happen to each item, and the ordered teardown, as a file a
+person reviews before ``vacate apply`` carries it out.
+
+Exit status: 0 the plan can be applied; 4 it cannot as it stands (an item to archive has no
+destination, or what uses the volume could not be told); 2 refused or usage."""
+
+from __future__ import annotations
+
+import argparse
+
+from vacate.cli.env import Env
+from vacate.errors import EXIT_OK
+
+EXIT_INCOMPLETE = 4
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("plan", help="plan the retirement of a volume: per item keep / archive / "
+                                    "delete, then the ordered teardown (changes nothing)")
+    p.add_argument("path", help="the volume's mount point")
+    p.add_argument("--archive-to", metavar="DEST",
+                   help="where archived items go (a directory or s3://bucket/prefix; not on "
+                        "the volume)")
+    for a in ("keep", "archive", "delete"):
+        p.add_argument(f"--{a}", action="append", default=[], metavar="P",
+                       help=f"{a} P (relative to PATH or absolute under it; globs allowed; the "
+                            "deepest match wins)")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="seconds between TERM and KILL when ending a holder (default 10)")
+    p.add_argument("--no-snapshot", action="store_true",
+                   help="no snapshot before deleting on ZFS or btrfs")
+    p.add_argument("--mask-references", action="store_true",
+                   help="mask the units that still name archived or deleted paths (by "
+                        "default they are listed in the report, left as they are)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the plan to FILE")
+    p.add_argument("--json", action="store_true", help="the plan as JSON on stdout")
+    return p
+
+
+def run(args, env: Env) -> int:
+    from vacate.core.plan import plan
+
+    overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]
+    result = plan(args.path, host=env.host, archive_to=args.archive_to, overrides=overrides,
+                  grace_s=args.grace, snapshot=not args.no_snapshot,
+                  outputs=(args.output,) if args.output else (),
+                  mask_references=args.mask_references)
+    text = result.dumps()
+    if args.output:
+        from vacate.fsio import write_atomic
+
+        write_atomic(args.output, text.encode("ascii"))
+    if args.json:
+        env.stdout.write(text)
+    else:
+        from vacate.output import plan_view
+
+        plan_view.render(result, env.console())
+    return EXIT_INCOMPLETE if result.blocked else EXIT_OK

@@ -1,0 +1,1 @@
+"""Deciding: pure functions of an observation (statuses, verdict, actions, plans)."""

@@ -1,0 +1,247 @@
+"""The next actions for a consumer, as :class:`Action` values: a pure function of what was
+observed of it (its type and attributes), so a saved observation gives the same actions.
+
+Where a unit's manager is reached (the host's, a user's, a container's) is decided in
+:func:`unit_place` and :func:`container_place`, and how it is entered in
+:meth:`vacate.model.action.Where.wrap`; nothing here builds a sentence (``output/actions.py``
+renders them).
+"""
+
+from __future__ import annotations
+
+from vacate.model.action import HOST, Action, Where
+from vacate.model.usage import Consumer
+
+DEFAULT_LXCPATH = "/var/lib/lxc"
+
+
+def container_place(ct: dict | None, user: str | None = None) -> Where:
+    """Where a command runs inside the container ``ct`` (a consumer's ``container`` attr:
+    ``{"type", "name", "ctid"?, "init_pid"?, "docker_name"?}``)."""
+    if not ct:
+        return Where(user=user)
+    kind, name = ct.get("type"), ct.get("name")
+    if kind == "nspawn":
+        return Where("machine", name=name, user=user)
+    if ct.get("ctid") is not None:
+        return Where("pct", name=str(ct["ctid"]), user=user)
+    if kind == "pve":
+        return Where("pct", name=name, user=user)
+    if kind == "lxc":
+        return Where("lxc", name=name, user=user)
+    if kind == "docker":
+        return Where("docker", name=ct.get("docker_name") or str(name)[:12], user=user)
+    if ct.get("init_pid") is not None:
+        return Where("pid-namespace", pid=ct["init_pid"], user=user)
+    return Where(user=user)
+
+
+def unit_place(c: Consumer) -> Where:
+    """The manager that runs a process's unit: a container's; for a process in a pid
+    namespace of its own (systemd as PID 1 of a private namespace, not a container) the
+    manager seen from inside it; else the host's. A unit of a user's own manager
+    (``user@UID.service``) goes to that manager."""
+    a = c.attrs
+    user = None
+    if a.get("user_manager") is not None:
+        user = a["user"] if a.get("uid") == a["user_manager"] and a.get("user") \
+            else str(a["user_manager"])
+    ct = a.get("container")
+    if not ct and a.get("pid_namespace") and a.get("pid") is not None:
+        return Where("pid-namespace", pid=a["pid"], user=user)
+    return container_place(ct, user)
+
+
+def _at(c: Consumer) -> str:
+    """Where a configured consumer is written down (``file:line``), or its name."""
+    return c.evidence[0].source if c.evidence else c.name
+
+
+def _file_line(at: str) -> dict:
+    path, sep, line = at.rpartition(":")
+    if sep and line.isdigit():
+        return {"file": path, "line": int(line)}
+    return {"file": at}
+
+
+def _edit(c: Consumer, do: str, **params) -> Action:
+    at = _at(c)
+    return Action("edit-config", at, params={"do": do, **_file_line(at), **params},
+                  consumer=c.id)
+
+
+def process_actions(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
+    a = c.attrs
+    ct = a.get("container")
+    unit = a.get("unit")
+    pid = a.get("pid")
+    pre = {"pid": pid, "start_time": a.get("start_time")}
+    if a.get("lxc_monitor") and ct:
+        if ct.get("ctid") is not None:
+            return (Action("stop-container", str(ct["ctid"]), ("pct", "stop", str(ct["ctid"])),
+                           precondition=pre, params={"engine": "pct"}, consumer=c.id),)
+        return (Action("stop-container", ct["name"], ("lxc-stop", "-n", ct["name"]),
+                       precondition=pre, params={"engine": "lxc"}, consumer=c.id),)
+    if ct and ct.get("type") == "docker":
+        name = ct.get("docker_name") or ct["name"][:12]
+        return (Action("stop-container", name, ("docker", "stop", name), precondition=pre,
+                       params={"engine": "docker"}, consumer=c.id),)
+    if unit and unit.endswith(".service"):
+        place = unit_place(c)
+        out = [Action("stop-unit", unit, ("systemctl", "stop", unit), place,
+                      precondition={"unit": unit, **pre}, consumer=c.id)]
+        where = f"{ct['type']}:{ct['name']}" if ct else None
+        for cid in (f"systemd-unit:{unit}", f"systemd-unit:{where}:{unit}"):
+            u = by_id.get(cid)
+            if u is not None and u.attrs.get("enabled") is not False:
+                out.append(Action("disable-unit", unit, ("systemctl", "disable", unit), place,
+                                  precondition={"unit": unit}, consumer=cid))
+                break
+        return tuple(out)
+    return (Action("end-process", f"pid {pid}", ("kill", "-TERM", str(pid)), precondition=pre,
+                   consumer=c.id),)
+
+
+def _unit_actions(c: Consumer) -> tuple[Action, ...]:
+    a = c.attrs
+    now = a.get("active") is True
+    argv = ("systemctl", "disable", "--now", c.name) if now else ("systemctl", "disable", c.name)
+    ct = a.get("container")
+    if ct:
+        place = container_place(ct)
+    elif a.get("scope") == "user":
+        if a.get("user"):
+            place = Where(user=a["user"])
+        else:          # a unit for every user's manager (/etc/systemd/user)
+            place = HOST
+            argv = ("systemctl", "--global", "disable", c.name)
+    else:
+        place = HOST
+    return (Action("disable-unit", c.name, argv, place,
+                   precondition={"unit": c.name, "active": a.get("active"),
+                                 "enabled": a.get("enabled")},
+                   params={"now": now}, consumer=c.id),)
+
+
+def _lxc_actions(c: Consumer) -> tuple[Action, ...]:
+    a = c.attrs
+    lxcpath = a.get("lxcpath") or DEFAULT_LXCPATH
+    p = () if lxcpath == DEFAULT_LXCPATH else ("-P", lxcpath)
+    out = []
+    if a.get("running") is not False:
+        out.append(Action("stop-container", c.name, ("lxc-stop", *p, "-n", c.name),
+                          precondition={"running": a.get("running")},
+                          params={"engine": "lxc"}, consumer=c.id))
+    rel = a.get("relations") or []
+    if "rootfs" in rel or "container-dir" in rel:
+        out.append(Action("manual", c.name, ("lxc-destroy", *p, "-n", c.name),
+                          params={"do": "move-or-destroy"}, consumer=c.id))
+    else:
+        out.append(_edit(c, "change-entry", autostart=bool(a.get("autostart"))))
+    return tuple(out)
+
+
+def _pve_actions(c: Consumer) -> tuple[Action, ...]:
+    from vacate.parsers import pve_config
+
+    a = c.attrs
+    tool = "pct" if c.type == "pve-container" else "qm"
+    vmid = str(a.get("vmid"))
+    keys, pending = list(a.get("keys") or []), list(a.get("pending_keys") or [])
+    if not keys and pending:
+        return (Action("edit-config", vmid, (tool, "set", vmid, "--revert", ",".join(pending)),
+                       params={"do": "revert-pending"}, consumer=c.id),)
+    if not keys:
+        snaps = list(a.get("snapshots") or [])
+        return tuple(Action("manual", f"{vmid}@{s}", (tool, "delsnapshot", vmid, s),
+                            params={"do": "delete-snapshot", "last": i == len(snaps) - 1},
+                            consumer=c.id) for i, s in enumerate(snaps))
+    out = []
+    if a.get("running") is not False:
+        out.append(Action("stop-container", vmid, (tool, "shutdown", vmid),
+                          precondition={"running": a.get("running")},
+                          params={"engine": tool}, consumer=c.id))
+    if "rootfs" in keys:
+        out.append(Action("manual", vmid, (tool, "move-volume", vmid, "rootfs", "OTHER-STORAGE"),
+                          params={"do": "move-root-disk"}, consumer=c.id))
+        return tuple(out)
+    movable = [k for k in keys if pve_config.is_disk_key(k)]
+    if movable:
+        out.append(Action("edit-config", vmid, (tool, "set", vmid, "--delete", ",".join(movable)),
+                          params={"do": "delete-disks", "keys": movable}, consumer=c.id))
+        return tuple(out)
+    out.append(_edit(c, "change-entry"))
+    return tuple(out)
+
+
+def _docker_actions(c: Consumer) -> tuple[Action, ...]:
+    out = []
+    if c.attrs.get("running"):
+        out.append(Action("stop-container", c.name, ("docker", "stop", c.name),
+                          precondition={"running": True}, params={"engine": "docker"},
+                          consumer=c.id))
+    out.append(Action("remove-container", c.name, ("docker", "rm", c.name),
+                      params={"engine": "docker", "or": "recreate it without the volume"},
+                      consumer=c.id))
+    return tuple(out)
+
+
+def _loop_actions(c: Consumer) -> tuple[Action, ...]:
+    dev = c.attrs.get("device") or c.name
+    out = [Action("unmount", mp, ("umount", mp), consumer=c.id)
+           for mp in reversed(c.attrs.get("mounted_at") or [])]
+    out.append(Action("detach-loop", dev, ("losetup", "-d", dev),
+                      precondition={"backing_file": c.attrs.get("backing_file")},
+                      consumer=c.id))
+    return tuple(out)
+
+
+def _mount_actions(c: Consumer) -> tuple[Action, ...]:
+    a = c.attrs
+    mp = a.get("mountpoint") or c.name
+    place = HOST if a.get("namespace", "host") == "host" or a.get("pid") is None \
+        else Where("mount-namespace", pid=a["pid"])
+    return (Action("unmount", mp, ("umount", mp), place,
+                   precondition={"mount_id": a.get("mount_id")}, consumer=c.id),)
+
+
+def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
+    """What to do so that ``c`` no longer uses the volume, in order."""
+    a = c.attrs
+    t = c.type
+    if t == "process":
+        return process_actions(c, by_id)
+    if t == "swap":
+        path = a.get("swap_path") or c.name
+        return (Action("swapoff", path, ("swapoff", path), consumer=c.id),)
+    if t == "loop-device":
+        return _loop_actions(c)
+    if t == "mount":
+        return _mount_actions(c)
+    if t == "nfs-export" and c.live:
+        spec = f"{a.get('client')}:{a.get('export')}"
+        return (Action("unexport", spec, ("exportfs", "-u", spec), consumer=c.id),)
+    if t == "systemd-unit":
+        return _unit_actions(c)
+    if t == "fstab":
+        return (_edit(c, "comment-out", then="systemctl daemon-reload"),)
+    if t == "cron":
+        return (_edit(c, "change-job"),)
+    if t == "nfs-export":
+        return (_edit(c, "remove-export", then="exportfs -ra"),)
+    if t == "smb-share":
+        return (_edit(c, "remove-share", then="smbcontrol all reload-config"),)
+    if t == "lxc-container":
+        return _lxc_actions(c)
+    if t in ("pve-container", "pve-vm"):
+        return _pve_actions(c)
+    if t == "docker-container":
+        return _docker_actions(c)
+    if t == "symlink":
+        return (Action("manual", c.name, ("rm", c.name), params={"do": "remove-link"},
+                       consumer=c.id),)
+    if t == "config-file" and a.get("storage"):
+        st = str(a["storage"])
+        return (Action("manual", st, ("pvesm", "remove", st),
+                       params={"do": "remove-storage", "storage": st}, consumer=c.id),)
+    return (_edit(c, "change-config"),)

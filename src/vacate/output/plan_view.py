@@ -1,0 +1,61 @@
+"""The people's view of a plan: per item the action, size, why and what it takes to get it
+back; then the steps in order as the commands a person would type."""
+
+from __future__ import annotations
+
+import os
+
+from rich.markup import escape
+from rich.table import Table
+
+from vacate.model.plan import Plan
+from vacate.output.actions import command
+from vacate.output.units import human_bytes, human_duration
+
+ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red"}
+
+
+def step_line(s) -> str:
+    """A step as a person would do it: its command, or what vacate does itself."""
+    if s.action is not None and s.action.argv:
+        return command(s.action)
+    return s.summary
+
+
+def _size(it) -> str:
+    """Size on disk; sparse content also shows its apparent size (as check's table)."""
+    if it.apparent_bytes > 2 * it.disk_bytes and it.apparent_bytes - it.disk_bytes > 1 << 20:
+        return f"{human_bytes(it.disk_bytes)}\n[dim]{human_bytes(it.apparent_bytes)} apparent[/]"
+    return human_bytes(it.disk_bytes)
+
+
+def render(plan: Plan, console, *, steps: bool = True) -> None:
+    console.print(f"[bold]plan to retire {escape(plan.target_path)}[/] ({plan.fstype}, mount "
+                  f"{plan.mount_id}, device {plan.mount_dev})")
+    t = Table(show_edge=False)
+    for col, just in (("item", "left"), ("action", "left"), ("size", "right"),
+                      ("why", "left"), ("to get it back", "left")):
+        t.add_column(col, justify=just)
+    for it in plan.items:
+        t.add_row(escape(os.path.relpath(it.path, plan.target_path)) + ("/" if it.files != 1
+                                                                        or it.kind == "directory"
+                                                                        else ""),
+                  f"[{ACTION_STYLE[it.action]}]{it.action}[/]", _size(it), escape(it.reason),
+                  escape(it.get_back))
+    console.print(t)
+    if plan.archive_to:
+        console.print(f"archive: {human_bytes(plan.archive_bytes)} to "
+                      f"{escape(plan.archive_to)}, about "
+                      f"{human_duration(plan.archive_estimate_s)} at the hashing rate")
+    if plan.expected_freed_bytes or any(i.action == "delete" for i in plan.items):
+        console.print(f"space freed by the deletes: {human_bytes(plan.expected_freed_bytes)}"
+                      + (" (a snapshot holds it until destroyed)"
+                         if plan.snapshot and plan.fstype in ("zfs", "btrfs") else ""))
+    if not steps:
+        return
+    console.print("\n[bold]steps[/]")
+    for s in plan.steps:
+        tag = "" if not s.downtime else " [dim](downtime)[/]"
+        console.print(f"  {s.id}  {escape(step_line(s))}{tag}")
+    for why in plan.blocked:
+        console.print(f"[red]cannot be applied:[/] {escape(why)}")
