@@ -4,6 +4,7 @@ points to stay."""
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from vacate.act.delete import EntryList, Refused, delete_item, record_entries
+from vacate.act.delete import DeleteResult, EntryList, Refused, delete_item, record_entries
 from vacate.output import jsonfmt
 
 pytestmark = pytest.mark.root
@@ -92,6 +93,7 @@ def test_a_file_written_after_recording_is_kept_and_named(vol):
     r = delete(vol, item, rec)
     assert r.outcome == "failed" and not r.gone
     assert [(k.path, k.reason) for k in r.kept] == [(f"{base}/a/b/late.txt", "new")]
+    assert DeleteResult.from_json(json.loads(json.dumps(r.to_json()))) == r
     # the file and the directories that hold it stay; everything recorded is gone
     assert tree(base) == [b"a", b"a/b", b"a/b/late.txt"]
     with open(f"{base}/a/b/late.txt", "rb") as f:
@@ -300,6 +302,20 @@ def test_refusals_touch_nothing(vol, tmp_path):
     assert tree(vol.mountpoint) == before
 
 
+def test_wide_directories_with_few_fds(vol):
+    base = os.path.join(vol.mountpoint, "item")
+    for i in range(300):
+        put(f"{base}/d{i}/sub/f")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))     # one fd per level suffices
+    try:
+        item, rec = record(vol, "item")
+        r = delete(vol, item, rec)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(rec) == 901 and r.outcome == "ok" and r.gone
+
+
 def test_an_edited_entry_list_is_refused():
     doc = {"schema": "vacate.entries/1", "item": "/t/i", "dev": 5,
            "root": ["", "file", 5, 12, 3, 1, 1, 1], "dirs": [], "problems": []}
@@ -374,7 +390,7 @@ def processes_naming(text):
 
 
 def test_killed_midway_a_rerun_finishes(vol, tmp_path):
-    base = big_item(vol, dirs=100)                    # 20,000 files
+    base = big_item(vol, dirs=200)                    # 40,000 files
     os.link(f"{base}/top0/mid0/leaf/f1", f"{base}/top2/mid2/leaf/second-name")
     item, rec = record(vol, "big")
     saved = tmp_path / "rec.json"
@@ -385,7 +401,7 @@ def test_killed_midway_a_rerun_finishes(vol, tmp_path):
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     for line in p.stdout:
         assert not line.startswith("done"), "finished before it was killed"
-        if int(line) >= total * 0.3:
+        if int(line) >= total * 0.1:
             break
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
@@ -395,7 +411,7 @@ def test_killed_midway_a_rerun_finishes(vol, tmp_path):
         time.sleep(0.1)
     assert processes_naming(str(saved)) == []
     left = len(tree(base))
-    assert 0 < left < total * 0.75
+    assert 0 < left < total - 4000, "killed before or after it deleted much"
     r = delete(vol, item, rec)
     assert r.outcome == "ok" and r.gone, r.kept[:3]
     assert not os.path.lexists(base)

@@ -1,17 +1,30 @@
 """Snapshots before a delete, for real: btrfs on a loop volume, ZFS with zfs-fuse, and the
 explicit "unsupported" everywhere else."""
 
+import contextlib
+import json
 import os
+import resource
 import subprocess
 
 import pytest
 
 from vacate.act.delete import delete_item, record_entries
-from vacate.act.snapshot import destroy_command, snapshot
+from vacate.act.snapshot import SnapshotResult, destroy_command, snapshot
 from vacate.collectors.mounts import resolve_target
 from vacate.host import Host
 
 pytestmark = pytest.mark.root
+
+
+@contextlib.contextmanager
+def few_fds(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def sh(*argv):
@@ -51,10 +64,13 @@ def test_btrfs_snapshots_each_subvolume_the_deletes_touch(btrfs):
     put(f"{m}/item3/nested/c.txt", b"in a nested subvolume")
     sh("btrfs", "subvolume", "snapshot", "-r", f"{m}/item3/nested", f"{m}/item3/old-ro")
     put(f"{m}/kept/untouched.txt")
+    for i in range(300):                  # wider than the fds it may hold (below)
+        os.mkdir(f"{m}/item3/wide-{i}")
     target = resolve_target(m, Host.local())
     items = [f"{m}/plain-item", f"{m}/models/item-in-subvol", f"{m}/item3"]
 
-    r = snapshot(target, items, "t1")
+    with few_fds(100):
+        r = snapshot(target, items, "t1")
     assert r.outcome == "ok", r.message
     base = f"{m}/.vacate-snapshots/t1"
     assert [(s.source, s.snapshot, s.created) for s in r.snapshots] == [
@@ -67,6 +83,7 @@ def test_btrfs_snapshots_each_subvolume_the_deletes_touch(btrfs):
     assert read(f"{base}/nested/models/item-in-subvol/w.bin") == b"in models"
     assert read(f"{base}/nested/item3/nested/c.txt") == b"in a nested subvolume"
 
+    assert SnapshotResult.from_json(json.loads(json.dumps(r.to_json()))) == r
     again = snapshot(target, items, "t1")            # a rerun: there already, confirmed
     assert again.outcome == "ok"
     assert [(s.snapshot, s.created) for s in again.snapshots] == [

@@ -66,6 +66,14 @@ class SnapshotResult:
 
     as_json = to_json
 
+    @classmethod
+    def from_json(cls, d: dict) -> SnapshotResult:
+        """The result ``to_json`` wrote (a journal's outcome record)."""
+        return cls(d["fstype"], d["name"], d["outcome"],
+                   tuple(Snapshot(s["source"], s["snapshot"], s["created"])
+                         for s in d["snapshots"]),
+                   d["message"], tuple(tuple(c) for c in d.get("commands", ())))
+
 
 def destroy_command(result: SnapshotResult) -> list[str]:
     """The command that destroys the snapshots of ``result`` (and frees what they hold);
@@ -116,7 +124,7 @@ def snapshot(target: Target, items_paths: list[str] | tuple[str, ...], name: str
             return SnapshotResult(fstype, name, "unsupported", (),
                                   f"{fstype} has no snapshots (vacate takes them on ZFS "
                                   "and btrfs); nothing was snapshotted")
-    except _Failed as e:
+    except (_Failed, OSError) as e:
         return SnapshotResult(fstype, name, "failed", tuple(done), str(e),
                               tuple(runner.commands))
     what = ", ".join(s.snapshot for s in done)
@@ -153,11 +161,11 @@ def _holding(path: str, top: str) -> str:
 
 
 def _writable_below(item: str, mnt: int) -> list[str]:
-    """The writable subvolumes at or below ``item`` on the mount ``mnt``. Each directory is
-    opened relative to its parent (never through a symlink); none on another mount is
-    entered."""
+    """The writable subvolumes at or below ``item`` on the mount ``mnt``, depth first: each
+    directory opened relative to its parent (never through a symlink), one fd per level,
+    none on another mount entered."""
     try:
-        fd = open_dir(item)
+        top = open_dir(item)
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as e:
@@ -165,26 +173,39 @@ def _writable_below(item: str, mnt: int) -> list[str]:
             return []
         raise
     out: list[str] = []
-    stack = [(fd, "")]
-    try:
-        while stack:
-            fd, rel = stack.pop()
-            try:
-                if mount_id(fd) != mnt:
-                    continue
-                if os.fstat(fd).st_ino == _SUBVOL_ROOT_INO and not read_only_subvolume(fd):
-                    out.append(join(item, rel) if rel else item)
-                with os.scandir(fd) as it:
-                    subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-                for name in subdirs:
-                    try:
-                        stack.append((open_dir(name, fd), join(rel, name)))
-                    except FileNotFoundError:
-                        pass
-            finally:
+    stack: list[tuple[int, str, list[str]]] = []      # (fd, rel, subdirectories left)
+
+    def enter(fd: int, rel: str) -> None:
+        """Look at the open directory ``fd``: pushed to be descended, or closed."""
+        try:
+            if mount_id(fd) != mnt:
                 os.close(fd)
+                return
+            if os.fstat(fd).st_ino == _SUBVOL_ROOT_INO and not read_only_subvolume(fd):
+                out.append(join(item, rel) if rel else item)
+            with os.scandir(fd) as it:
+                names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+        except BaseException:
+            os.close(fd)
+            raise
+        stack.append((fd, rel, names))
+
+    try:
+        enter(top, "")
+        while stack:
+            fd, rel, names = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = names.pop()
+            try:
+                cfd = open_dir(name, fd)
+            except FileNotFoundError:
+                continue
+            enter(cfd, join(rel, name))
     finally:
-        for fd, _ in stack:
+        for fd, _, _ in stack:
             os.close(fd)
     return out
 
