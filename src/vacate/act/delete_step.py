@@ -61,7 +61,7 @@ def ready(step: Step, ctx: Context) -> str | None:
 def snapshot_name(ctx: Context) -> str:
     import hashlib
 
-    return "vacate-" + hashlib.sha256(ctx.plan.dumps().encode()).hexdigest()[:12]
+    return hashlib.sha256(ctx.plan.dumps().encode()).hexdigest()[:12]
 
 
 def run(step: Step, ctx: Context) -> Outcome:
