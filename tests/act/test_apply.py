@@ -166,9 +166,13 @@ def test_a_file_written_into_a_delete_item_after_planning_makes_it_stale(story):
     (lambda d, m, b: d["items"][0].update(action="shred"), "is not one of"),
     (lambda d, m, b: d["items"][0].update(path="/etc"), "does not name something on the volume"),
     (lambda d, m, b: next(s for s in d["steps"] if s["kind"] == "end-process")["action"]
-     .update(argv=["kill", "-9", "1"]), "not as its items make it"),
+     .update(argv=["kill", "-9", "1"]), "edited"),
+    (lambda d, m, b: next(s for s in d["steps"] if s["kind"] == "end-process")
+     .update(summary="do nothing"), "not as its items make it"),
     (lambda d, m, b: d.update(archive_to=f"{m}/backup"), "on the volume being retired"),
     (lambda d, m, b: d["steps"].pop(), "missing"),
+    (lambda d, m, b: next(s for s in d["steps"] if s["kind"] == "end-process")
+     .update(argv=["kill", "-KILL", "1"]), "its command was edited"),
 ])
 def test_a_plan_edited_into_nonsense_is_refused(story, edit, says):
     doc = story.make_plan()

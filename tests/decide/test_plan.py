@@ -97,6 +97,9 @@ def test_a_plan_round_trips_and_an_edited_action_is_checked(obs):
     plan = make_plan(obs, archive_to="/backup")
     doc = json.loads(plan.dumps())
     assert doc["schema"] == "vacate.plan/1"
+    assert doc["target"]["mountpoint"] == "/data" and doc["target"]["mount_id"]
+    end = next(s for s in doc["steps"] if s["kind"] == "end-process")
+    assert end["argv"][:2] == ["kill", "-TERM"] and end["where"]["kind"] == "host"
     assert Plan.loads(plan.dumps()).dumps() == plan.dumps()
     assert {i["action"] for i in doc["items"]} == {"keep", "archive", "delete"}
     doc["items"][0]["action"] = "shred"

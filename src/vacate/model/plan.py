@@ -116,8 +116,16 @@ class Plan:
     mask_references: bool = False
 
     def to_json(self) -> dict:
+        """The document: its own fields, and for people and scripts the volume as ``target``
+        and each step's command (``argv`` as run there, ``where``) beside its action;
+        those copies are checked against the action when read back."""
+        doc = codec.encode(self)
+        for s, d in zip(self.steps, doc["steps"]):
+            if s.action is not None:
+                d["argv"] = list(s.action.command)
+                d["where"] = codec.encode(s.action.where)
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
-                **codec.encode(self)}
+                "target": self.observation.target.as_json(), **doc}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), ensure_ascii=True, indent=1) + "\n"
@@ -135,6 +143,13 @@ class Plan:
         for i, st in enumerate(plan.steps):
             if st.kind not in STEP_KINDS:
                 raise codec.Malformed(f"steps[{i}].kind", f"unknown step kind {st.kind!r}")
+            raw = doc["steps"][i]
+            if st.action is not None and (
+                    raw.get("argv", list(st.action.command)) != list(st.action.command) or
+                    raw.get("where", codec.encode(st.action.where)) !=
+                    codec.encode(st.action.where)):
+                raise codec.Malformed(f"steps[{i}].argv", f"step {st.id}: its command was "
+                                      "edited (a plan file is not a script)")
         return plan
 
     @classmethod
