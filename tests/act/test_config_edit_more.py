@@ -88,7 +88,7 @@ def tree(ext4_volume, tmp_path, monkeypatch):
     root = str(tmp_path / "host")
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for tool, text in (("exportfs", RECORDER), ("smbcontrol", RECORDER), ("pct", FAKE_PCT)):
+    for tool, text in (("exportfs", RECORDER), ("pct", FAKE_PCT)):
         (bindir / tool).write_text(text)
         (bindir / tool).chmod(0o755)
     state = tmp_path / "pve-state"
