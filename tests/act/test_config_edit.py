@@ -67,8 +67,9 @@ def tree(ext4_volume, tmp_path):
             root, "/var/spool/cron/crontabs/alice",
             f"# m h dom mon dow command\n0 3 * * * HF_TOKEN=hf_secret123456 {m}/bin/train.sh\n"
             .encode(), mode=0o600, owner=(1234, 5678)),
+        # an entry continued on a second line: not one line vacate can take out
         "/etc/exports": put(root, "/etc/exports",
-                            f"{m}/shared 192.0.2.0/24(ro,no_subtree_check)\n".encode()),
+                            f"{m}/shared \\\n  192.0.2.0/24(ro,no_subtree_check)\n".encode()),
     }
     host = Host.under(root)
     obs = observe(m, scan_tree=False, configured=False)

@@ -1,5 +1,7 @@
-"""Configuration that would mount or use the volume again, disarmed: an fstab line or a crontab
-line commented out with a dated marker (``# vacate 2026-12-01: `` and the line as it was).
+"""Configuration that would mount or use the volume again, disarmed: an fstab line, a crontab
+line, an ``/etc/exports`` entry or an LXC ``lxc.mount.entry`` commented out with a dated marker
+(``# vacate 2026-12-01: `` and the line as it was). Proxmox container mount points are
+deleted by ``pct`` instead (:mod:`vacate.act.pve_set`).
 
 The file is read again as it is now, byte for byte, and the edit is refused when line N is
 not the line planned (its sha256, taken when it was observed, differs: the file changed
@@ -9,7 +11,9 @@ it (``FILE.vacate-backup-YYYYmmddTHHMMSS``; in a directory cron reads whole, suc
 ``/etc/cron.d`` or a spool, with a leading dot, so that cron never runs the backup); both
 are written crash-safe with the file's mode, owner and group. Then what reads the file is
 told: ``systemctl daemon-reload`` for fstab where systemd runs the host (its generator
-makes ``.mount`` units from fstab), the spool directory's mtime for a user's crontab.
+makes ``.mount`` units from fstab), the spool directory's mtime for a user's crontab,
+``exportfs -ra`` for an export where ``exportfs`` is installed. An LXC container that runs
+keeps the mount until it restarts: the outcome says so.
 
 A line is counted as bytes up to ``\\n`` (a ``\\r`` before it stays the line end's).
 """
@@ -19,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import stat
 import time
 from dataclasses import dataclass
 
+from vacate.act import pve_set
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import consumer_of
 from vacate.collectors.configured.cron import RUN_PARTS, SPOOLS
@@ -100,14 +106,22 @@ def _state(step: Step, f: _File) -> str:
     return "marked" if m and _sha(m.group(1)) == planned else "changed"
 
 
+def _pve(step: Step) -> bool:
+    return step.params.get("do") == "delete-disks"
+
+
 def done(step: Step, ctx: Context) -> bool:
     """Line N is the planned line behind vacate's marker."""
+    if _pve(step):
+        return pve_set.done(step, ctx)
     f, _why = _load(step, ctx)
     return f is not None and _state(step, f) == "marked"
 
 
 def ready(step: Step, ctx: Context) -> str | None:
     """None when line N of the file, read now, is the line planned (same sha256)."""
+    if _pve(step):
+        return pve_set.ready(step, ctx)
     f, why = _load(step, ctx)
     if f is None:
         return why
@@ -131,14 +145,32 @@ def _backup_name(f: _File, stamp: str) -> str:
     return name
 
 
-def _is_fstab(step: Step, ctx: Context) -> bool:
+def _kind(step: Step, ctx: Context) -> str | None:
+    """The type of the consumer the line is (fstab, cron, nfs-export, lxc-container)."""
     c = consumer_of(step, ctx)
-    return c.type == "fstab" if c is not None else step.params.get("file") == "/etc/fstab"
+    if c is not None:
+        return c.type
+    name = step.params.get("file") or ""
+    if name == "/etc/fstab":
+        return "fstab"
+    return "nfs-export" if name == "/etc/exports" or name.startswith("/etc/exports.d/") \
+        else None
 
 
 def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
     """Tell what reads the file that it changed; what was told, or raises CommandFailed."""
-    if _is_fstab(step, ctx):
+    kind = _kind(step, ctx)
+    if kind == "nfs-export":
+        if shutil.which("exportfs") is None:
+            return ""
+        ctx.run(["exportfs", "-ra"])
+        return "; exports re-read (exportfs -ra)"
+    if kind == "lxc-container":
+        c = consumer_of(step, ctx)
+        if c is not None and c.attrs.get("running") is False:
+            return ""
+        return "; a running container keeps the mount until it restarts"
+    if kind == "fstab":
         if not os.path.isdir(ctx.host.run_path("systemd", "system")):
             return ""
         ctx.run(["systemctl", "daemon-reload"])
@@ -152,6 +184,8 @@ def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
 def run(step: Step, ctx: Context) -> Outcome:
     """Back up the file, comment line N out, tell what reads it. Done already: ``skipped``
     (what reads it is told again, in case a crash came between the edit and that)."""
+    if _pve(step):
+        return pve_set.run(step, ctx)
     name, n = step.params.get("file"), step.params.get("line")
     if done(step, ctx):
         try:

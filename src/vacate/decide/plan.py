@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+from dataclasses import replace
 
 from vacate.decide import verdict
-from vacate.decide.actions import container_place
+from vacate.decide.actions import _file_line, container_place
 from vacate.model.action import Action
 from vacate.model.observation import Observation
 from vacate.model.plan import Identity, Plan, PlanItem, Step
@@ -185,8 +187,6 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
 
 
 def _with(p: PlanItem, **kw) -> PlanItem:
-    from dataclasses import replace
-
     return replace(p, **kw)
 
 
@@ -222,6 +222,52 @@ def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
 
 def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
     return any(by_id[c].live for c in u.users if c in by_id)
+
+
+LINE_EDITS = frozenset({"fstab", "cron", "nfs-export"})     # one line, named by the consumer
+PVE_MOUNT_POINT = re.compile(r"mp\d+")
+
+
+def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
+    """The steps that disarm one configuration consumer: ``edit-config`` where vacate can
+    make the edit on this host and check it first (a line with its sha256 from the
+    observation; ``pct set --delete`` of container mount points), else ``manual``. A file
+    inside a container is edited there by a person (vacate edits the host's)."""
+    a = c.attrs
+    own = x.kind == "edit-config" and not a.get("container")
+    if own and c.type in LINE_EDITS and a.get("line_sha256"):
+        st.add("edit-config", f"{c.type} {c.name}", action=x, downtime=True,
+               params={"file": x.params.get("file"), "line": x.params.get("line"),
+                       "line_sha256": a["line_sha256"]}, evidence=c.evidence)
+        return
+    if own and c.type == "lxc-container" and a.get("mount_entries"):
+        lines = {f"{e['file']}:{e['line']}" for e in a["mount_entries"]}
+        for e in a["mount_entries"]:
+            at = f"{e['file']}:{e['line']}"
+            st.add("edit-config", f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
+                   downtime=True, params={"file": e["file"], "line": e["line"],
+                                          "line_sha256": e["line_sha256"]},
+                   evidence=tuple(v for v in c.evidence if v.source == at))
+        rest = tuple(v for v in c.evidence if v.source not in lines)
+        if not rest:
+            return
+        x = replace(x, subject=rest[0].source, params={**x.params, **_file_line(rest[0].source)})
+        st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
+               params={"file": x.params.get("file"), "line": x.params.get("line"),
+                       "line_sha256": None}, evidence=rest)
+        return
+    keys = list(x.params.get("keys") or [])
+    if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
+            and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
+        # mpN only: deleting an unusedN key destroys the volume it names
+        st.add("edit-config", f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
+               downtime=True, params={"do": "delete-disks", "tool": "pct",
+                                      "vmid": str(a.get("vmid")), "keys": keys,
+                                      "config": a["config"]}, evidence=c.evidence)
+        return
+    st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
+           params={"file": x.params.get("file"), "line": x.params.get("line"),
+                   "line_sha256": a.get("line_sha256")}, evidence=c.evidence)
 
 
 def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str | None,
@@ -402,13 +448,7 @@ def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str |
         for x in blockers[c.id].actions:
             if x.kind in ("stop-container", "remove-container"):
                 continue             # stopped with the kernel users
-            # a file inside a container is edited there by a person (vacate edits the host's)
-            kind = "edit-config" if x.kind == "edit-config" and c.type in ("fstab", "cron") \
-                and not c.attrs.get("container") else "manual"
-            st.add(kind, f"{c.type} {c.name}", action=x, downtime=True,
-                   params={"file": x.params.get("file"), "line": x.params.get("line"),
-                           "line_sha256": c.attrs.get("line_sha256")},
-                   evidence=c.evidence)
+            _config_steps(st, c, x)
     # units that still name what goes away: masked only when asked (the report lists them)
     if mask_references:
         gone = [i.path for i in items if i.action in ("archive", "delete")]

@@ -11,6 +11,7 @@ the verdict "could not tell".
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 
@@ -79,3 +80,9 @@ def line_evidence(kind: str, path: str | None, source: str, line: int, raw: str,
     if note:
         detail = f"{detail}  ({shown_text(note)})"
     return Evidence(kind, path, f"{source}:{line}", detail)
+
+
+def line_sha256(raw: str) -> str:
+    """The sha256 of one line as the file has it (the bytes the text was decoded from), which
+    an edit of that line checks the file against before it changes it."""
+    return hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import os
 
-from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
+from vacate.collectors.configured.cfgfiles import (
+    line_evidence,
+    line_sha256,
+    list_dir,
+    read_text,
+    spelled,
+)
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
 from vacate.collectors.mounts import is_under as _under
@@ -37,6 +43,7 @@ def collect(host: Host, target: Target, view: VolumeView
         where = spelled(host, local)
         entries, probs = exports_parser.parse(text, where)
         problems.extend(probs)
+        physical = text.splitlines()
         for e in entries:
             h = on_volume(host, view, e.path)
             rel, note = "export", "exports a path on the volume"
@@ -48,9 +55,14 @@ def collect(host: Host, target: Target, view: VolumeView
                     note = "exports a parent with crossmnt: the volume is exported too"
             if h is None:
                 continue
+            attrs = {"file": where, "line": e.line, "export": e.path, "relation": rel,
+                     "clients": [{"host": c or "(default)", "options": o}
+                                 for c, o in e.clients]}
+            if physical[e.line - 1] == e.raw:
+                # one line of the file (an entry continued with a backslash has none: taking
+                # out its first line would leave the rest as an entry of its own)
+                attrs["line_sha256"] = line_sha256(e.raw)
             consumers.append(Consumer(
                 f"nfs-export:{where}:{e.line}", "nfs-export", e.path, False, (h,),
-                (line_evidence("config-line", h, where, e.line, e.raw, note),),
-                {"file": where, "line": e.line, "export": e.path, "relation": rel,
-                 "clients": [{"host": c or "(default)", "options": o} for c, o in e.clients]}))
+                (line_evidence("config-line", h, where, e.line, e.raw, note),), attrs))
     return tuple(consumers), tuple(problems)

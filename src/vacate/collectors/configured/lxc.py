@@ -16,7 +16,13 @@ import subprocess
 from dataclasses import dataclass, field
 
 from vacate.collectors.configured.blockdev import VolumeDevice
-from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
+from vacate.collectors.configured.cfgfiles import (
+    line_evidence,
+    line_sha256,
+    list_dir,
+    read_text,
+    spelled,
+)
 from vacate.collectors.configured.fstab import entry_uses
 from vacate.collectors.configured.match import VolumeView
 from vacate.collectors.configured.resolve import on_volume
@@ -46,6 +52,9 @@ class Finding:
     paths: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     autostart: bool = False      # lxc.start.auto = 1: started with the host
+    # the lxc.mount.entry lines that use it: {"file", "line", "line_sha256"} (what an edit
+    # that comments one out checks the file against)
+    mount_entries: list[dict] = field(default_factory=list)
 
     def add(self, relation: str, path: str | None, ev: Evidence) -> None:
         self.relations.append(relation)
@@ -103,7 +112,11 @@ def mount_entry_uses(scope: Scope, found: Finding, problems: list[Problem], wher
         problems.append(Problem("malformed-config", str(e), f"{where}:{line}"))
         return
     if entry is not None:
+        before = len(found.evidence)
         fstab_line_uses(scope, found, entry, where, line, raw, rootfs)
+        if len(found.evidence) > before:
+            found.mount_entries.append({"file": where, "line": line,
+                                        "line_sha256": line_sha256(raw)})
 
 
 def read_config(scope: Scope, local: str, found: Finding, problems: list[Problem],
@@ -257,7 +270,8 @@ def collect(host: Host, target: Target, view: VolumeView
             running, pid, how = running_state(host, name, lxcpath)
             attrs = {"config": spelled(host, cfg), "lxcpath": lxcpath, "running": running,
                      "state_from": how, "autostart": found.autostart,
-                     "relations": list(dict.fromkeys(found.relations))}
+                     "relations": list(dict.fromkeys(found.relations)),
+                     "mount_entries": found.mount_entries}
             if pid:
                 attrs["pid"] = pid
             consumers.append(Consumer(f"lxc-container:{name}", "lxc-container", name, False,

@@ -1,0 +1,104 @@
+"""Proxmox container mount points taken out of the guest's config: ``pct set CTID --delete
+mp0,mp1`` (the edit-config steps whose ``do`` is ``delete-disks``). Proxmox owns the file
+(``/etc/pve`` is its cluster filesystem), so vacate never writes it: ``pct`` does, and vacate
+reads the file before and after.
+
+Done: none of the keys is in the config's current section, or each of them is to be deleted
+by a pending change (``[pve:pending]`` with ``delete: mp0``). A running container cannot lose a
+mount point at once: ``pct`` records the deletion as pending, and it takes effect when the
+container stops or restarts; the outcome says so. Only ``mpN`` keys are planned this way
+(deleting an ``unusedN`` key destroys the volume it names).
+"""
+
+from __future__ import annotations
+
+from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.fsio import read_bounded
+from vacate.model.plan import Step
+from vacate.parsers import pve_config
+
+MAX_BYTES = 1 << 20
+PENDING = ("pve:pending", "PENDING")
+
+
+def _keys(step: Step) -> list[str]:
+    return [str(k) for k in step.params.get("keys") or []]
+
+
+def _state(step: Step, ctx: Context) -> tuple[dict[str, str] | None, str]:
+    """Each key's state now: ``present``, ``pending`` (its deletion is pending) or ``gone``;
+    or (None, why the config cannot be read)."""
+    name = step.params.get("config")
+    if not name or not _keys(step):
+        return None, "the step names no guest config and keys"
+    try:
+        data, more = read_bounded(ctx.host.path(name), MAX_BYTES, follow=False)
+    except OSError as e:
+        return None, f"{name}: {e.strerror or e}"
+    if more:
+        return None, f"{name} is larger than {MAX_BYTES} bytes"
+    cfg, _problems = pve_config.parse(data.decode("utf-8", "surrogateescape"), name)
+    current = {ln.key for ln in cfg.current.lines}
+    deleting: set[str] = set()
+    for sec in cfg.sections[1:]:
+        if sec.name in PENDING:
+            for value in (ln.value for ln in sec.lines if ln.key == "delete"):
+                deleting.update(k.strip().lstrip("!") for k in value.split(",") if k.strip())
+    return {k: "gone" if k not in current else "pending" if k in deleting else "present"
+            for k in _keys(step)}, ""
+
+
+def _argv(step: Step) -> list[str]:
+    return [step.params.get("tool") or "pct", "set", str(step.params.get("vmid")), "--delete",
+            ",".join(_keys(step))]
+
+
+def done(step: Step, ctx: Context) -> bool:
+    """No key is in the current config, or its deletion is pending."""
+    state, _why = _state(step, ctx)
+    return state is not None and "present" not in state.values()
+
+
+def ready(step: Step, ctx: Context) -> str | None:
+    state, why = _state(step, ctx)
+    if state is None:
+        return why
+    if not step.params.get("vmid"):
+        return "the step names no guest"
+    return None
+
+
+def _said(step: Step, state: dict[str, str]) -> str:
+    keys = ",".join(_keys(step))
+    vmid = step.params.get("vmid")
+    pending = [k for k, v in state.items() if v == "pending"]
+    if pending:
+        return (f"{','.join(pending)} of CT {vmid}: deletion pending until the container "
+                f"restarts ([pve:pending] in {step.params.get('config')}); it keeps the "
+                "mount until then")
+    return f"{keys} deleted from CT {vmid}"
+
+
+def run(step: Step, ctx: Context) -> Outcome:
+    """``pct set CTID --delete KEYS``; ok once the file says the keys are gone or pending."""
+    state, why = _state(step, ctx)
+    if state is None:
+        return Outcome("failed", why)
+    if "present" not in state.values():
+        return Outcome("skipped", _said(step, state) + " already", {"keys": state})
+    why = ready(step, ctx)
+    if why:
+        return Outcome("failed", why)
+    argv = _argv(step)
+    try:
+        ctx.run(argv)
+    except CommandFailed as e:
+        return Outcome("failed", str(e), {"argv": argv, "exit": e.code})
+    state, why = _state(step, ctx)
+    if state is None:
+        return Outcome("failed", f"{' '.join(argv)} ran, but: {why}", {"argv": argv})
+    if "present" in state.values():
+        left = ",".join(k for k, v in state.items() if v == "present")
+        return Outcome("failed", f"{' '.join(argv)} ran and {left} is still in "
+                                 f"{step.params.get('config')}", {"argv": argv, "keys": state})
+    return Outcome("ok", _said(step, state), {"argv": argv, "keys": state})
