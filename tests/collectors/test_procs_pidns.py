@@ -50,9 +50,9 @@ def boxed(h: Holders, tmp: str, work: str, etc_dir: str) -> int:
     """``sleep`` as PID 1 of new pid and mount namespaces whose ``/etc`` is ``etc_dir``, its
     cwd on the volume; its host pid."""
     flag = os.path.join(tmp, "ready")
+    script = f"mount --bind {etc_dir} /etc && : > {flag} && exec sleep 1d"
     outer = h.spawn("box", ["unshare", "--pid", "--fork", "--mount", "--propagation", "private",
-                            "sh", "-c", f"mount --bind {etc_dir} /etc && : > {flag} && "
-                            "exec sleep 1d"], ready=flag, cwd=work)
+                            "sh", "-c", script], ready=flag, cwd=work)
     kids = _children(outer)
     assert len(kids) == 1
     return kids[0]
