@@ -12,6 +12,7 @@ from harness.holders import Holders
 
 from vacate.core.observe import observe
 from vacate.host import Host
+from vacate.model.usage import ContainerRoot
 
 pytestmark = [pytest.mark.root]
 
@@ -46,13 +47,13 @@ def etc_with_fstab(tmp: str, name: str, vol: str) -> str:
     return d
 
 
-def boxed(h: Holders, tmp: str, work: str, etc_dir: str) -> int:
+def boxed(h: Holders, tmp: str, cwd: str, etc_dir: str) -> int:
     """``sleep`` as PID 1 of new pid and mount namespaces whose ``/etc`` is ``etc_dir``, its
-    cwd on the volume; its host pid."""
+    cwd ``cwd``; its host pid."""
     flag = os.path.join(tmp, "ready")
     script = f"mount --bind {etc_dir} /etc && : > {flag} && exec sleep 1d"
     outer = h.spawn("box", ["unshare", "--pid", "--fork", "--mount", "--propagation", "private",
-                            "sh", "-c", script], ready=flag, cwd=work)
+                            "sh", "-c", script], ready=flag, cwd=cwd)
     kids = _children(outer)
     assert len(kids) == 1
     return kids[0]
@@ -86,3 +87,20 @@ def test_a_fstab_of_its_own_with_the_same_line_is_its_own(setup):
     assert fstab_ids(obs) == ["fstab:/etc/fstab:1", f"fstab:pidns:{init}:/etc/fstab:1"]
     mine = next(c for c in obs.consumers if c.id == f"fstab:pidns:{init}:/etc/fstab:1")
     assert mine.attrs["container"] == {"type": "pidns", "name": str(init), "init_pid": init}
+
+
+def test_a_process_entered_into_the_namespace_finds_its_pid1(setup):
+    """A process put into the namespace with ``nsenter`` (its parent is outside it, so its
+    ancestors do not lead to the namespace's PID 1, which holds nothing here)."""
+    vol, work, tmp, h = setup
+    etc = etc_with_fstab(tmp, "etc", vol)
+    init = boxed(h, tmp, tmp, etc)
+    flag = os.path.join(tmp, "entered")
+    entered = h.spawn("entered", ["nsenter", "-t", str(init), "--pid", "--mount", "sh", "-c",
+                                  f"cd {work} && : > {flag} && exec sleep 1d"], ready=flag)
+    obs = observe(vol, host=Host(etc=etc), scan_tree=False)
+    procs = [c for c in obs.consumers if c.type == "process"]
+    assert [c.attrs["ppid"] for c in procs] == [entered]      # the sleep nsenter forked
+    assert procs[0].attrs["container"] == {"type": "pidns", "name": str(init), "init_pid": init}
+    assert [c for c in obs.containers if c.type == "pidns"] == [
+        ContainerRoot("pidns", str(init), init)]
