@@ -4,8 +4,8 @@ systemd_box.py), a docker container, the kernel and the configuration, planned w
 
 The fstab, the crontab and the disabled unit that names an archived path are in a copy of
 ``/etc`` (the in-process run's ``Host(etc=...)``): the machine's own fstab and crontabs are
-never edited. The disabled unit is the host's, not the box's: the unit files of a booted
-systemd that is no recognised container are not read yet (the xfail test at the end)."""
+never edited. The disabled unit is the host's; one in the box's own unit directory is seen
+too (the test at the end)."""
 
 from __future__ import annotations
 
@@ -381,11 +381,6 @@ def test_the_story_retired(story):
     assert state(box, "story-unrelated.service") == ("enabled", "active")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the unit files of a booted systemd in private namespaces that is no recognised container "
-    "are not read: procs.note_container notes only the containers a cgroup path names, so "
-    "the configured sources never look through /proc/PID1/root, and a disabled unit there "
-    "naming the volume is no reference"))
 def test_a_disabled_unit_inside_the_booted_systemd_is_seen(tmp_path):
     if not can_loop_mount() or not systemd_available():
         pytest.skip("needs root, losetup and systemd")
@@ -408,8 +403,20 @@ def test_a_disabled_unit_inside_the_booted_systemd_is_seen(tmp_path):
         held = [c for c in obs.consumers if c.type == "process"
                 and c.attrs.get("unit") == "box-holder.service"]
         assert held, "the box's server is not seen at all"
-        assert "box-eval.service" in {c.name for c in obs.consumers
-                                      if c.type == "systemd-unit"}
+        ct = {"type": "pidns", "name": str(box.pid1), "init_pid": box.pid1}
+        assert held[0].attrs["container"] == ct
+        by_id = {c.id: c for c in obs.consumers}
+        ev = by_id.get(f"systemd-unit:pidns:{box.pid1}:box-eval.service")
+        assert ev is not None, "the box's disabled unit is not seen"
+        assert ev.attrs["enabled"] is False and ev.attrs["container"] == ct
+        assert "systemd-unit:box-eval.service" not in by_id       # the host has no such unit
+        # the running unit is stopped and disabled through the box's PID 1, its manager
+        from vacate.decide.verdict import verdict
+
+        steps = next(b.actions for b in verdict(obs.consumers, obs.problems).blockers
+                     if b.consumer == held[0].id)
+        assert [(a.kind, a.where.kind, a.where.pid) for a in steps] == [
+            ("stop-unit", "pid-namespace", box.pid1), ("disable-unit", "pid-namespace", box.pid1)]
     finally:
         for thing in reversed(made):
             thing.close()

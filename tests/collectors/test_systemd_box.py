@@ -167,7 +167,7 @@ def test_check_decides_the_same_from_a_saved_observation(box):
     observation; the running unit is stopped through the box's own manager."""
     from harness.observed import check_both_ways
 
-    _b, vol, _mount_name = box
+    b, vol, _mount_name = box
     rc, doc = check_both_ways(vol, "--no-scan")
     assert rc == 1
     stops = {a["subject"]: a for bl in doc["verdict"]["blockers"] for a in bl["actions"]
@@ -175,4 +175,7 @@ def test_check_decides_the_same_from_a_saved_observation(box):
     run = stops["vol-run.service"]
     assert run["argv"] == ["systemctl", "stop", "vol-run.service"]
     assert run["where"]["kind"] == "pid-namespace"       # the box's manager, not the host's
-    assert run["where"]["pid"] in {c["pid"] for c in doc["consumers"] if c["type"] == "process"}
+    assert run["where"]["pid"] == b.pid1                 # entered through the box's PID 1
+    # the box's own unit files are read: its disabled unit naming the volume is a reference
+    ids = {c["id"] for c in doc["consumers"]}
+    assert f"systemd-unit:pidns:{b.pid1}:vol-draft.service" in ids

@@ -195,9 +195,22 @@ def test_a_samba_share_that_is_switched_off_only_references_the_volume():
 
 def test_unit_in_a_private_pid_namespace_is_stopped_through_its_own_manager():
     """systemd as PID 1 of a private namespace (not a container): the host's systemctl would
-    reach the wrong manager; the action enters the process's namespaces."""
+    reach the wrong manager; the action enters the namespaces through that PID 1 (the box's
+    ``pidns`` container), or through the process when no PID 1 was recorded."""
     from vacate.output.actions import for_consumer as said
 
+    boxed = _consumer("process:4242:7", "process", True, ["/data/models/q/w"], pid=4242,
+                      unit="sglang-qwen.service", access=["fd"],
+                      container={"type": "pidns", "name": "4000", "init_pid": 4000},
+                      pid_namespace="pid:[4026532999]")
+    assert said(boxed) == "nsenter -t 4000 -a systemctl stop sglang-qwen.service"
+    unit = _consumer("systemd-unit:pidns:4000:sglang-qwen.service", "systemd-unit", True,
+                     ["/data/models/q"], enabled=True, active=True,
+                     container={"type": "pidns", "name": "4000", "init_pid": 4000})
+    steps = next(b.actions for b in verdict((boxed, unit), ()).blockers
+                 if b.consumer == boxed.id)
+    assert [(a.kind, a.where.kind, a.where.pid) for a in steps] == [
+        ("stop-unit", "pid-namespace", 4000), ("disable-unit", "pid-namespace", 4000)]
     proc = _consumer("process:4242:7", "process", True, ["/data/models/q/w"], pid=4242,
                      unit="sglang-qwen.service", container=None, access=["fd"],
                      pid_namespace="pid:[4026532999]")
@@ -236,9 +249,15 @@ def test_process_in_a_private_pid_namespace_is_marked():
         assert inner, "the sleep inside the new pid namespace was not found"
         ns = inner[0].attrs["pid_namespace"]
         assert ns and ns.startswith("pid:[") and ns != os.readlink("/proc/self/ns/pid")
+        # the forked sleep is PID 1 of its namespace: that namespace's container is itself
+        sleep = inner[0].attrs["pid"]
+        assert inner[0].attrs["container"] == {"type": "pidns", "name": str(sleep),
+                                               "init_pid": sleep}
         by_pid = {c.attrs["pid"]: c for c in found}
         assert by_pid[plain].attrs["pid_namespace"] is None
         assert by_pid[unshare].attrs["pid_namespace"] is None      # unshare itself stays out
+        assert by_pid[plain].attrs["container"] is None
+        assert by_pid[unshare].attrs["container"] is None
     finally:
         h.close()
         v.close()

@@ -33,6 +33,11 @@ and exe; map_files) may still revalidate the file, which no test here can show (
 has no NFS client). A dead ``sshfs`` elsewhere on the host cannot hold up the check of
 another volume.
 
+A holder in a pid namespace of its own that no cgroup names as a container (systemd as PID 1
+of ``unshare``d namespaces, an unregistered nspawn) gets that namespace's PID 1 as its
+container (type ``pidns``), so its own unit files, fstab and crontabs are read through
+``/proc/INIT/root`` and its manager is entered through that PID 1.
+
 Errors: a process that vanishes while being read is skipped silently. Only holders pay for
 their identity (pid, start time from ``/proc/PID/stat``), read after their links; one link is
 then read again, so a pid reused in between is not blamed for the old process's files. ``EACCES`` on a process is a
@@ -187,6 +192,7 @@ class _Pass:
     docker_dirs: list[str] | None = None
     count: int = 0
     self_pid_ns: str | None = None
+    pidns_inits: dict[str, int | None] = field(default_factory=dict)
 
     def pid_namespace(self, pid: int) -> str | None:
         """The pid namespace of ``pid`` when it is not ours (its systemd units belong to
@@ -200,6 +206,63 @@ class _Pass:
         except OSError:
             return None
         return ns if ns != self.self_pid_ns else None
+
+    def pidns_container(self, pid: int, ns: str) -> dict | None:
+        """The ``container`` of a holder in the pid namespace ``ns`` (not ours) that no cgroup
+        names: that namespace's PID 1 (``{"type": "pidns", "name": "INIT", "init_pid": INIT}``),
+        whose unit files, fstab and crontabs are then read through ``/proc/INIT/root`` and whose
+        manager is entered through it. Found once per namespace; None (and a problem) when no
+        PID 1 of it can be found."""
+        if ns not in self.pidns_inits:
+            init = self.namespace_init(pid, ns)
+            self.pidns_inits[ns] = init
+            if init is None:
+                self.problems.append(Problem(
+                    "pidns-init-unknown",
+                    f"/proc/{pid}: no PID 1 of its pid namespace {ns} was found: the unit "
+                    "files, fstab and crontabs seen inside it could not be read",
+                    self.host.proc_path(pid), blocks_verdict=True))
+            else:
+                self.containers.append(ContainerRoot("pidns", str(init), init))
+        init = self.pidns_inits[ns]
+        return None if init is None else {"type": "pidns", "name": str(init), "init_pid": init}
+
+    def namespace_init(self, pid: int, ns: str) -> int | None:
+        """Host pid of PID 1 of the pid namespace ``ns`` that ``pid`` is in: the process of
+        ``ns`` whose last ``NSpid`` field is 1. Looked for up ``pid``'s ancestors first (every
+        process forked inside descends from it), then among every process (one entered with
+        ``setns`` has its parent outside)."""
+        def init_or_parent(p: int) -> tuple[bool, int | None]:
+            try:
+                if os.readlink(self.host.proc_path(p, "ns", "pid")) != ns:
+                    return False, None
+                status = _read(self.host.proc_path(p, "status"))
+            except OSError:
+                return False, None
+            ppid = None
+            for line in status.split(b"\n"):
+                if line.startswith(b"NSpid:") and line.split()[-1] == b"1":
+                    return True, None
+                if line.startswith(b"PPid:"):
+                    ppid = int(line.split()[1])
+            return False, ppid
+
+        seen: set[int] = set()
+        p: int | None = pid
+        while p is not None and p > 0 and p not in seen:
+            seen.add(p)
+            found, parent = init_or_parent(p)
+            if found:
+                return p
+            p = parent
+        try:
+            names = os.listdir(self.host.proc)
+        except OSError:
+            return None
+        for n in names:
+            if n.isdigit() and int(n) not in seen and init_or_parent(int(n))[0]:
+                return int(n)
+        return None
 
     # -- identity ------------------------------------------------------------------------
     def mounts_of_ns(self, pid: int, ns: str) -> dict[int, Mount]:
@@ -498,6 +561,9 @@ class _Pass:
         container = cg.container_json()
         if container and container["type"] == "docker":
             container["docker_name"] = self.docker_name(container["name"])
+        pid_ns = self.pid_namespace(pid)
+        if container is None and pid_ns is not None:
+            container = self.pidns_container(pid, pid_ns)
         access = sorted({h.access for h in hits}, key=_ACCESS_ORDER.index)
         paths = tuple(dict.fromkeys(h.path for h in hits))
         deleted = sorted({h.path for h in hits if h.deleted})
@@ -517,7 +583,7 @@ class _Pass:
             "container": container,
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,
-            "pid_namespace": self.pid_namespace(pid),
+            "pid_namespace": pid_ns,
             "gpus": [{"device": g, "index": _gpu_index(g)}
                      for g in sorted(set(gpus))],
         }

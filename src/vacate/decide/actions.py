@@ -23,6 +23,9 @@ def container_place(ct: dict | None, user: str | None = None) -> Where:
     kind, name = ct.get("type"), ct.get("name")
     if kind == "nspawn":
         return Where("machine", name=name, user=user)
+    if kind == "pidns" and ct.get("init_pid") is not None:
+        # a private pid namespace no runtime names: entered through its PID 1, its manager
+        return Where("pid-namespace", pid=ct["init_pid"], user=user)
     if ct.get("ctid") is not None:
         return Where("pct", name=str(ct["ctid"]), user=user)
     if kind == "pve":
@@ -37,10 +40,10 @@ def container_place(ct: dict | None, user: str | None = None) -> Where:
 
 
 def unit_place(c: Consumer) -> Where:
-    """The manager that runs a process's unit: a container's; for a process in a pid
-    namespace of its own (systemd as PID 1 of a private namespace, not a container) the
-    manager seen from inside it; else the host's. A unit of a user's own manager
-    (``user@UID.service``) goes to that manager."""
+    """The manager that runs a process's unit: a container's (a private pid namespace,
+    ``pidns``, through its PID 1); for a process in a pid namespace of its own whose PID 1
+    was not found, the manager seen from inside it, through the process; else the host's. A
+    unit of a user's own manager (``user@UID.service``) goes to that manager."""
     a = c.attrs
     user = None
     if a.get("user_manager") is not None:

@@ -118,7 +118,9 @@ class CheckResult:
 class ContainerRoot:
     """A running container found from the host, whose own configs are read through its root.
 
-    ``type``: lxc, pve, nspawn, docker; ``name``: LXC name / CTID / machine / docker name;
+    ``type``: lxc, pve, nspawn, docker, pidns (a private pid namespace that no runtime names,
+    systemd as its PID 1 say); ``name``: LXC name / CTID / machine / docker name / the init's
+    pid;
     ``init_pid``: host pid of its init, so ``/proc/INIT/root`` and ``/proc/INIT/mountinfo``
     give its filesystem and its mounts.
     """

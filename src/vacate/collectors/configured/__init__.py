@@ -2,15 +2,18 @@
 
 ``collect`` runs every configured source on the host, then the in-container sources (unit
 files, fstab, crontabs) inside each running container seen from the host, read through
-``/proc/INIT/root`` with the container's own view of the volume. Each source is a module of this
-package with ``collect(host, target, view) -> (consumers, problems)``; one that fails becomes a
-Problem that blocks the verdict (unknown is never safe). Standard library only.
+``/proc/INIT/root`` with the container's own view of the volume; what a container shares with
+the host (the very same file, a root filesystem in common) is reported once, as the host's.
+Each source is a module of this package with ``collect(host, target, view) -> (consumers,
+problems)``; one that fails becomes a Problem that blocks the verdict (unknown is never safe).
+Standard library only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 
 from vacate.collectors.configured.match import VolumeView, container_view, host_view
 from vacate.collectors.mounts import read_mounts
@@ -57,7 +60,44 @@ def container_host(host: Host, ct: ContainerRoot) -> Host:
                       proc=host.proc_path(ct.init_pid, "root", "proc"))
 
 
-def _container(host: Host, target: Target, ct: ContainerRoot) -> Result:
+def _evidence_file(source: str) -> str | None:
+    """The file an evidence's ``source`` names (``PATH:LINE`` or ``PATH``), or None."""
+    path, sep, line = source.rpartition(":")
+    if not (sep and line.isdigit()):
+        path = source
+    return path if path.startswith("/") else None
+
+
+def _same_file(host: Host, chost: Host, path: str) -> bool:
+    """``path`` inside the container (its links resolved inside its root) is the very file
+    the host has at ``path``: a container that shares the host's root filesystem."""
+    from vacate.collectors.configured.systemd import local
+
+    try:
+        mine, theirs = os.stat(host.path(path)), os.stat(local(chost, path))
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def _host_copy(host: Host, chost: Host, c: Consumer, on_host: dict[str, Consumer]) -> bool:
+    """``c``, found inside a container, is what the host sources already report: the host has
+    a consumer of the same id, and every file ``c``'s evidence names is the host's very file
+    at that path (a unit also in the same state: another manager may run the same file)."""
+    h = on_host.get(c.id)
+    files = {_evidence_file(e.source) for e in c.evidence}
+    if h is None or not files or None in files:
+        return False
+    if c.type == "systemd-unit" and any(c.attrs.get(k) != h.attrs.get(k)
+                                        for k in ("enabled", "active")):
+        return False
+    return all(_same_file(host, chost, f) for f in files)
+
+
+def _container(host: Host, target: Target, ct: ContainerRoot,
+               on_host: dict[str, Consumer] | None = None) -> Result:
+    """The container sources inside ``ct``; ``on_host``: the host's consumers by id, so that a
+    file the container shares with the host is reported once, as the host's."""
     where = f"{ct.type}:{ct.name}"
     try:
         cmounts, _bad = read_mounts(host, ct.init_pid)
@@ -71,7 +111,8 @@ def _container(host: Host, target: Target, ct: ContainerRoot) -> Result:
     problems: list[Problem] = []
     for name in CONTAINER_SOURCES:
         cs, ps = run_source(name, chost, target, view)
-        consumers.extend(in_container(c, ct) for c in cs)
+        consumers.extend(in_container(c, ct) for c in cs
+                         if not _host_copy(host, chost, c, on_host or {}))
         problems.extend(ps)
     return tuple(consumers), tuple(problems)
 
@@ -91,8 +132,9 @@ def collect(host: Host, target: Target, *,
         cs, ps = run_source(name, host, target, view)
         consumers.extend(cs)
         problems.extend(ps)
+    on_host = {c.id: c for c in consumers}
     for ct in containers:
-        cs, ps = _container(host, target, ct)
+        cs, ps = _container(host, target, ct, on_host)
         consumers.extend(cs)
         problems.extend(ps)
     seen: set[str] = set()
