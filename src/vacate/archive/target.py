@@ -262,16 +262,22 @@ class _LocalSink:
         if self.filled:
             self._drain_stage(final=True)
         self._stop()
-        self.closed = True
-        fsio.commit_temp(self.fd, self.tmp, self.final)
+        fsio.commit_temp(self._release(), self.tmp, self.final)
 
     def abort(self) -> None:
         """Drop what was written (the temp file), whatever state the sink is in."""
         self._stop()
         if not self.closed:
-            self.closed = True
-            os.close(self.fd)
+            os.close(self._release())
         fsio.remove_quietly(self.tmp)
+
+    def _release(self) -> int:
+        """The fd, for the caller to close: the sink forgets its number, so that a write
+        that comes after all fails (EBADF) instead of landing in whatever file is opened
+        under that number next."""
+        fd, self.fd = self.fd, -1
+        self.closed = True
+        return fd
 
 
 class LocalTarget:

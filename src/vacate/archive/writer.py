@@ -88,7 +88,8 @@ class ArchiveResult:
 class _Lane:
     """One worker thread running calls in order, behind a bounded queue (bounded memory).
     hashlib and file writes release the GIL, so the lanes run beside the main thread (reads)
-    and zstd's workers. An error in the lane is raised at the next call or ``drain()``."""
+    and zstd's workers. An error in the lane is raised at the next call or ``drain()``; the
+    calls queued behind it are not made (those given an ``undo`` run it instead)."""
 
     def __init__(self, depth: int = 8):
         self.q: queue.Queue = queue.Queue(maxsize=depth)
@@ -103,8 +104,13 @@ class _Lane:
             finally:
                 self.q.task_done()
 
-    def _one(self, fn, args, fut) -> None:
+    def _one(self, fn, args, fut, undo) -> None:
         if self.err is not None:
+            if undo is not None:
+                try:
+                    undo()
+                except Exception:  # noqa: BLE001, S110 (cleanup: the first error is kept)
+                    pass
             if fut is not None:
                 fut.set_exception(self.err)
             return
@@ -123,14 +129,16 @@ class _Lane:
         """Calls queued or running."""
         return self.q.unfinished_tasks
 
-    def call(self, fn, *args) -> None:
+    def call(self, fn, *args, undo: Callable[[], object] | None = None) -> None:
+        """Queue ``fn(*args)``. ``undo``: what is done instead when an earlier call failed and
+        ``fn`` is not made (it is not run when ``call`` itself raises: nothing was queued)."""
         if self.err is not None:
             raise self.err
-        self.q.put((fn, args, None))
+        self.q.put((fn, args, None, undo))
 
     def value(self, fn, *args) -> Future:
         fut: Future = Future()
-        self.q.put((fn, args, fut))
+        self.q.put((fn, args, fut, None))
         return fut
 
     def drain(self) -> None:
@@ -154,11 +162,15 @@ class _Part:
         self.out = stage.Stager(self.sink, lane, wlane, buffers)
         self.lane = lane
         self.wlane = wlane
-        if use_zstd_process():     # the stager is fed by the child's output pump
-            self.z = compress.ProcessCompressor(self.out.write, level, threads)
-        else:                      # by this thread, within the compressor's calls
-            self.z = compress.LibraryCompressor(self.out.write, level, threads,
-                                                raw_out=self.out.write_raw)
+        try:
+            if use_zstd_process():     # the stager is fed by the child's output pump
+                self.z = compress.ProcessCompressor(self.out.write, level, threads)
+            else:                      # by this thread, within the compressor's calls
+                self.z = compress.LibraryCompressor(self.out.write, level, threads,
+                                                    raw_out=self.out.write_raw)
+        except BaseException:
+            self.sink.abort()          # nothing was written to it yet
+            raise
         self.tar_bytes = 0
         self.entries: list[mf.Entry] = []
         self.pending: list[tuple[int, Future]] = []    # entries whose sha256 is still hashing
@@ -294,18 +306,21 @@ class _Writer:
         info = p.finish()
         # the sidecar, the commit (fsync, rename) and the part's manifest and SHA256SUMS lines
         # are made in the finisher lane, in part order, while the next part is produced;
-        # archive() waits for the lane before it writes the manifest
-        self.finisher.call(self._commit, p.sink, info, p.inodes, p.entries)
+        # archive() waits for the lane before it writes the manifest. Once a commit there
+        # failed, the parts queued behind it are aborted (a part is committed only after
+        # every part before it); while this call raises, the part is still ours to abort
+        self.finisher.call(self._commit, p.sink, info, p.inodes, p.entries,
+                           undo=p.sink.abort)
         self.parts.append(info)
         self.entries.extend(p.entries)
         self.part = None
 
     def _commit(self, sink, info: mf.PartInfo, inodes: dict, entries: list) -> None:
-        lines = mf.entry_lines(entries)
-        side = (f'{{"part": {json.dumps(info.as_json())}, '
-                f'"inodes": {json.dumps(inodes, ensure_ascii=True)}, '
-                f'"entries": [{", ".join(lines)}]}}').encode("ascii")
         try:
+            lines = mf.entry_lines(entries)
+            side = (f'{{"part": {json.dumps(info.as_json())}, '
+                    f'"inodes": {json.dumps(inodes, ensure_ascii=True)}, '
+                    f'"entries": [{", ".join(lines)}]}}').encode("ascii")
             self.target.put(f"{mf.STATE_DIR}/{info.name}.json", side)
             sink.commit()
         except BaseException:
