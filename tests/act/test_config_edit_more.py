@@ -12,6 +12,7 @@ import textwrap
 from types import SimpleNamespace
 
 import pytest
+from test_config_edit import backups, put, read
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context
@@ -57,25 +58,6 @@ FAKE_PCT = textwrap.dedent("""\
     """)
 
 
-def put(root, path, data: bytes, mode=0o644, owner=(0, 0)):
-    local = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    with open(local, "wb") as f:
-        f.write(data)
-    os.chmod(local, mode)
-    os.chown(local, *owner)
-    return local
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def backups(local):
-    d, base = os.path.split(local)
-    return sorted(os.path.join(d, n) for n in os.listdir(d)
-                  if n.startswith(base + ".vacate-backup-"))
 
 
 def calls(tree):
