@@ -65,6 +65,16 @@ def _content(seg: bytes) -> tuple[bytes, bytes]:
     return (seg[:-1], b"\r") if seg.endswith(b"\r") else (seg, b"")
 
 
+def _targets(step: Step) -> list[tuple[int, str]]:
+    """The lines the step comments out, each with the sha256 the plan took of it: one line,
+    or (a Samba share) every line of a section."""
+    p = step.params
+    many = p.get("lines")
+    if isinstance(many, list) and many:
+        return [(int(n), str(h)) for n, h in many]
+    return [(p.get("line"), p.get("line_sha256"))]
+
+
 def _load(step: Step, ctx: Context) -> tuple[_File | None, str]:
     """The file the step edits, read now, or (None, why it cannot be edited)."""
     p = step.params
@@ -89,21 +99,30 @@ def _load(step: Step, ctx: Context) -> tuple[_File | None, str]:
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
-    if n > len(lines):
-        return None, (f"{name} has no line {n} now ({len(lines)} lines): it changed "
+    last = max(k for k, _h in _targets(step))
+    if last > len(lines):
+        return None, (f"{name} has no line {last} now ({len(lines)} lines): it changed "
                       "since the plan")
     return _File(name, local, st, data, lines), ""
 
 
-def _state(step: Step, f: _File) -> str:
+def _line_state(f: _File, n: int, planned: str) -> str:
     """``planned``: line N is the planned line; ``marked``: it is that line commented out
     by vacate; ``changed``: anything else."""
-    planned = step.params["line_sha256"]
-    line, _cr = _content(f.lines[step.params["line"] - 1])
+    line, _cr = _content(f.lines[n - 1])
     if _sha(line) == planned:
         return "planned"
     m = MARK.fullmatch(line)
     return "marked" if m and _sha(m.group(1)) == planned else "changed"
+
+
+def _state(step: Step, f: _File) -> str:
+    """``marked`` when every line is commented out by vacate, ``changed`` when one is
+    neither what was planned nor that, else ``planned``."""
+    states = [_line_state(f, n, h) for n, h in _targets(step)]
+    if "changed" in states:
+        return "changed"
+    return "marked" if all(x == "marked" for x in states) else "planned"
 
 
 def _pve(step: Step) -> bool:
@@ -126,7 +145,7 @@ def ready(step: Step, ctx: Context) -> str | None:
     if f is None:
         return why
     if _state(step, f) == "changed":
-        n = step.params["line"]
+        n = next(k for k, h in _targets(step) if _line_state(f, k, h) == "changed")
         now = shown_text(_content(f.lines[n - 1])[0].decode("utf-8", "surrogateescape"), 120)
         return f"line {n} of {f.name} is not the line planned: it changed since the plan " \
                f"(now: {now!r})"
@@ -170,6 +189,11 @@ def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
         if c is not None and c.attrs.get("running") is False:
             return ""
         return "; a running container keeps the mount until it restarts"
+    if kind == "smb-share":
+        if shutil.which("smbcontrol") is None:
+            return ""
+        ctx.run(["smbcontrol", "all", "reload-config"], check=False)
+        return "; Samba told to read its config again"
     if kind == "fstab":
         if not os.path.isdir(ctx.host.run_path("systemd", "system")):
             return ""
@@ -202,8 +226,11 @@ def run(step: Step, ctx: Context) -> Outcome:
     now = time.localtime()
     backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S", now))
     lines = list(f.lines)
-    line, cr = _content(lines[n - 1])
-    lines[n - 1] = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": " + line + cr
+    marker = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": "
+    for k, h in _targets(step):
+        if _line_state(f, k, h) == "planned":
+            line, cr = _content(lines[k - 1])
+            lines[k - 1] = marker + line + cr
     new = b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b"")
     shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
     try:

@@ -256,6 +256,13 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
                params={"file": x.params.get("file"), "line": x.params.get("line"),
                        "line_sha256": None}, evidence=rest)
         return
+    if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
+        first = a["section_lines"][0][0]
+        st.add("edit-config", f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
+               params={"file": a["file"], "line": first,
+                       "line_sha256": a["section_lines"][0][1],
+                       "lines": a["section_lines"]}, evidence=c.evidence)
+        return
     keys = list(x.params.get("keys") or [])
     if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
             and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):

@@ -5,7 +5,9 @@ files it includes; user shares from ``/var/lib/samba/usershares``. Standard libr
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 
 from vacate.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
 from vacate.collectors.configured.match import VolumeView
@@ -78,6 +80,35 @@ def _usershares(host: Host, view: VolumeView, problems: list[Problem]) -> list[C
     return out
 
 
+def _section_lines(host: Host, name: str, items) -> tuple[str, list] | None:
+    """Where a share is written, to comment it out whole: its file (as the host spells it)
+    and each line of its section, from the ``[name]`` header to the line before the next
+    header, that is not blank or a comment, as ``[number, sha256 of the raw line]``. None
+    when its parameters are spread over several files (includes)."""
+    files = {where for where, _prm in items}
+    if len(files) != 1:
+        return None
+    where = files.pop()
+    local = host.path(where)
+    text, _p = read_text(host, local)
+    if text is None:
+        return None
+    raw = os.fsencode(text).split(b"\n")
+    first = min(prm.line for _w, prm in items)
+    header = re.compile(rb"\s*\[\s*" + re.escape(os.fsencode(name)) + rb"\s*\]", re.IGNORECASE)
+    head = next((i for i in range(first - 1, 0, -1) if header.match(raw[i - 1])), None)
+    if head is None:
+        return None
+    out = []
+    for n in range(head, len(raw) + 1):
+        line = raw[n - 1].rstrip(b"\r")
+        if n > head and line.lstrip().startswith(b"["):
+            break
+        if line.strip() and line.lstrip()[:1] not in (b"#", b";"):
+            out.append([n, hashlib.sha256(raw[n - 1].rstrip(b"\r")).hexdigest()])
+    return where, out
+
+
 def collect(host: Host, target: Target, view: VolumeView
             ) -> tuple[tuple[Consumer, ...], tuple[Problem, ...]]:
     problems: list[Problem] = []
@@ -116,10 +147,13 @@ def collect(host: Host, target: Target, view: VolumeView
         ro, writable = settings.get("readonly"), settings.get("writable")
         read_only = _yes(ro) if ro is not None else \
             (not _yes(writable) if writable is not None else True)   # Samba's default
+        attrs = {"relations": list(dict.fromkeys(relations)),
+                 "available": _yes(settings.get("available", "yes")), "read_only": read_only}
+        section = _section_lines(host, name, items)
+        if section is not None:
+            attrs["file"], attrs["section_lines"] = section
         consumers.append(Consumer(
             f"smb-share:{name}", "smb-share", name, False, tuple(dict.fromkeys(paths)),
-            tuple(ev), {"relations": list(dict.fromkeys(relations)),
-                        "available": _yes(settings.get("available", "yes")),
-                        "read_only": read_only}))
+            tuple(ev), attrs))
     consumers += _usershares(host, view, problems)
     return tuple(consumers), tuple(problems)
