@@ -222,3 +222,26 @@ def test_a_dry_run_says_what_would_be_done_and_changes_nothing(story):
     rc, out, err = cli("apply", story.plan, "--dry-run", "--json")
     doc = json.loads(out)
     assert doc["would"] and not doc["done"]["steps"]
+
+
+def test_the_last_look_finds_what_would_mount_it_again(story, tmp_path):
+    """After the unmount, the final check reads the configuration again against the volume
+    as the plan recorded it: an fstab line still naming it fails the step."""
+    from test_config_edit import put
+
+    from vacate.act import check_step
+    from vacate.act.base import Context
+    from vacate.core.apply import load
+    from vacate.host import Host
+
+    story.make_plan()
+    rc, _doc, err = _apply(story.plan)
+    assert rc == 0, err
+    plan, _sha = load(story.plan)
+    last = plan.steps[-1]
+    root = str(tmp_path / "host")
+    put(root, "/etc/fstab", f"{story.vol.device} {story.m} ext4 defaults 0 2\n".encode())
+    out = check_step.run(last, Context(plan, host=Host.under(root)))
+    assert out.status == "failed" and "fstab line at /etc/fstab:1" in out.detail, out
+    put(root, "/etc/fstab", f"# {story.vol.device} {story.m} ext4 defaults 0 2\n".encode())
+    assert check_step.run(last, Context(plan, host=Host.under(root))).status == "ok"

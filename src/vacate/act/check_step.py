@@ -38,6 +38,32 @@ def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
     return out
 
 
+def remounters(ctx: Context) -> tuple[list[str], str]:
+    """What is configured on this host to mount the volume again, read now against the
+    target as the plan recorded it (its path now shows the root filesystem): fstab lines not
+    commented out, and ``.mount``/``.automount`` units for it that are enabled or active;
+    and a reason when the configuration could not be read (unknown is not "nothing")."""
+    from vacate.collectors.configured import collect
+
+    try:
+        consumers, problems = collect(ctx.host, ctx.plan.observation.target)
+    except OSError as e:
+        return [], str(e)
+    unread = [p.message for p in problems if p.blocks_verdict]
+    if unread:
+        return [], "; ".join(unread[:3])
+    out = []
+    for c in consumers:
+        a = c.attrs
+        where = c.evidence[0].source if c.evidence else c.name
+        if c.type == "fstab" and a.get("mountpoint") == ctx.plan.target_path:
+            out.append(f"the fstab line at {where}")
+        elif c.type == "systemd-unit" and a.get("mounts_target") and (
+                a.get("enabled") or a.get("active")):
+            out.append(f"the unit {c.name} ({where})")
+    return out, ""
+
+
 def done(step: Step, ctx: Context) -> bool:
     return False            # looking again is the check
 
@@ -79,5 +105,14 @@ def run(step: Step, ctx: Context) -> Outcome:
         if left:
             return Outcome("failed", "still mounted: " + ", ".join(
                 f"{mp} ({ns})" for ns, mp in left[:10]), {"mounted": [mp for _, mp in left]})
-        return Outcome("ok", f"device {step.params['mount_dev']} is mounted nowhere", {})
+        again, why = remounters(ctx)
+        if why:
+            return Outcome("failed", f"device {step.params['mount_dev']} is mounted nowhere, "
+                                     f"but whether anything would mount it again could not be "
+                                     f"told: {why}")
+        if again:
+            return Outcome("failed", "unmounted, but it would be mounted again by: " +
+                           "; ".join(again[:10]), {"remounters": again})
+        return Outcome("ok", f"device {step.params['mount_dev']} is mounted nowhere, and "
+                             "nothing configured here would mount it again", {})
     return Outcome("failed", f"unknown check {what!r}")
