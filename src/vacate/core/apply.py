@@ -235,9 +235,17 @@ def _safe(fn, *args) -> bool:
         return False
 
 
+# what a step checks before acting that only the steps before it make true (an unmount needs
+# the holders gone, a verify its archive): in a dry run these are only listed
+AFTER_EARLIER = frozenset({"unmount", "detach-loop", "lock-dir", "check", "verify",
+                           "release-gpu"})
+
+
 def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
-    """What applying would do: each step not done yet, with what can be told now (the
-    steps before the downtime are checked against the machine as it is)."""
+    """What applying would do: each step not done yet, with what can be told now. Every
+    precondition that does not wait on an earlier step is checked against the machine as it
+    is (a holder's identity, a unit's manager, a line's sha256, an item's recorded entries,
+    the destination's permissions); nothing is changed."""
     ctx = Context(plan=plan, host=host, dry_run=True, earlier=states)
     out = []
     for step in plan.steps:
@@ -249,13 +257,14 @@ def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
                                   before.detail, earlier=True))
             continue
         why = None
-        if not step.downtime:
+        if step.kind not in AFTER_EARLIER:
             try:
                 why = mod.ready(step, ctx)
             except (OSError, VacateError, CommandFailed) as e:
                 why = str(e)
+        note = "after the steps before it" if step.kind in AFTER_EARLIER else "checked"
         out.append(StepResult(step.id, step.kind, step.summary, "failed" if why else "would",
-                              why or ""))
+                              why or note))
     return ApplyResult(plan_path, plan, tuple(out), dry_run=True)
 
 
