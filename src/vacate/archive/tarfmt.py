@@ -1,7 +1,8 @@
 """POSIX pax tar headers, written and parsed by hand (pure: bytes in, bytes out).
 
 Why by hand: ``tarfile`` builds a ``TarInfo`` per member and, in stream mode, copies its
-buffer on every write (see MEASURED.md); a header is 512 bytes we can pack directly.
+buffer on every write (1.3x slower on big files, far more on small ones); a header is 512
+bytes we can pack directly.
 
 What GNU tar 1.34 restores from what we write (checked in the tests):
 - every member gets a pax ``x`` header carrying ``path`` (raw bytes: newlines and invalid
