@@ -245,3 +245,24 @@ def test_the_last_look_finds_what_would_mount_it_again(story, tmp_path):
     assert out.status == "failed" and "fstab line at /etc/fstab:1" in out.detail, out
     put(root, "/etc/fstab", f"# {story.vol.device} {story.m} ext4 defaults 0 2\n".encode())
     assert check_step.run(last, Context(plan, host=Host.under(root))).status == "ok"
+
+
+def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(story):
+    """The dry run walks the plan: the volume's unmount is checked against what the steps
+    before it end; a plan whose end-process step became a person's (manual) would leave the
+    holder, and the dry run says the unmount would fail, naming it."""
+    import dataclasses
+
+    from vacate.core.apply import _dry, load
+    from vacate.host import Host
+
+    story.make_plan()
+    plan, _sha = load(story.plan)
+    rc, _out, err = cli("apply", story.plan, "--dry-run", "--json")
+    assert rc == 0, err
+    steps = [dataclasses.replace(s, kind="manual") if s.kind == "end-process" else s
+             for s in plan.steps]
+    r = _dry(story.plan, dataclasses.replace(plan, steps=tuple(steps)), {}, Host.local())
+    (unmount,) = [s for s in r.steps if s.kind == "unmount"]
+    assert unmount.status == "failed" and "still used by process" in unmount.detail
+    _mounted_and_untouched(story)

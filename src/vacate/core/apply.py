@@ -242,30 +242,56 @@ AFTER_EARLIER = frozenset({"unmount", "detach-loop", "lock-dir", "check", "verif
 
 
 def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
-    """What applying would do: each step not done yet, with what can be told now. Every
-    precondition that does not wait on an earlier step is checked against the machine as it
-    is (a holder's identity, a unit's manager, a line's sha256, an item's recorded entries,
-    the destination's permissions); nothing is changed."""
+    """What applying would do: each step not done yet, with what can be told now, and
+    nothing changed. Every precondition that does not wait on an earlier step is checked
+    against the machine as it is (a holder's identity, a unit's manager, a line's sha256,
+    an item's recorded entries, the destination's permissions); the volume's own unmount
+    is checked against the state the steps before it would leave: every user that holds
+    it now must be ended by one of them."""
     ctx = Context(plan=plan, host=host, dry_run=True, earlier=states)
+    live = {c.id: c for c in plan.observation.consumers if c.live}
+    ended: set[str] = set()
     out = []
     for step in plan.steps:
         mod = MODULES[step.kind]
         before = states.get(step.id)
+        if step.kind != "manual":
+            ended |= _ends(step, plan)
         if before is not None and before.event == "outcome" and before.status in ("ok",
                                                                                    "skipped"):
             out.append(StepResult(step.id, step.kind, step.summary, before.status,
                                   before.detail, earlier=True))
             continue
-        why = None
-        if step.kind not in AFTER_EARLIER:
+        why, note = None, "checked"
+        if step.kind == "unmount" and step.precondition.get("mount_id") == plan.mount_id:
+            left = [c for cid, c in live.items() if cid not in ended]
+            if left:
+                why = "would fail: still used by " + ", ".join(
+                    f"{c.type} {c.name}" for c in left[:5]) + " (no step before it ends them)"
+            note = "after the steps before it: nothing would hold it"
+        elif step.kind in AFTER_EARLIER:
+            note = "after the steps before it"
+        else:
             try:
                 why = mod.ready(step, ctx)
             except (OSError, VacateError, CommandFailed) as e:
                 why = str(e)
-        note = "after the steps before it" if step.kind in AFTER_EARLIER else "checked"
         out.append(StepResult(step.id, step.kind, step.summary, "failed" if why else "would",
                               why or note))
     return ApplyResult(plan_path, plan, tuple(out), dry_run=True)
+
+
+def _ends(step, plan: Plan) -> set[str]:
+    """The consumers of the volume a step ends: the one its action answers; for a unit
+    stopped, every process of that unit."""
+    out = set()
+    if step.action is not None and step.action.consumer:
+        out.add(step.action.consumer)
+    if step.kind == "stop-unit" and step.action is not None:
+        unit = step.action.subject
+        out |= {c.id for c in plan.observation.consumers
+                if c.type == "process" and c.attrs.get("unit") == unit}
+    return out
 
 
 def exit_code(r: ApplyResult) -> int:
