@@ -109,6 +109,10 @@ def test_demo_as_root_is_a_loop_mounted_ext4_volume_and_leaves_nothing():
     assert re.search(r"eagle3-data: OK: 1 part", out), out
     assert not os.path.exists(f"/proc/{m.group(1)}")
     assert image not in loop_backing_files()
+    # then retired: planned while the server ran again, applied, reported
+    assert "$ vacate plan" in out and "$ vacate apply" in out and "$ vacate report" in out
+    assert re.search(r"data: retired", out), out[-3000:]
+    assert "gone:" in out and "archived, and left on the volume" in out
 
 
 @pytest.mark.root

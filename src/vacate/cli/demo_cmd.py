@@ -61,7 +61,7 @@ def run(args, env: Env) -> int:
             out.print("")
         _backup(vol.path, out, env, cli)
         if vol.device:
-            _retire(vol.path, out, env, cli, apply=not args.keep)
+            _retire(vol.path, out, env, cli, apply=not args.keep, work=vol.workdir)
         else:
             _plan_only(vol.path, out, env)
     finally:
@@ -189,13 +189,14 @@ def _stop_server(handle) -> None:
         what.wait()
 
 
-def _retire(path: str, out, env: Env, cli, *, apply: bool) -> None:
-    """The plan, made while the server runs again; applied with --yes; what remains."""
+def _retire(path: str, out, env: Env, cli, *, apply: bool, work: str) -> None:
+    """The plan, made while the server runs again; applied with --yes; what remains. The
+    plan, its journal and the archives go to ``work`` (the demo's own directory, beside the
+    image, not on the volume), removed with the rest of the demo."""
     import os
-    import shutil
-    import tempfile
 
-    work = tempfile.mkdtemp(prefix="vacate-demo-retire-")     # not on the volume
+    work = os.path.join(work, "retire")
+    os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, "data.plan")
     backup = os.path.join(work, "backup")
     started = _start_server(path)
@@ -209,9 +210,7 @@ def _retire(path: str, out, env: Env, cli, *, apply: bool) -> None:
         if rc != 0:
             return
         if not apply:
-            out.print(f"[dim]--keep: not applied. To apply it yourself: vacate apply {plan} "
-                      f"(the plan stays in {work})[/]")
-            work = None
+            out.print(f"[dim]--keep: not applied. To apply it yourself: vacate apply {plan}[/]")
             return
         out.print(f"[bold cyan]$ vacate apply {plan} --yes[/]")
         cli.main(["apply", plan, "--yes"], env)
@@ -222,8 +221,6 @@ def _retire(path: str, out, env: Env, cli, *, apply: bool) -> None:
     finally:
         if started:
             _stop_server(started[0])
-        if work:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def _plan_only(path: str, out, env: Env) -> None:
