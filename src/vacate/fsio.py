@@ -43,6 +43,15 @@ def open_noatime(path: str, flags: int, *, dir_fd: int | None = None) -> int:
     return os.open(path, flags, dir_fd=dir_fd)
 
 
+def existing_parent(path: str) -> str:
+    """``path`` made absolute, or the nearest directory above it that exists: where a file
+    that is not there yet would be made (its filesystem, its permissions)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    return p
+
+
 def file_kind(mode: int) -> str:
     """What a mode's file type is, in words (``regular file``, ``FIFO``, ...)."""
     for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),

@@ -15,6 +15,7 @@ import hashlib
 import os
 
 from vacate.act.base import Context, Outcome
+from vacate.fsio import existing_parent
 from vacate.model.plan import Step
 
 KINDS = ("archive", "verify")
@@ -27,11 +28,8 @@ def _target(location: str):
 
 
 def _location(step: Step) -> str:
-    p = step.params
-    if step.kind == "verify":
-        return p["archive"]
-    return p["to"].rstrip("/") + "/" + p["name"] if "://" in p["to"] else \
-        os.path.join(p["to"], p["name"])
+    """Where the item's archive is: the plan wrote it into the step."""
+    return step.params["archive"] if step.kind == "verify" else step.postcondition["archive"]
 
 
 def manifest_sha256(location: str) -> str | None:
@@ -60,12 +58,8 @@ def ready(step: Step, ctx: Context) -> str | None:
         return f"{item} is not there to archive"
     if step.kind == "archive":
         to = step.params["to"]
-        if "://" not in to:
-            p = os.path.abspath(to)
-            while not os.path.exists(p):
-                p = os.path.dirname(p)
-            if not os.access(p, os.W_OK):
-                return f"{to}: not writable"
+        if "://" not in to and not os.access(existing_parent(to), os.W_OK):
+            return f"{to}: not writable"
     return None
 
 

@@ -133,14 +133,14 @@ def staleness(plan: Plan, host: Host, started: set[str]) -> list[str]:
     from vacate.collectors import mounts
     from vacate.core.observe import observe
 
-    if stale.differences(plan, None, {}, started) == []:
+    if stale.unmounted_by_us(plan, started):
         return []                      # the volume is down already: this apply did it
     try:
         now_target = mounts.resolve_target(plan.target_path, host)
     except VacateError as e:
         return [str(e.message)]
     if now_target.mountpoint != plan.target_path:
-        return stale.differences(plan, None, {}, started)
+        return [f"nothing is mounted at {plan.target_path} any more"]
     now = observe(plan.target_path, host=host)
     return stale.differences(plan, now, _identities(plan), started)
 
@@ -170,7 +170,7 @@ def _check_places(plan: Plan, plan_path: str, host: Host, started: set[str]) -> 
     """The archive's destination and the journal must not be on the volume being retired."""
     from vacate.core.plan import on_target
 
-    if stale.differences(plan, None, {}, started) == []:
+    if stale.unmounted_by_us(plan, started):
         return                     # unmounted already by this apply
     from vacate.collectors import mounts
 

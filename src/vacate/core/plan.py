@@ -10,6 +10,7 @@ from vacate.collectors import mounts
 from vacate.core.observe import observe
 from vacate.decide.plan import PlanRefused, make_plan
 from vacate.errors import UsageError
+from vacate.fsio import existing_parent
 from vacate.host import Host
 from vacate.model.plan import Identity, Plan
 
@@ -17,10 +18,7 @@ from vacate.model.plan import Identity, Plan
 def on_target(path: str, target, host: Host) -> bool:
     """Whether ``path`` (or the directory it would be made in) lies on the target's
     filesystem."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        p = os.path.dirname(p)
-    m = mounts.resolve_target(p, host).mount
+    m = mounts.resolve_target(existing_parent(path), host).mount
     return (m.major, m.minor) == (target.mount.major, target.mount.minor)
 
 
@@ -68,10 +66,7 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
                 entries[it.path] = rec.to_json()
     free = None
     if local_dest:
-        p = os.path.abspath(local_dest)
-        while not os.path.exists(p):
-            p = os.path.dirname(p)
-        st = os.statvfs(p)
+        st = os.statvfs(existing_parent(local_dest))
         free = st.f_bavail * st.f_frsize
     return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                      snapshot=snapshot, identities=identities, entries=entries,

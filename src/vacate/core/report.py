@@ -15,12 +15,8 @@ SCHEMA = "vacate.report/1"
 
 
 def _archive_of(plan: Plan, item: str) -> str | None:
-    for s in plan.steps:
-        if s.kind == "archive" and s.params.get("item") == item:
-            to = s.params["to"]
-            return f"{to.rstrip('/')}/{s.params['name']}" if "://" in to else \
-                os.path.join(to, s.params["name"])
-    return None
+    return next((s.postcondition["archive"] for s in plan.steps
+                 if s.kind == "archive" and s.params.get("item") == item), None)
 
 
 def references(plan: Plan) -> list[dict]:

@@ -27,7 +27,7 @@ from vacate.decide.actions import _file_line, container_place
 from vacate.model.action import Action
 from vacate.model.observation import Observation
 from vacate.model.plan import Identity, Plan, PlanItem, Step
-from vacate.model.usage import Consumer, ItemUsage
+from vacate.model.usage import CheckResult, Consumer, ItemUsage
 from vacate.parsers.paths import is_under
 
 HASH_BYTES_PER_S = 1.2e9      # SHA-256 of holes and data, one core (the archive's floor)
@@ -123,8 +123,7 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
             return "regenerate it from what made it (which may need a model and GPU time)"
         return "only the snapshot taken before the deletes has it" if snapshot else \
             "gone for good: nothing else holds it"
-    name = _rel(target, it.path).replace("/", "_")
-    dest = f"{archive_to.rstrip('/')}/{name}" if archive_to else "DEST"
+    dest = archive_location(archive_to, it) if archive_to else "DEST"
     return f"vacate restore {dest} --to DIR (or zstd -dc | tar -x, see its README)"
 
 
@@ -204,19 +203,28 @@ class _Steps:
         return s
 
 
+def archive_name(it: PlanItem) -> str:
+    """The archive's name at the destination: the item's path on the volume, ``/`` as
+    ``_``."""
+    return it.id.removeprefix("item:").replace("/", "_")
+
+
+def archive_location(archive_to: str, it: PlanItem) -> str:
+    """Where the item's archive lies (a directory, or an ``s3://`` prefix)."""
+    return f"{archive_to.rstrip('/')}/{archive_name(it)}"
+
+
 def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
     for it in items:
-        dest_name = it.id.removeprefix("item:").replace("/", "_")
+        where = archive_location(archive_to, it)
         st.add("archive", f"archive {it.path} to {archive_to}", downtime=downtime,
-               params={"item": it.path, "to": archive_to, "name": dest_name,
+               params={"item": it.path, "to": archive_to, "name": archive_name(it),
                        "exclude": list(it.exclude)},
                precondition={"identity": it.identity is not None},
-               postcondition={"archive": f"{archive_to.rstrip('/')}/{dest_name}",
-                              "complete": True})
+               postcondition={"archive": where, "complete": True})
         st.add("verify", f"verify the archive of {it.path} read back from {archive_to}",
                downtime=downtime,
-               params={"item": it.path, "archive": f"{archive_to.rstrip('/')}/{dest_name}",
-                       "against": it.path},
+               params={"item": it.path, "archive": where, "against": it.path},
                postcondition={"mismatches": 0})
 
 
@@ -278,9 +286,10 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
 
 
 def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str | None,
-             grace_s: float, snapshot: bool, mask_references: bool = False
-             ) -> tuple[Step, ...]:
-    result = verdict.check(obs)
+             grace_s: float, snapshot: bool, mask_references: bool = False,
+             result: CheckResult | None = None) -> tuple[Step, ...]:
+    """The ordered steps (``result``: the check of ``obs``, when the caller has it)."""
+    result = result or verdict.check(obs)
     by_id = {c.id: c for c in obs.consumers}
     ev = {c.id: c.evidence for c in obs.consumers}
     st = _Steps()
@@ -496,7 +505,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
               dest_free: int | None = None, created_at: float = 0.0) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
-    the caller), ``entries`` each delete item's entries (``vacate.entries/1``); ``dest_free``: the free bytes at ``archive_to``."""
+    the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
+    ``dest_free``: the free bytes at ``archive_to``."""
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
@@ -516,7 +526,7 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
     steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot,
-                     mask_references=mask_references)
+                     mask_references=mask_references, result=result)
     deletes = [i for i in items if i.action == "delete"]
     snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
     by_path = {i.path: i for i in items}

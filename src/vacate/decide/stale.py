@@ -21,16 +21,20 @@ from vacate.parsers.paths import is_under
 OWN_NAMES = (".vacate-snapshots",)     # what apply itself puts on the volume
 
 
+def unmounted_by_us(plan: Plan, started: set[str]) -> bool:
+    """Whether an earlier run of this apply began the volume's own unmount (after which its
+    path shows another filesystem, by our doing)."""
+    return any(s.id in started for s in plan.steps if s.kind == "unmount" and s.params == {}
+               and s.precondition.get("mount_id") == plan.mount_id)
+
+
 def differences(plan: Plan, now: Observation | None, identities: dict[str, Identity | None],
                 started: set[str]) -> list[str]:
     """One line per change since ``plan`` was made (empty: it holds). ``now``: the volume
     observed again (None: nothing is mounted at its path); ``identities``: each archive or
     delete item as it is now (None where it is gone); ``started``: the ids of the steps an
     earlier run of this apply began."""
-    unmount = next((s.id for s in plan.steps if s.kind == "unmount"
-                    and s.params == {} and s.precondition.get("mount_id") == plan.mount_id),
-                   None)
-    if unmount in started:
+    if unmounted_by_us(plan, started):
         return []        # the volume is down: nothing on it can have changed but by us
     if now is None:
         return [f"nothing is mounted at {plan.target_path} any more"]
