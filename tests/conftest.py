@@ -31,7 +31,7 @@ def _every_decision_is_the_same_from_a_saved_observation(monkeypatch):
     demo, ...), deciding on that observation after a trip through its JSON document gives
     the same ``vacate.check/1`` document."""
     from vacate.decide import verdict
-    from vacate.model.observation import Observation
+    from vacate.observing.model.observation import Observation
     from vacate.output import jsonfmt
 
     real = verdict.check

@@ -112,8 +112,8 @@ def clean_venv(where: str, src: str = SRC) -> str:
     return script
 
 
-C_MODULES = ("vacate.collectors._fastwalk", "vacate.collectors._fastproc",
-             "vacate.recognise.formats._fastst")
+C_MODULES = ("vacate.observing.collectors._fastwalk", "vacate.observing.collectors._fastproc",
+             "vacate.observing.recognise.formats._fastst")
 _C_PROBE = """import importlib
 for n in %r:
     try:
@@ -208,8 +208,8 @@ def in_process_passes(mnt: str) -> dict:
     vacate runs it (the first look in C on threads, or split across a forked child where the C
     module is missing), in one thread, and the full read of every process (the pass before the
     first look existed)."""
-    from vacate.collectors import mounts, procs, procs_probe
-    from vacate.host import Host
+    from vacate.observing.collectors import mounts, procs, procs_probe
+    from vacate.observing.host import Host
 
     host = Host.local()
     target = mounts.resolve_target(mnt, host)

@@ -24,10 +24,10 @@ import sys
 import tempfile
 import time
 
-from vacate.collectors.configured import docker, lxc, pve, symlinks
-from vacate.collectors.configured.match import host_view
-from vacate.host import Host
-from vacate.model.mount import Mount, Target
+from vacate.observing.collectors.configured import docker, lxc, pve, symlinks
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.host import Host
+from vacate.observing.model.mount import Mount, Target
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PX = os.path.join(HERE, "..", "..", "tests", "fixtures", "proxmox")

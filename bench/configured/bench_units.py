@@ -20,10 +20,10 @@ import sys
 import tempfile
 import time
 
-from vacate.collectors.configured import cron, envfiles, systemd
-from vacate.collectors.configured.match import host_view
-from vacate.host import Host
-from vacate.model.mount import Mount, Target
+from vacate.observing.collectors.configured import cron, envfiles, systemd
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.host import Host
+from vacate.observing.model.mount import Mount, Target
 
 UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system")
 

@@ -29,9 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
 
 from vacate import demo
-from vacate.collectors import walk
-from vacate.model.inventory import Item
-from vacate.recognise import annotate
+from vacate.observing.collectors import walk
+from vacate.observing.model.inventory import Item
+from vacate.observing.recognise import annotate
 
 
 def build_story(root: str) -> None:

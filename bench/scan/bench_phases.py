@@ -22,8 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_scan_tree as tree
 
-from vacate.collectors import walk, walk_descent
-from vacate.model.inventory import Item
+from vacate.observing.collectors import walk, walk_descent
+from vacate.observing.model.inventory import Item
 
 
 def cpu() -> float:
@@ -77,7 +77,7 @@ def workers(mnt: str, rounds: int) -> None:
 
 
 def recognise(mnt: str, rounds: int) -> None:
-    from vacate import recognise as rec
+    from vacate.observing import recognise as rec
 
     w = walk.walk(mnt)
     items = tuple(Item("item:" + os.path.relpath(p, mnt), p, None, d, s) for p, d, s in w.top)
@@ -94,8 +94,8 @@ def recognise(mnt: str, rounds: int) -> None:
 
 
 def processes(mnt: str, rounds: int, counts: list[int]) -> None:
-    from vacate import recognise as rec
-    from vacate.recognise import sidebyside
+    from vacate.observing import recognise as rec
+    from vacate.observing.recognise import sidebyside
 
     def scan() -> tuple:
         w = walk.walk(mnt)

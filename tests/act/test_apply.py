@@ -231,8 +231,8 @@ def test_the_last_look_finds_what_would_mount_it_again(story, tmp_path):
 
     from vacate.act import check_step
     from vacate.act.base import Context
-    from vacate.core.apply import load
-    from vacate.host import Host
+    from vacate.act.apply import load
+    from vacate.observing.host import Host
 
     story.make_plan()
     rc, _doc, err = _apply(story.plan)
@@ -253,8 +253,8 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     holder, and the dry run says the unmount would fail, naming it."""
     import dataclasses
 
-    from vacate.core.apply import _dry, load
-    from vacate.host import Host
+    from vacate.act.apply import _dry, load
+    from vacate.observing.host import Host
 
     story.make_plan()
     plan, _sha = load(story.plan)

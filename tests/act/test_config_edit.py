@@ -14,11 +14,11 @@ import pytest
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context
-from vacate.collectors.configured import cron, exports, fstab
-from vacate.collectors.configured.match import host_view
-from vacate.core.observe import observe
+from vacate.observing.collectors.configured import cron, exports, fstab
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.observe import observe
 from vacate.decide.plan import make_plan
-from vacate.host import Host
+from vacate.observing.host import Host
 
 pytestmark = pytest.mark.root
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: ")

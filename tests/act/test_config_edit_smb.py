@@ -13,11 +13,11 @@ from test_config_edit import MARK, backups, put, read
 
 from vacate.act import config_edit
 from vacate.act.base import Context
-from vacate.collectors.configured import smb
-from vacate.collectors.configured.match import host_view
-from vacate.core.observe import observe
+from vacate.observing.collectors.configured import smb
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.observe import observe
 from vacate.decide.plan import make_plan
-from vacate.host import Host
+from vacate.observing.host import Host
 
 pytestmark = pytest.mark.root
 

@@ -13,8 +13,8 @@ import pytest
 from vacate.act import containers
 from vacate.act.base import Context
 from vacate.decide.actions import actions_for
-from vacate.model.plan import Step
-from vacate.model.usage import Consumer
+from vacate.observing.model.plan import Step
+from vacate.observing.model.usage import Consumer
 
 
 def as_steps(consumer):
@@ -74,7 +74,7 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
                                                                             monkeypatch):
     from harness.docker_box import IMAGE
 
-    from vacate.core.observe import observe
+    from vacate.observing.observe import observe
     from vacate.decide.plan import make_plan
 
     vol, box, data_root, made = dockerd

@@ -14,8 +14,8 @@ from vacate.act import gpu
 from vacate.act.base import Context
 from vacate.act.processes import start_time
 from vacate.decide.plan import make_plan
-from vacate.host import Host
-from vacate.model.observation import Observation
+from vacate.observing.host import Host
+from vacate.observing.model.observation import Observation
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 

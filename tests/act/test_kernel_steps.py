@@ -15,7 +15,7 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.act import kernel, lockdir
 from vacate.act.base import Context
-from vacate.core.observe import observe
+from vacate.observing.observe import observe
 from vacate.decide.plan import make_plan
 
 pytestmark = pytest.mark.root
@@ -213,7 +213,7 @@ def test_a_loop_device_backed_by_another_file_is_not_ours_and_a_missing_swap_is_
 
 def lock_step(path):
     """The lock-dir step as the teardown makes it."""
-    from vacate.model.plan import Step
+    from vacate.observing.model.plan import Step
     return Step(id="19-lock-dir", kind="lock-dir", summary=f"make the empty {path} immutable",
                 downtime=True, params={"path": path}, postcondition={"immutable": True})
 

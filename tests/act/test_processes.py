@@ -14,11 +14,11 @@ from harness.holders import Holders
 
 from vacate.act import processes
 from vacate.act.base import Context
-from vacate.core.observe import observe
+from vacate.observing.observe import observe
 from vacate.decide.plan import make_plan
-from vacate.host import Host
-from vacate.model.action import Action
-from vacate.model.plan import Step
+from vacate.observing.host import Host
+from vacate.observing.model.action import Action
+from vacate.observing.model.plan import Step
 
 pytestmark = pytest.mark.root
 

@@ -11,8 +11,8 @@ import pytest
 
 from vacate.act.delete import delete_item, record_entries
 from vacate.act.snapshot import SnapshotResult, destroy_command, snapshot
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 
 pytestmark = pytest.mark.root
 

@@ -28,7 +28,7 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.host import Host
+from vacate.observing.host import Host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -384,7 +384,7 @@ def test_the_story_retired(story):
 def test_a_disabled_unit_inside_the_booted_systemd_is_seen(tmp_path):
     if not can_loop_mount() or not systemd_available():
         pytest.skip("needs root, losetup and systemd")
-    from vacate.core.observe import observe
+    from vacate.observing.observe import observe
 
     made = []
     try:

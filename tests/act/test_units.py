@@ -14,10 +14,10 @@ from harness.systemd_box import available, start_box
 
 from vacate.act import units
 from vacate.act.base import Context
-from vacate.core.observe import observe
+from vacate.observing.observe import observe
 from vacate.decide.plan import make_plan
-from vacate.model.action import Action, Where
-from vacate.model.plan import Step
+from vacate.observing.model.action import Action, Where
+from vacate.observing.model.plan import Step
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 N = "[Unit]\nDefaultDependencies=no\n"

@@ -24,7 +24,7 @@ from archive_corpus import (
 from vacate.archive import beneath, tarfmt
 from vacate.archive.restore import restore as restore_api
 from vacate.archive.target import LocalTarget
-from vacate.errors import UsageError
+from vacate.observing.errors import UsageError
 
 
 def _depth(path: str) -> int:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from vacate.errors import EXIT_ERROR
+from vacate.observing.errors import EXIT_ERROR
 
 
 def _vacate(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -30,7 +30,7 @@ def test_check_does_not_load_inspect(tmp_path):
                                                                                       False)
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "vacate.core.check" in imported          # the import log is the real one
+    assert "vacate.flow.check" in imported          # the import log is the real one
     assert not {"inspect", "ast", "dis", "tokenize"} & imported
 
 

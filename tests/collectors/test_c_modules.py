@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from vacate import native
-from vacate.collectors import procs_probe, walk_descent
-from vacate.recognise.formats import safetensors
+from vacate.observing import native
+from vacate.observing.collectors import procs_probe, walk_descent
+from vacate.observing.recognise.formats import safetensors
 
 
 @pytest.mark.parametrize(("mod", "expected"), [

@@ -5,7 +5,7 @@ import os
 import pytest
 from conftest import FIXTURES
 
-from vacate.collectors import cgroups
+from vacate.observing.collectors import cgroups
 
 DOCKER_ID = "4f2a1d6c9b8e7f0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f607182"
 
@@ -67,7 +67,7 @@ def test_a_users_own_manager_is_told_apart_from_the_system_one():
 
 
 def test_the_action_for_a_user_unit_goes_to_that_users_manager():
-    from vacate.model.usage import Consumer
+    from vacate.observing.model.usage import Consumer
     from vacate.output.actions import for_consumer as said
 
     info = parse("v2-user-manager-unit")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vacate.collectors import guarded
+from vacate.observing.collectors import guarded
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import tempfile
 import pytest
 from test_cron import data_target, write
 
-from vacate.collectors import configured, kernel
-from vacate.collectors.configured import cron, exports, fstab, lxc, smb, systemd
-from vacate.collectors.configured.cfgfiles import MAX_BYTES, read_text
-from vacate.collectors.configured.match import host_view
-from vacate.host import Host
-from vacate.parsers import mountinfo
+from vacate.observing.collectors import configured, kernel
+from vacate.observing.collectors.configured import cron, exports, fstab, lxc, smb, systemd
+from vacate.observing.collectors.configured.cfgfiles import MAX_BYTES, read_text
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.host import Host
+from vacate.observing.parsers import mountinfo
 
 UNIT = "[Service]\nEnvironmentFile={env}\nExecStart=/usr/bin/app $ARGS\n" \
        "[Install]\nWantedBy=multi-user.target\n"
@@ -273,7 +273,7 @@ def test_a_container_whose_cgroup_cannot_be_read_is_not_called_stopped(root, dea
 
 @needs_root
 def test_an_unreadable_directory_in_the_symlink_search_blocks(root):
-    from vacate.collectors.configured import symlinks
+    from vacate.observing.collectors.configured import symlinks
     write(root, "/proc/self/mountinfo", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n")
     os.makedirs(os.path.join(root, "etc/private"))
     os.symlink("/data/x", os.path.join(root, "etc/private/link"))

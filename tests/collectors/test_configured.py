@@ -9,9 +9,9 @@ import types
 import pytest
 from test_cron import data_target, write
 
-from vacate.collectors import configured
-from vacate.host import Host
-from vacate.model.usage import ContainerRoot
+from vacate.observing.collectors import configured
+from vacate.observing.host import Host
+from vacate.observing.model.usage import ContainerRoot
 from vacate.output.actions import for_consumer as said
 
 SECRET = "hf_secretsecretsecretsecret1234"
@@ -152,9 +152,9 @@ def test_unreadable_container_is_a_blocking_problem(tree):
 def test_a_failing_source_becomes_a_problem_not_a_crash(tree, monkeypatch):
     def boom(host, target, view):
         raise RuntimeError("parser exploded")
-    fake = types.ModuleType("vacate.collectors.configured.docker")
+    fake = types.ModuleType("vacate.observing.collectors.configured.docker")
     fake.collect = boom
-    monkeypatch.setitem(sys.modules, "vacate.collectors.configured.docker", fake)
+    monkeypatch.setitem(sys.modules, "vacate.observing.collectors.configured.docker", fake)
     by_id, problems = run(tree)
     failed = [p for p in problems if p.code == "source-failed"]
     assert len(failed) == 1 and failed[0].blocks_verdict and "parser exploded" in failed[0].message

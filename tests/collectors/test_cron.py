@@ -2,11 +2,11 @@
 
 import os
 
-from vacate.collectors.configured import cron
-from vacate.collectors.configured.match import host_view
-from vacate.host import Host
-from vacate.model.mount import Mount, Target
-from vacate.parsers import crontab
+from vacate.observing.collectors.configured import cron
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.host import Host
+from vacate.observing.model.mount import Mount, Target
+from vacate.observing.parsers import crontab
 
 SYSTEM = """\
 # /etc/crontab: system-wide crontab

@@ -7,10 +7,10 @@ import os
 import pytest
 from harness.observed import check_both_ways
 
-from vacate.collectors.configured import docker as docker_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.configured import docker as docker_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 from vacate.output.actions import for_consumer as said
 
 

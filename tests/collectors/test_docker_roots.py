@@ -6,9 +6,9 @@ import os
 
 from test_cron import write
 
-from vacate.collectors.configured import docker
-from vacate.collectors.procs import _Pass
-from vacate.host import Host
+from vacate.observing.collectors.configured import docker
+from vacate.observing.collectors.procs import _Pass
+from vacate.observing.host import Host
 
 
 def proc(root, pid, argv, uid=0, env=b"PATH=/usr/bin\0"):

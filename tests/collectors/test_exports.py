@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from vacate.collectors.configured import exports as exports_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
-from vacate.parsers import exports
+from vacate.observing.collectors.configured import exports as exports_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
+from vacate.observing.parsers import exports
 
 
 def test_parse_quotes_escapes_continuations_and_defaults():

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from vacate.parsers.paths import follow_links
+from vacate.observing.parsers.paths import follow_links
 
 
 def real_what(path: str):

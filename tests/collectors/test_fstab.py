@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from vacate.collectors.configured import fstab as fstab_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
-from vacate.parsers import fstab
+from vacate.observing.collectors.configured import fstab as fstab_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
+from vacate.observing.parsers import fstab
 
 
 def test_parse_escapes_comments_and_trailing_notes():

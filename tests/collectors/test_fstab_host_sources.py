@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from vacate.collectors.configured import docker, exports, fstab, lxc, pve, smb, symlinks
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.configured import docker, exports, fstab, lxc, pve, smb, symlinks
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 
 
 @pytest.mark.root

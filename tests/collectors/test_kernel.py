@@ -9,11 +9,11 @@ import pytest
 from harness.holders import Holders
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.collectors import kernel, mounts
-from vacate.host import Host
-from vacate.model.mount import Target
+from vacate.observing.collectors import kernel, mounts
+from vacate.observing.host import Host
+from vacate.observing.model.mount import Target
 from vacate.output.actions import for_consumer as said
-from vacate.parsers import mountinfo
+from vacate.observing.parsers import mountinfo
 
 
 @pytest.fixture(params=["ext4", "xfs", "btrfs"])

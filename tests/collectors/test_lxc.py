@@ -6,12 +6,12 @@ import os
 import pytest
 from conftest import FIXTURES
 
-from vacate.collectors.configured import lxc as lxc_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.configured import lxc as lxc_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 from vacate.output.actions import for_consumer as said
-from vacate.parsers import fstab, lxc_config
+from vacate.observing.parsers import fstab, lxc_config
 
 
 def _fixture(name: str) -> str:

@@ -1,12 +1,12 @@
 """VolumeView: how paths on the volume are spelled on the host and inside containers."""
 
-from vacate.collectors.configured.match import (
+from vacate.observing.collectors.configured.match import (
     VolumeView,
     container_view,
     host_view,
     lines_with_paths,
 )
-from vacate.model.mount import Mount, Target
+from vacate.observing.model.mount import Mount, Target
 
 
 def mount(mid, root, mountpoint, dev=(7, 3)):

@@ -10,8 +10,8 @@ import pytest
 from harness.holders import Holders
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.collectors import kernel, mounts, procs
-from vacate.host import Host
+from vacate.observing.collectors import kernel, mounts, procs
+from vacate.observing.host import Host
 from vacate.output.actions import for_consumer as said
 
 pytestmark = pytest.mark.root

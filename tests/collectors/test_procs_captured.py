@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from vacate.collectors import procs
-from vacate.host import Host
-from vacate.model.mount import Target
+from vacate.observing.collectors import procs
+from vacate.observing.host import Host
+from vacate.observing.model.mount import Target
 from vacate.output.actions import for_consumer as said
-from vacate.parsers import mountinfo
+from vacate.observing.parsers import mountinfo
 
 MOUNTINFO = (
     "22 1 259:2 / / rw,relatime - ext4 /dev/nvme0n1p2 rw\n"

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from vacate.collectors import kernel, mounts, procs
-from vacate.host import Host
+from vacate.observing.collectors import kernel, mounts, procs
+from vacate.observing.host import Host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

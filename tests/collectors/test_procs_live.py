@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from vacate.collectors import mounts, procs
+from vacate.observing.collectors import mounts, procs
 from vacate.decide.verdict import verdict
-from vacate.host import Host
+from vacate.observing.host import Host
 
 
 def _root_target():

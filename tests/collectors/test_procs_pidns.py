@@ -10,9 +10,9 @@ import tempfile
 import pytest
 from harness.holders import Holders
 
-from vacate.core.observe import observe
-from vacate.host import Host
-from vacate.model.usage import ContainerRoot
+from vacate.observing.observe import observe
+from vacate.observing.host import Host
+from vacate.observing.model.usage import ContainerRoot
 
 pytestmark = [pytest.mark.root]
 

@@ -12,8 +12,8 @@ import pytest
 from harness.holders import MMAP_ONLY, Crowd, Holders
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.collectors import forking, mounts, procs, procs_probe
-from vacate.host import Host
+from vacate.observing.collectors import forking, mounts, procs, procs_probe
+from vacate.observing.host import Host
 
 pytestmark = pytest.mark.root
 
@@ -72,7 +72,7 @@ def test_c_look_is_built():
     """The install builds the C look where a compiler is (scripts/test-deps.sh installs one):
     without it the look runs in Python, correct but slower, and this says so."""
     assert procs_probe._fastproc is not None, (
-        "vacate.collectors._fastproc was not built: reinstall with a C compiler and the Python"
+        "vacate.observing.collectors._fastproc was not built: reinstall with a C compiler and the Python"
         " headers")
 
 

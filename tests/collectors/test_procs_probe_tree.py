@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from vacate.collectors import procs_probe
+from vacate.observing.collectors import procs_probe
 
 VOL = "/vol"
 TOKEN = b" 07:03 "

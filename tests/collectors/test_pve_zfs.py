@@ -3,12 +3,12 @@ storage.cfg to the dataset under audit, as in the story's ``scratch:subvol-129-d
 
 import pytest
 
-from vacate.collectors.configured import fstab as fstab_src
-from vacate.collectors.configured import lxc as lxc_src
-from vacate.collectors.configured import pve as pve_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.configured import fstab as fstab_src
+from vacate.observing.collectors.configured import lxc as lxc_src
+from vacate.observing.collectors.configured import pve as pve_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 
 
 @pytest.mark.root

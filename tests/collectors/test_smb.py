@@ -6,11 +6,11 @@ import os
 import pytest
 from conftest import FIXTURES
 
-from vacate.collectors.configured import smb as smb_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
-from vacate.parsers import smb_conf
+from vacate.observing.collectors.configured import smb as smb_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
+from vacate.observing.parsers import smb_conf
 
 DEFAULT = os.path.join(FIXTURES, "samba", "debian-bookworm-default-smb.conf")
 

@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from vacate.collectors.configured import symlinks as symlinks_src
-from vacate.collectors.configured.match import host_view
-from vacate.collectors.mounts import resolve_target
-from vacate.host import Host
+from vacate.observing.collectors.configured import symlinks as symlinks_src
+from vacate.observing.collectors.configured.match import host_view
+from vacate.observing.collectors.mounts import resolve_target
+from vacate.observing.host import Host
 
 
 def _link(tree, rel, dest):
@@ -104,7 +104,7 @@ def test_search_budget_is_reported(tree_and_volume, monkeypatch):
 def test_one_resolver_for_many_links_answers_as_fresh_ones(tree_and_volume):
     """The search resolves every link with one :class:`Resolver` (what each component is, read
     once): each answer, in any order and repeated, is what a resolver of its own gives."""
-    from vacate.collectors.configured.resolve import Resolver
+    from vacate.observing.collectors.configured.resolve import Resolver
 
     host, target = tree_and_volume
     view = host_view(target)

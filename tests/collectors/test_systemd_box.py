@@ -11,14 +11,14 @@ import subprocess
 import pytest
 from harness.systemd_box import available, start_box
 
-from vacate.collectors import configured
-from vacate.collectors.configured import systemd as systemd_source
-from vacate.collectors.configured.match import VolumeView, container_view
-from vacate.collectors.mounts import read_mounts, resolve_target
-from vacate.host import Host
-from vacate.model.usage import ContainerRoot
+from vacate.observing.collectors import configured
+from vacate.observing.collectors.configured import systemd as systemd_source
+from vacate.observing.collectors.configured.match import VolumeView, container_view
+from vacate.observing.collectors.mounts import read_mounts, resolve_target
+from vacate.observing.host import Host
+from vacate.observing.model.usage import ContainerRoot
 from vacate.output.actions import for_consumer as said
-from vacate.parsers.systemd_unit import path_escape
+from vacate.observing.parsers.systemd_unit import path_escape
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 SECRET = "hf_boxsecretboxsecretboxsecret99"

@@ -11,8 +11,8 @@ import pytest
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.collectors import walk_descent, walk_finish, walk_loops
-from vacate.collectors.walk import walk
+from vacate.observing.collectors import walk_descent, walk_finish, walk_loops
+from vacate.observing.collectors.walk import walk
 
 
 def du_b(path: str) -> int:
@@ -207,7 +207,7 @@ def test_c_loop_is_built():
     """The install builds the C loop where a compiler is (scripts/test-deps.sh installs one):
     a silent fallback would leave the fast path untested."""
     assert walk_descent.fastwalk is not None, (
-        "vacate.collectors._fastwalk was not built: reinstall with a C compiler and the Python"
+        "vacate.observing.collectors._fastwalk was not built: reinstall with a C compiler and the Python"
         " headers (pip install -e .)")
 
 

@@ -12,9 +12,9 @@ from harness.volumes import can_loop_mount, make_volume
 from vacate.cli.env import Env
 from vacate.cli.main import main
 from vacate.decide.verdict import attribute, statuses, verdict
-from vacate.model.common import Problem
-from vacate.model.inventory import Classification, Item, Stats
-from vacate.model.usage import Consumer, Evidence
+from vacate.observing.model.common import Problem
+from vacate.observing.model.inventory import Classification, Item, Stats
+from vacate.observing.model.usage import Consumer, Evidence
 from vacate.output.actions import render
 
 
@@ -230,8 +230,8 @@ def test_process_in_a_private_pid_namespace_is_marked():
         pytest.skip("needs root and losetup")
     import time
 
-    from vacate.collectors import mounts, procs
-    from vacate.host import Host
+    from vacate.observing.collectors import mounts, procs
+    from vacate.observing.host import Host
 
     v = make_volume("ext4")
     h = Holders(v.mountpoint)

@@ -171,7 +171,7 @@ def test_deciding_on_a_fixture_touches_nothing_on_the_machine(monkeypatch):
     import builtins
 
     from vacate.decide import verdict
-    from vacate.model.observation import Observation
+    from vacate.observing.model.observation import Observation
     from vacate.output import jsonfmt
 
     with open(FIXTURE) as f:

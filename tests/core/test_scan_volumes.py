@@ -14,8 +14,8 @@ import pytest
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.collectors import walk_descent
-from vacate.collectors.walk import walk
+from vacate.observing.collectors import walk_descent
+from vacate.observing.collectors.walk import walk
 
 pytestmark = pytest.mark.root
 
@@ -398,8 +398,8 @@ def test_a_walk_that_read_the_disk_means_the_recognisers_will_wait(ext4_volume, 
     """Freshly mounted (nothing of it cached), the walk reads the volume's metadata from the
     disk, and the scan has its recognisers look side by side as for a cold cache (8
     processes, the hub read ahead); walked again, it reads next to nothing."""
-    from vacate import recognise
-    from vacate.core import scan as scan_mod
+    from vacate.observing import recognise
+    from vacate.observing import scan as scan_mod
 
     vol = ext4_volume
     for d in range(40):

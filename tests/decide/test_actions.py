@@ -4,9 +4,9 @@ JSON, and the sentence rendered from them (never parsed back)."""
 import pytest
 
 from vacate.decide.actions import actions_for, container_place
-from vacate.model.action import Action, Where
-from vacate.model.codec import Malformed
-from vacate.model.usage import Consumer, Evidence
+from vacate.observing.model.action import Action, Where
+from vacate.observing.model.codec import Malformed
+from vacate.observing.model.usage import Consumer, Evidence
 from vacate.output.actions import render
 
 STOP = ("systemctl", "stop", "x.service")

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from vacate.decide.plan import PlanRefused, make_plan
-from vacate.model.codec import Malformed
-from vacate.model.observation import Observation
-from vacate.model.plan import Plan
+from vacate.observing.model.codec import Malformed
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.plan import Plan
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 MODEL = "/data/models/Qwen3.5-397B-A17B-NVFP4"

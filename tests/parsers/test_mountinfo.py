@@ -4,8 +4,8 @@ import os
 
 from conftest import FIXTURES
 
-from vacate.collectors.mounts import mount_of
-from vacate.parsers import mountinfo
+from vacate.observing.collectors.mounts import mount_of
+from vacate.observing.parsers import mountinfo
 
 
 def load(name):
@@ -75,7 +75,7 @@ def test_mount_of_picks_the_longest_and_topmost_mount():
 
 
 def test_zfs_dataset_and_atime_policy():
-    from vacate.collectors.mounts import atime_policy, zfs_dataset
+    from vacate.observing.collectors.mounts import atime_policy, zfs_dataset
 
     # the story's volume as zfs-fuse shows it, and as kernel ZFS does (same line shape)
     fuse = mountinfo.parse_line(

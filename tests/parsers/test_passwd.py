@@ -1,6 +1,6 @@
 """``/etc/passwd``: the one parser the systemd, symlink, docker and process readers share."""
 
-from vacate.parsers import passwd
+from vacate.observing.parsers import passwd
 
 TEXT = """\
 root:x:0:0:root:/root:/bin/bash

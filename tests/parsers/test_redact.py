@@ -2,7 +2,7 @@
 
 import pytest
 
-from vacate.parsers.redact import MASK, is_secret_name, redact_text, redact_value
+from vacate.observing.parsers.redact import MASK, is_secret_name, redact_text, redact_value
 
 CASES = [
     ("Environment=HF_TOKEN=abc123", "Environment=HF_TOKEN=<redacted>"),

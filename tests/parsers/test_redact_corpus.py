@@ -4,7 +4,7 @@ value must be gone and the text that is no secret (paths above all) must be inta
 
 import pytest
 
-from vacate.parsers.redact import MASK, redact_text, shown_text
+from vacate.observing.parsers.redact import MASK, redact_text, shown_text
 
 HF = "hf_" + "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3x"
 GHP = "ghp_" + "16C7e42F292c6912E7710c838347Ae178B4a"

@@ -5,8 +5,8 @@ import os
 import pytest
 from conftest import FIXTURES
 
-from vacate.collectors.configured.match import VolumeView
-from vacate.parsers import systemd_unit as su
+from vacate.observing.collectors.configured.match import VolumeView
+from vacate.observing.parsers import systemd_unit as su
 
 SYSD = os.path.join(FIXTURES, "systemd")
 DATA = VolumeView("host", (("/data", "/data"),))
@@ -154,7 +154,7 @@ def test_environment_file_contents_feed_exec_start():
 
 def test_systemds_environmentfile_test_contents():
     """The values systemd's exec-environmentfile test expects from its env file."""
-    from vacate.parsers import envfile
+    from vacate.observing.parsers import envfile
     conf = ("VAR1='word1 word2'\nVAR2=word3 \n# comment1\n\n; comment2\n ; # comment3\n"
             "line without an equal\nVAR3='$word 5 6'\nVAR4='new\nline'\n"
             "VAR5=password\\with\\backslashes")

@@ -19,13 +19,13 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from vacate.collectors import walk
-from vacate.model.inventory import Item
-from vacate.recognise import annotate
-from vacate.recognise.formats import FormatError, Truncated
-from vacate.recognise.formats import gguf as gguf_fmt
-from vacate.recognise.formats import safetensors as st_fmt
-from vacate.recognise.formats.text import requirements
+from vacate.observing.collectors import walk
+from vacate.observing.model.inventory import Item
+from vacate.observing.recognise import annotate
+from vacate.observing.recognise.formats import FormatError, Truncated
+from vacate.observing.recognise.formats import gguf as gguf_fmt
+from vacate.observing.recognise.formats import safetensors as st_fmt
+from vacate.observing.recognise.formats.text import requirements
 
 HERE = os.path.dirname(os.path.dirname(__file__))
 HF = os.path.join(HERE, "fixtures", "hf")
@@ -331,7 +331,7 @@ def test_dtypes_are_counted_in_the_order_met():
 def test_json_that_only_the_standard_library_takes_is_still_read(tmp_path):
     """JSON is decoded with orjson where it can (speed); what orjson refuses and json takes
     (a whole number beyond 64 bits, a lone surrogate escape) is read as before."""
-    from vacate.recognise.formats import loads
+    from vacate.observing.recognise.formats import loads
 
     doc = b'{"model_type": "x\\udc80", "n": 123456789012345678901234567890, "f": 1.5}'
     assert loads(doc) == json.loads(doc)
@@ -720,7 +720,7 @@ def test_huggingface_cache_root_lists_its_repos(tmp_path):
 def test_hub_root_counts_every_repo_not_only_those_looked_at(tmp_path, monkeypatch):
     """A hub holding more repos than are looked into (the biggest are) still says how many it
     holds, and stays re-downloadable when it holds nothing else."""
-    from vacate.recognise import explore
+    from vacate.observing.recognise import explore
 
     monkeypatch.setattr(explore, "SUBDIRS_PER_DIR", 3)
     monkeypatch.setattr(explore, "NAMED_SUBDIRS", 2)
@@ -1040,7 +1040,7 @@ def test_total_budget_spent_leaves_the_rest_unlooked_at(tmp_path):
 def test_entry_budget_spent_still_names_each_item(tmp_path, monkeypatch):
     """Past the listing budget nothing more is descended into, but each top-level item still
     gets its own directory looked at: a model after a huge tree is still a model."""
-    from vacate.recognise import explore
+    from vacate.observing.recognise import explore
 
     monkeypatch.setattr(explore, "TOTAL_ENTRIES", 300)
     monkeypatch.setattr(explore, "ITEM_ENTRIES", 300)
@@ -1132,8 +1132,8 @@ def test_side_by_side_gives_what_one_process_gives(tmp_path, monkeypatch, cpu_bo
     """Several processes looking at the items (the default on a big tree: two per CPU,
     4 to 8, where the walk waited on the disk, one per CPU where it computed) say exactly what
     one says, item for item, in the same order, with the same problems."""
-    from vacate.collectors.forking import cpus
-    from vacate.recognise import sidebyside
+    from vacate.observing.collectors.forking import cpus
+    from vacate.observing.recognise import sidebyside
 
     monkeypatch.setattr(sidebyside, "MIN_ENTRIES", 0)      # side by side even on a small tree
     items, dirs = _side_by_side_tree(str(tmp_path / "vol"))
@@ -1157,7 +1157,7 @@ def test_side_by_side_child_failing_costs_only_time(tmp_path, monkeypatch):
     import pickle as real_pickle
     import types
 
-    from vacate.recognise import sidebyside
+    from vacate.observing.recognise import sidebyside
 
     monkeypatch.setattr(sidebyside, "MIN_ENTRIES", 0)
     items, dirs = _side_by_side_tree(str(tmp_path / "vol"))
@@ -1174,8 +1174,8 @@ def test_side_by_side_child_failing_costs_only_time(tmp_path, monkeypatch):
 def test_entry_budgets_share_fairly():
     """Each item may list what it holds (at most ITEM_ENTRIES); past TOTAL_ENTRIES in all,
     the small items keep theirs and the big ones share the rest equally."""
-    from vacate.model.inventory import Stats
-    from vacate.recognise.explore import (
+    from vacate.observing.model.inventory import Stats
+    from vacate.observing.recognise.explore import (
         ITEM_ENTRIES,
         MIN_ITEM_ENTRIES,
         TOTAL_ENTRIES,

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from vacate.collectors import walk
-from vacate.model.inventory import Item
-from vacate.recognise import annotate, base
-from vacate.recognise.read import Reader
+from vacate.observing.collectors import walk
+from vacate.observing.model.inventory import Item
+from vacate.observing.recognise import annotate, base
+from vacate.observing.recognise.read import Reader
 
 needs_c = pytest.mark.skipif(base._entries is None, reason="the C loop is not built")
 

@@ -311,8 +311,8 @@ def test_reader_resolves_links_as_realpath_does(tmp_path):
     """The hub cache's links are resolved with the directories cached (speed); what they
     resolve to must be what os.path.realpath says, also for links through linked directories,
     '..' after a linked name, loops, dangling and absolute links."""
-    from vacate.recognise.base import list_dir
-    from vacate.recognise.read import Reader
+    from vacate.observing.recognise.base import list_dir
+    from vacate.observing.recognise.read import Reader
 
     r = tmp_path / "r"
     (r / "blobs").mkdir(parents=True)
@@ -365,10 +365,10 @@ def test_a_listed_hub_repo_is_read_without_asking_the_disk_again(tmp_path, monke
     """The hub cache's snapshot links are resolved and their blobs' sizes taken from the
     repo's listings: one readlink per link, no stat of a blob, and nothing else read than
     before (the same label)."""
-    from vacate.model.inventory import Stats
-    from vacate.recognise import read
-    from vacate.recognise.explore import Explorer
-    from vacate.recognise.read import Reader
+    from vacate.observing.model.inventory import Stats
+    from vacate.observing.recognise import read
+    from vacate.observing.recognise.explore import Explorer
+    from vacate.observing.recognise.read import Reader
 
     rev = "a" * 40
     files = {"config.json": json.dumps({"model_type": "llama",

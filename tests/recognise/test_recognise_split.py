@@ -12,9 +12,9 @@ import time
 import pytest
 from test_recognise import hub_repo, small_model
 
-from vacate.collectors import walk
-from vacate.model.inventory import Item
-from vacate.recognise import annotate, explore, sidebyside
+from vacate.observing.collectors import walk
+from vacate.observing.model.inventory import Item
+from vacate.observing.recognise import annotate, explore, sidebyside
 
 
 def hub_volume(root: str, repos: int = 40) -> tuple:
@@ -92,7 +92,7 @@ def test_split_child_failing_costs_only_time(tmp_path, monkeypatch, side_by_side
 @pytest.mark.parametrize("parts", [2, 4])
 def test_look_ahead_takes_the_later_runs_of_what_the_budget_reaches(tmp_path, monkeypatch,
                                                                     parts):
-    from vacate.recognise import dir_stats_lookup
+    from vacate.observing.recognise import dir_stats_lookup
 
     items, dirs = hub_volume(str(tmp_path / "vol"))
     hub = next(i for i in items if i.path.endswith("hub"))
@@ -153,7 +153,7 @@ def test_read_ahead_brings_the_hub_reads_into_the_cache(tmp_path, monkeypatch, s
     to read the links are gone before any fork; and the result is the one process's."""
     import threading
 
-    from vacate.recognise import hub_cache
+    from vacate.observing.recognise import hub_cache
 
     items, dirs = hub_volume(str(tmp_path / "vol"))
     hub = tmp_path / "vol" / "hub"

@@ -15,8 +15,8 @@ import hashlib
 import os
 
 from vacate.act.base import Context, Outcome
-from vacate.fsio import existing_parent
-from vacate.model.plan import Step
+from vacate.observing.fsio import existing_parent
+from vacate.observing.model.plan import Step
 
 KINDS = ("archive", "verify")
 
@@ -83,7 +83,7 @@ def _drop_cached(location: str) -> None:
 
 
 def run(step: Step, ctx: Context) -> Outcome:
-    from vacate.errors import VacateError
+    from vacate.observing.errors import VacateError
 
     loc = _location(step)
     try:

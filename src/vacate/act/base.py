@@ -1,7 +1,7 @@
 """What every kind of action module gives ``apply``, and what ``apply`` gives it.
 
 A module of ``vacate.act`` handles one or a few step kinds (``KINDS``) with three functions,
-each taking the plan's :class:`~vacate.model.plan.Step` and a :class:`Context`:
+each taking the plan's :class:`~vacate.observing.model.plan.Step` and a :class:`Context`:
 
 - ``done(step, ctx) -> bool``: the postcondition holds now (the step's effect is there,
   whether this apply made it or not). Read-only. A rerun after a crash asks this first: a
@@ -21,8 +21,8 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
-from vacate.host import Host
-from vacate.model.plan import Plan, Step
+from vacate.observing.host import Host
+from vacate.observing.model.plan import Plan, Step
 
 OUTCOMES = ("ok", "skipped", "failed", "manual")
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 
 from vacate.act.base import Context, Outcome
-from vacate.model.plan import Step
+from vacate.observing.model.plan import Step
 
 KINDS = ("check",)
 
 
 def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
     """(namespace, mountpoint) of every mount of the device ``dev`` seen from here."""
-    from vacate.parsers import mountinfo
+    from vacate.observing.parsers import mountinfo
 
     seen_ns: set[str] = set()
     out = []
@@ -43,7 +43,7 @@ def remounters(ctx: Context) -> tuple[list[str], str]:
     target as the plan recorded it (its path now shows the root filesystem): fstab lines not
     commented out, and ``.mount``/``.automount`` units for it that are enabled or active;
     and a reason when the configuration could not be read (unknown is not "nothing")."""
-    from vacate.collectors.configured import collect
+    from vacate.observing.collectors.configured import collect
 
     try:
         consumers, problems = collect(ctx.host, ctx.plan.observation.target)

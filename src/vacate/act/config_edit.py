@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from vacate.act import pve_set
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import consumer_of
-from vacate.collectors.configured.cron import RUN_PARTS, SPOOLS
-from vacate.fsio import file_kind, read_bounded, write_atomic
-from vacate.model.plan import Step
-from vacate.parsers.redact import shown_text
+from vacate.observing.collectors.configured.cron import RUN_PARTS, SPOOLS
+from vacate.observing.fsio import file_kind, read_bounded, write_atomic
+from vacate.observing.model.plan import Step
+from vacate.observing.parsers.redact import shown_text
 
 KINDS = ("edit-config",)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import command_step, consumer_of
-from vacate.model.plan import Step
+from vacate.observing.model.plan import Step
 
 KINDS = ("stop-container",)
 

@@ -47,7 +47,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vacate.act.entries import (
+from vacate.observing.entries import (
     CTIME,
     DEV,
     DIR_KINDS,
@@ -68,9 +68,9 @@ from vacate.act.entries import (
     read_only_subvolume,
     record_entries,
 )
-from vacate.collectors.forking import can_fork, cpus, die_with_parent
-from vacate.fsio import mount_id
-from vacate.model.common import Problem
+from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
+from vacate.observing.fsio import mount_id
+from vacate.observing.model.common import Problem
 
 __all__ = ["DeleteResult", "Entry", "EntryList", "Kept", "Manual", "Refused", "delete_item",
            "record_entries"]

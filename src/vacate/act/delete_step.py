@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from vacate.act.base import Context, Outcome
-from vacate.model.plan import PlanItem, Step
+from vacate.observing.model.plan import PlanItem, Step
 
 KINDS = ("delete", "snapshot")
 
@@ -27,7 +27,7 @@ def _item(step: Step, ctx: Context) -> PlanItem | None:
 def _recorded(it: PlanItem, ctx: Context):
     """The entries to delete: the plan's, or recorded now and matching the plan's digest;
     a string saying why not otherwise."""
-    from vacate.act.entries import EntryList, record_entries
+    from vacate.observing.entries import EntryList, record_entries
 
     if it.entries is not None:
         try:

@@ -21,9 +21,9 @@ import time
 
 from vacate.act.base import Context, Outcome
 from vacate.act.processes import same_process, start_time
-from vacate.collectors.procs_gpu import load_nvml, nvml_usage
-from vacate.host import Host
-from vacate.model.plan import Step
+from vacate.observing.collectors.procs_gpu import load_nvml, nvml_usage
+from vacate.observing.host import Host
+from vacate.observing.model.plan import Step
 
 KINDS = ("release-gpu",)
 

@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from vacate.errors import VacateError
+from vacate.observing.errors import VacateError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -20,13 +20,13 @@ import os
 from collections.abc import Callable
 
 from vacate.act.base import CommandFailed, Context, Outcome
-from vacate.collectors.kernel import _loop_status
-from vacate.collectors.mounts import read_mounts
-from vacate.fsio import read_bounded
-from vacate.model.mount import Mount
-from vacate.model.plan import Step
-from vacate.model.usage import Consumer
-from vacate.parsers import mountinfo
+from vacate.observing.collectors.kernel import _loop_status
+from vacate.observing.collectors.mounts import read_mounts
+from vacate.observing.fsio import read_bounded
+from vacate.observing.model.mount import Mount
+from vacate.observing.model.plan import Step
+from vacate.observing.model.usage import Consumer
+from vacate.observing.parsers import mountinfo
 
 KINDS = ("swapoff", "detach-loop", "unmount", "unexport")
 

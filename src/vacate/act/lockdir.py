@@ -16,8 +16,8 @@ import stat
 import sys
 
 from vacate.act.base import CommandFailed, Context, Outcome
-from vacate.collectors.mounts import read_mounts
-from vacate.model.plan import Step
+from vacate.observing.collectors.mounts import read_mounts
+from vacate.observing.model.plan import Step
 
 KINDS = ("lock-dir",)
 

@@ -5,7 +5,7 @@ step's action (``output/actions.py``), or the step's summary where it has none."
 from __future__ import annotations
 
 from vacate.act.base import Context, Outcome
-from vacate.model.plan import Step
+from vacate.observing.model.plan import Step
 from vacate.output.actions import sentence
 
 KINDS = ("manual",)

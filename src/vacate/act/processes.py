@@ -28,9 +28,9 @@ import signal
 import time
 
 from vacate.act.base import Context, Outcome
-from vacate.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
-from vacate.host import Host
-from vacate.model.plan import Step
+from vacate.observing.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
+from vacate.observing.host import Host
+from vacate.observing.model.plan import Step
 
 KINDS = ("end-process",)
 

@@ -13,9 +13,9 @@ container stops or restarts; the outcome says so. Only ``mpN`` keys are planned 
 from __future__ import annotations
 
 from vacate.act.base import CommandFailed, Context, Outcome
-from vacate.fsio import read_bounded
-from vacate.model.plan import Step
-from vacate.parsers import pve_config
+from vacate.observing.fsio import read_bounded
+from vacate.observing.model.plan import Step
+from vacate.observing.parsers import pve_config
 
 MAX_BYTES = 1 << 20
 PENDING = ("pve:pending", "PENDING")

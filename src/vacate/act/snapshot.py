@@ -22,9 +22,9 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from vacate.act.entries import join, normal_path, open_dir, read_only_subvolume
-from vacate.fsio import mount_id
-from vacate.model.mount import Target
+from vacate.observing.entries import join, normal_path, open_dir, read_only_subvolume
+from vacate.observing.fsio import mount_id
+from vacate.observing.model.mount import Target
 
 SNAPSHOT_DIR = ".vacate-snapshots"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,200}")

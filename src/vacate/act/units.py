@@ -43,8 +43,8 @@ from vacate.act.processes import (
     pid_namespace,
     same_process,
 )
-from vacate.model.action import Where
-from vacate.model.plan import Step
+from vacate.observing.model.action import Where
+from vacate.observing.model.plan import Step
 
 KINDS = ("stop-unit", "disable-unit", "mask-unit")
 

@@ -11,7 +11,7 @@ import stat as S
 
 from vacate.archive import manifest as mf
 from vacate.archive import source, tarfmt
-from vacate.model.common import Problem
+from vacate.observing.model.common import Problem
 
 
 def _differences(se: source.SourceEntry, e: mf.Entry) -> list[str]:

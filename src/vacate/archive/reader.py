@@ -19,7 +19,7 @@ from typing import BinaryIO, Protocol
 
 import zstandard
 
-from vacate import fsio
+from vacate.observing import fsio
 from vacate.archive import tarfmt
 from vacate.archive.tarfmt import BLOCK, Member, TarFormatError
 from vacate.archive.target import LocalTarget, Target

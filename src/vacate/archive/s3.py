@@ -15,7 +15,7 @@ import io
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
-from vacate.errors import UsageError
+from vacate.observing.errors import UsageError
 
 PIECE = 8 << 20
 

@@ -1,6 +1,6 @@
-"""Enumerate the sources to archive: what each one holds (:mod:`vacate.collectors.contents`:
+"""Enumerate the sources to archive: what each one holds (:mod:`vacate.observing.collectors.contents`:
 the same filesystem, btrfs subvolumes included, nested mounts never), walked fd-relative
-(:func:`vacate.fsio.walk`), deterministic, depth-first and name-sorted, never following a
+(:func:`vacate.observing.fsio.walk`), deterministic, depth-first and name-sorted, never following a
 symlink.
 
 What the walk meets but does not yield is a :class:`Problem` whose code says why:
@@ -16,9 +16,9 @@ import stat as S
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vacate import fsio
-from vacate.collectors import contents
-from vacate.model.common import Problem
+from vacate.observing import fsio
+from vacate.observing.collectors import contents
+from vacate.observing.model.common import Problem
 
 LEFT_OUT = frozenset({"vanished", "replaced", "unreadable", "unreadable-dir"})
 NOTES = frozenset({"socket", "other-filesystem"})

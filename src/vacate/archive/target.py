@@ -3,7 +3,7 @@
 Names are relative (``part-000001.tar.zst``, ``.vacate-partial/part-000001.json``).
 ``create(name)`` returns a sink; nothing is visible under ``name`` until ``sink.commit()``
 (local: temp file in the same directory -> fsync -> rename -> fsync dir, see
-:mod:`vacate.fsio`; S3: the multipart upload is completed). ``open_target(location)`` picks
+:mod:`vacate.observing.fsio`; S3: the multipart upload is completed). ``open_target(location)`` picks
 the kind from the location string. A local write that fails (a full disk) raises
 :class:`WriteError`, an error for people (exit 2), once the sink has removed its temp file.
 """
@@ -19,8 +19,8 @@ import os
 import threading
 from typing import BinaryIO, Protocol
 
-from vacate import fsio
-from vacate.errors import UsageError, VacateError
+from vacate.observing import fsio
+from vacate.observing.errors import UsageError, VacateError
 
 TMP_PREFIX = fsio.TMP_PREFIX
 

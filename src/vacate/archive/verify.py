@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from vacate import fsio
+from vacate.observing import fsio
 from vacate.archive import manifest as mf
 from vacate.archive import sums
 from vacate.archive.manifest import shown
@@ -24,7 +24,7 @@ from vacate.archive.reader import PartError, open_part, read_named, read_part
 from vacate.archive.source import arc_roots, walk
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
-from vacate.errors import (
+from vacate.observing.errors import (
     EXIT_ERROR,
     EXIT_IN_USE,
     EXIT_OK,
@@ -33,7 +33,7 @@ from vacate.errors import (
     UsageError,
     VacateError,
 )
-from vacate.model.common import Problem
+from vacate.observing.model.common import Problem
 
 CHUNK = 1 << 20
 _ZEROS = memoryview(bytes(CHUNK))

@@ -47,13 +47,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-from vacate import __version__, fsio
+from vacate import __version__
+from vacate.observing import fsio
 from vacate.archive import changes, compress, source, stage, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
-from vacate.errors import UsageError
-from vacate.model.common import Problem
+from vacate.observing.errors import UsageError
+from vacate.observing.model.common import Problem
 
 CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane handoffs than
                        # 1 MiB, measured ~0.2 CPU-s less on the benchmark tree)
@@ -721,7 +722,7 @@ def _excluded(roots, exclude: list[str], target: Target) -> frozenset[bytes]:
 def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1 << 30,
             level: int = 3, threads: int = -1, progress: Progress | None = None,
             exclude: list[str] = ()) -> ArchiveResult:
-    """Archive ``sources`` (what each holds: :mod:`vacate.collectors.contents`) to
+    """Archive ``sources`` (what each holds: :mod:`vacate.observing.collectors.contents`) to
     ``target``, or resume an interrupted run of the same name, or, onto a complete archive,
     say whether it is up to date. ``exclude``: paths left out (relative to the sources or
     absolute under one), recorded in the manifest's header. A write that fails

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import UsageError
+from vacate.observing.errors import UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def _approve(plan, env: Env) -> None:
 
 
 def run(args, env: Env) -> int:
-    from vacate.core import apply as ap
+    from vacate.act import apply as ap
     from vacate.output import apply_view, jsonfmt
 
     if not args.dry_run and not args.yes:
@@ -54,7 +54,7 @@ def run(args, env: Env) -> int:
         result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, progress=progress,
                           on_step=lambda r: apply_view.step_line(r, console))
     if args.json:
-        from vacate.core.report import report_of
+        from vacate.output.report import report_of
 
         env.stdout.write(jsonfmt.dumps(report_of(args.plan, result.plan)))
     else:

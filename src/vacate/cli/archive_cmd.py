@@ -7,7 +7,7 @@ import os
 
 from vacate.cli.archive_opts import add_common
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
+from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 ZSTD_LEVELS = (1, 22)       # zstd's levels (20-22 are its --ultra ones)

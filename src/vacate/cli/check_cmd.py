@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
+from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -48,17 +48,17 @@ def run(args, env: Env) -> int:
     if env.host.live and env.host.proc == "/proc":
         # The first look over /proc runs on C threads or in a forked child (started by the
         # entry point, or now) while the rest of vacate is imported (collectors.procs_probe).
-        from vacate.collectors import procs_probe
+        from vacate.observing.collectors import procs_probe
 
         early = procs_probe.take_pending(args.path) or procs_probe.Early.start(args.path)
     try:
-        from vacate.core.check import check
+        from vacate.flow.check import check
 
         result = check(args.path, host=env.host, scan_tree=not args.no_scan,
                        configured=not args.no_config, early=early)
     except Unanswered as e:
         if args.json:         # a script still gets a document: the verdict is "could not tell"
-            from vacate.model.common import Problem
+            from vacate.observing.model.common import Problem
             from vacate.output import jsonfmt
 
             why = Problem("filesystem-not-answering", e.message, e.target.mountpoint,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK, VacateError
+from vacate.observing.errors import EXIT_OK, VacateError
 
 # the commands the demo runs on the volume, in order (then archive and verify)
 STEPS: tuple[tuple[str, ...], ...] = (("scan",), ("check",))
@@ -225,7 +225,7 @@ def _retire(path: str, out, env: Env, cli, *, apply: bool, work: str) -> None:
 
 def _plan_only(path: str, out, env: Env) -> None:
     """A plain directory is no volume to retire: the plan vacate would make for one."""
-    from vacate.core.observe import observe
+    from vacate.observing.observe import observe
     from vacate.decide.plan import make_plan
     from vacate.output import plan_view
 

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from vacate.host import Host
+from vacate.observing.host import Host
 
 # typing is imported only by type checkers (its import is a measurable part of start-up)
 TYPE_CHECKING = False

@@ -8,7 +8,7 @@ import os
 import sys
 
 from vacate import __version__
-from vacate.errors import EXIT_ERROR, VacateError
+from vacate.observing.errors import EXIT_ERROR, VacateError
 
 # argparse, signal and Env (dataclasses) are imported when used: `vacate check` starts its
 # /proc pass in entry() first, so that it runs while they are imported.
@@ -164,7 +164,7 @@ def _quick_exit(code: int) -> None:
 
 
 def entry() -> None:
-    from vacate.collectors import procs_probe
+    from vacate.observing.collectors import procs_probe
 
     procs_probe.start_for_argv(sys.argv[1:])      # `vacate check PATH`: the /proc pass starts
     _lazy_inspect()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK, UsageError
+from vacate.observing.errors import EXIT_OK, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -25,7 +25,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, env: Env) -> int:
-    from vacate.core.observe import observe
+    from vacate.observing.observe import observe
 
     if args.no_users and args.no_scan:
         raise UsageError("--no-users with --no-scan would observe nothing")
@@ -33,7 +33,7 @@ def run(args, env: Env) -> int:
                   users=not args.no_users, configured=not args.no_config)
     text = obs.dumps() + "\n"
     if args.output:
-        from vacate.fsio import write_atomic
+        from vacate.observing.fsio import write_atomic
 
         write_atomic(args.output, text.encode("ascii"))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK
+from vacate.observing.errors import EXIT_OK
 
 EXIT_INCOMPLETE = 4
 
@@ -38,7 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, env: Env) -> int:
-    from vacate.core.plan import plan
+    from vacate.flow.plan import plan
 
     overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]
     result = plan(args.path, host=env.host, archive_to=args.archive_to, overrides=overrides,
@@ -47,7 +47,7 @@ def run(args, env: Env) -> int:
                   mask_references=args.mask_references)
     text = result.dumps()
     if args.output:
-        from vacate.fsio import write_atomic
+        from vacate.observing.fsio import write_atomic
 
         write_atomic(args.output, text.encode("ascii"))
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK
+from vacate.observing.errors import EXIT_OK
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -18,8 +18,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, env: Env) -> int:
-    from vacate.core.apply import load
-    from vacate.core.report import report_of
+    from vacate.act.apply import load
+    from vacate.output.report import report_of
     from vacate.output import apply_view, jsonfmt
 
     plan, _sha = load(args.plan)

@@ -4,9 +4,9 @@ a file the person names may be a pipe (``check --from <(vacate observe …)``)."
 from __future__ import annotations
 
 from vacate.cli.env import Env
-from vacate.errors import VacateError
-from vacate.model.codec import Malformed
-from vacate.model.observation import Observation
+from vacate.observing.errors import VacateError
+from vacate.observing.model.codec import Malformed
+from vacate.observing.model.observation import Observation
 
 LIMIT = 4 << 30     # an observation of millions of files is tens of MB; this is not one
 

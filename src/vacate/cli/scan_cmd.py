@@ -6,7 +6,7 @@ import argparse
 from contextlib import contextmanager
 
 from vacate.cli.env import Env
-from vacate.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
+from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -38,7 +38,7 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from vacate.output.units import human_bytes
+    from vacate.observing.units import human_bytes
 
     console = env.console(stderr=True)
     # no refresh thread: the walk forks worker processes, so draw from the callback instead
@@ -71,7 +71,7 @@ def run(args, env: Env) -> int:
             raise UsageError(f"{args.saved}: the observation was made with --no-scan: "
                              "it holds no inventory")
         return show(obs.inventory, args, env)
-    from vacate.core.scan import scan
+    from vacate.observing.scan import scan
 
     encoded: list[str] = []
     with progress_on_stderr(env, args.progress, f"scanning {args.path}") as progress:

@@ -3,14 +3,14 @@ observed of it (its type and attributes), so a saved observation gives the same 
 
 Where a unit's manager is reached (the host's, a user's, a container's) is decided in
 :func:`unit_place` and :func:`container_place`, and how it is entered in
-:meth:`vacate.model.action.Where.wrap`; nothing here builds a sentence (``output/actions.py``
+:meth:`vacate.observing.model.action.Where.wrap`; nothing here builds a sentence (``output/actions.py``
 renders them).
 """
 
 from __future__ import annotations
 
-from vacate.model.action import HOST, Action, Where
-from vacate.model.usage import Consumer
+from vacate.observing.model.action import HOST, Action, Where
+from vacate.observing.model.usage import Consumer
 
 DEFAULT_LXCPATH = "/var/lib/lxc"
 
@@ -145,7 +145,7 @@ def _lxc_actions(c: Consumer) -> tuple[Action, ...]:
 
 
 def _pve_actions(c: Consumer) -> tuple[Action, ...]:
-    from vacate.parsers import pve_config
+    from vacate.observing.parsers import pve_config
 
     a = c.attrs
     tool = "pct" if c.type == "pve-container" else "qm"

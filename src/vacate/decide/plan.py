@@ -24,11 +24,11 @@ from dataclasses import replace
 
 from vacate.decide import verdict
 from vacate.decide.actions import _file_line, container_place
-from vacate.model.action import Action
-from vacate.model.observation import Observation
-from vacate.model.plan import Identity, Plan, PlanItem, Step
-from vacate.model.usage import CheckResult, Consumer, ItemUsage
-from vacate.parsers.paths import is_under
+from vacate.observing.model.action import Action
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.plan import Identity, Plan, PlanItem, Step
+from vacate.observing.model.usage import CheckResult, Consumer, ItemUsage
+from vacate.observing.parsers.paths import is_under
 
 HASH_BYTES_PER_S = 1.2e9      # SHA-256 of holes and data, one core (the archive's floor)
 SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
@@ -560,7 +560,7 @@ def rebuild(plan: Plan) -> Plan:
 def edited_steps(plan: Plan) -> list[str]:
     """Where the plan's steps are not the ones its items make (a step edited by hand, an
     item's action changed without its steps): one line each; empty when they match."""
-    from vacate.model import codec
+    from vacate.observing.model import codec
 
     try:
         again = rebuild(plan)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 
 from vacate.decide import verdict
-from vacate.model.observation import Observation
-from vacate.model.plan import Identity, Plan
-from vacate.parsers.paths import is_under
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.plan import Identity, Plan
+from vacate.observing.parsers.paths import is_under
 
 OWN_NAMES = (".vacate-snapshots",)     # what apply itself puts on the volume
 

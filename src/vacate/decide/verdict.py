@@ -12,11 +12,11 @@ items are ``referenced`` and a warning says it breaks when started.
 from __future__ import annotations
 
 from vacate.decide.actions import actions_for
-from vacate.model.common import Problem
-from vacate.model.inventory import Item
-from vacate.model.mount import Target
-from vacate.model.observation import Observation
-from vacate.model.usage import (
+from vacate.observing.model.common import Problem
+from vacate.observing.model.inventory import Item
+from vacate.observing.model.mount import Target
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.usage import (
     STATUS_ORDER,
     Blocker,
     CheckResult,
@@ -24,7 +24,7 @@ from vacate.model.usage import (
     ItemUsage,
     Verdict,
 )
-from vacate.parsers.paths import is_under as _under
+from vacate.observing.parsers.paths import is_under as _under
 
 DISPOSABLE = frozenset({"re-downloadable", "regenerable"})
 # Configured users that come back by themselves (at boot, on a schedule, for a client).

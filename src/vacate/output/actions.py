@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from vacate.model.action import Action
+from vacate.observing.model.action import Action
 
 # what a person is asked to do for an edit or a manual step, by its ``do``
 _SAY = {

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from rich.markup import escape
 
-from vacate.output.units import human_bytes
+from vacate.observing.units import human_bytes
 
 STYLE = {"ok": "green", "skipped": "cyan", "failed": "bold red", "manual": "yellow",
          "would": "dim", "pending": "dim"}
@@ -43,7 +43,7 @@ def progress(env):
 
 
 def summary(result, console) -> None:
-    from vacate.core.report import report
+    from vacate.output.report import report
 
     plan = result.plan
     if result.dry_run:

@@ -7,9 +7,9 @@ import os
 
 from rich.table import Table
 
-from vacate.model.usage import CheckResult, Consumer
+from vacate.observing.model.usage import CheckResult, Consumer
 from vacate.output.actions import render as render_actions
-from vacate.output.units import human_age, human_bytes
+from vacate.observing.units import human_age, human_bytes
 
 STATUS_STYLE = {"active": "bold red", "referenced": "yellow", "cold": "cyan",
                 "disposable": "green", "artifact": "dim"}

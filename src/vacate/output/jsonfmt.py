@@ -141,7 +141,7 @@ def unanswered_check_doc(target, why) -> dict[str, Any]:
     """``vacate.check/1`` for a target whose filesystem does not answer: the target as
     mountinfo tells it, no items or consumers, ``safe_to_unmount`` null and ``why`` (a
     Problem) as the warning that makes it so."""
-    from vacate.model.usage import Verdict
+    from vacate.observing.model.usage import Verdict
 
     return {
         "schema": "vacate.check/1",

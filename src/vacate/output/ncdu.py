@@ -18,8 +18,8 @@ import time
 from typing import BinaryIO
 
 from vacate import __version__
-from vacate.errors import VacateError
-from vacate.model.inventory import ScanResult
+from vacate.observing.errors import VacateError
+from vacate.observing.model.inventory import ScanResult
 
 
 def _name(s: str) -> bytes:

@@ -8,9 +8,9 @@ import os
 from rich.markup import escape
 from rich.table import Table
 
-from vacate.model.plan import Plan
+from vacate.observing.model.plan import Plan
 from vacate.output.actions import command
-from vacate.output.units import human_bytes, human_duration
+from vacate.observing.units import human_bytes, human_duration
 
 ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red"}
 

@@ -1,2 +1,0 @@
-"""The core: runs collectors, parsers and recognisers and returns results as values.
-Prints nothing."""

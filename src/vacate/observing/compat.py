@@ -1,0 +1,19 @@
+"""What differs between the CPythons the observing layer runs on (3.8 and newer).
+
+``SLOTS`` is passed to ``@dataclass``: slotted classes where the interpreter has them (3.10+),
+plain ones before. :func:`exit_code` is ``os.waitstatus_to_exitcode`` (3.9+).
+"""
+
+import fcntl
+import os
+import sys
+
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)    # Linux's value, named in 3.10
+SLOTS = {"slots": True} if sys.version_info >= (3, 10) else {}
+
+
+def exit_code(status: int) -> int:
+    """The exit code a wait status says (negative: killed by that signal)."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)

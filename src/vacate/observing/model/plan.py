@@ -1,0 +1,162 @@
+"""A retirement plan: per item what happens to it, then the ordered teardown as steps.
+
+A :class:`Plan` is a value and a file (``vacate.plan/1``) a person reviews; only the items'
+``action`` fields are theirs to edit. It records the observation it was made from, so that
+applying it later can name what changed since (a stale plan is refused), and for each item
+that is archived or deleted the identity of what was there (device, inode, size, file
+count, newest mtime and ctime, and a digest of its entries).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from vacate.observing.compat import SLOTS
+
+from vacate.observing.model import codec
+from vacate.observing.model.action import Action
+from vacate.observing.model.common import Problem
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.usage import Evidence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA = "vacate.plan/1"
+ITEM_ACTIONS = ("keep", "archive", "delete")
+STEP_KINDS = (
+    "stop-unit", "disable-unit", "end-process", "release-gpu", "swapoff", "detach-loop",
+    "unmount", "unexport", "stop-container", "archive", "verify", "snapshot", "delete",
+    "edit-config", "mask-unit", "lock-dir", "manual", "check",
+)
+
+
+@dataclass(frozen=True, **SLOTS)
+class Identity:
+    """What an item was when planned: enough to tell, before acting, that it is unchanged.
+    ``digest``: SHA-256 over its entries (path, type, device, inode, size, mtime, ctime)."""
+
+    dev: int
+    ino: int
+    apparent_bytes: int
+    disk_bytes: int
+    files: int
+    newest_mtime_ns: int | None
+    newest_ctime_ns: int | None
+    digest: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class PlanItem:
+    """One item of the volume and what happens to it. ``action``: keep (stays on the volume,
+    untouched, and goes cold with it), archive (copied to the destination and verified; it
+    stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
+
+    id: str
+    path: str
+    action: str
+    reason: str
+    kind: str
+    label: str
+    recoverable: str | None
+    source: str | None
+    apparent_bytes: int
+    disk_bytes: int
+    files: int
+    status: str
+    users: tuple[str, ...] = ()
+    get_back: str = ""
+    exclude: tuple[str, ...] = ()          # sub-items with another action
+    identity: Identity | None = None
+    entries: dict[str, Any] | None = None  # a delete item's entries (vacate.entries/1)
+
+
+@dataclass(frozen=True, **SLOTS)
+class Step:
+    """One step of the teardown. ``action``: the command and where it runs, for steps that
+    run one (None for the steps vacate does itself: archive, verify, delete, snapshot,
+    lock-dir, check); ``params`` the kind's own fields (the item, the destination, the grace
+    period); ``precondition`` what must hold just before it acts, ``postcondition`` what
+    proves it done; ``evidence`` what led to it."""
+
+    id: str
+    kind: str
+    summary: str
+    action: Action | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    precondition: dict[str, Any] = field(default_factory=dict)
+    postcondition: dict[str, Any] = field(default_factory=dict)
+    evidence: tuple[Evidence, ...] = ()
+    downtime: bool = False                 # runs after the services were stopped
+
+
+@dataclass(frozen=True, **SLOTS)
+class Plan:
+    """See the module's docstring. ``blocked``: why it cannot be applied as it stands (an
+    item to archive without a destination); ``problems`` what observing met."""
+
+    target_path: str
+    mount_id: int
+    mount_dev: str
+    fstype: str
+    archive_to: str | None
+    grace_s: float
+    snapshot: bool
+    items: tuple[PlanItem, ...]
+    steps: tuple[Step, ...]
+    observation: Observation
+    blocked: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    expected_freed_bytes: int = 0
+    archive_bytes: int = 0
+    archive_estimate_s: float = 0.0
+    created_at: float = 0.0
+    mask_references: bool = False
+
+    def to_json(self) -> dict:
+        """The document: its own fields, and for people and scripts the volume as ``target``
+        and each step's command (``argv`` as run there, ``where``) beside its action;
+        those copies are checked against the action when read back."""
+        doc = codec.encode(self)
+        for s, d in zip(self.steps, doc["steps"]):
+            if s.action is not None:
+                d["argv"] = list(s.action.command)
+                d["where"] = codec.encode(s.action.where)
+        return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
+                "target": self.observation.target.as_json(), **doc}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=True, indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, doc) -> Plan:
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            got = doc.get("schema") if isinstance(doc, dict) else None
+            raise codec.Malformed("schema", f"not a {SCHEMA} document ({got!r})")
+        plan = codec.decode(cls, doc)
+        for i, it in enumerate(plan.items):
+            if it.action not in ITEM_ACTIONS:
+                raise codec.Malformed(f"items[{i}].action", f"{it.action!r} is not one of "
+                                                            f"{', '.join(ITEM_ACTIONS)}")
+        for i, st in enumerate(plan.steps):
+            if st.kind not in STEP_KINDS:
+                raise codec.Malformed(f"steps[{i}].kind", f"unknown step kind {st.kind!r}")
+            raw = doc["steps"][i]
+            if st.action is not None and (
+                    raw.get("argv", list(st.action.command)) != list(st.action.command) or
+                    raw.get("where", codec.encode(st.action.where)) !=
+                    codec.encode(st.action.where)):
+                raise codec.Malformed(f"steps[{i}].argv", f"step {st.id}: its command was "
+                                      "edited (a plan file is not a script)")
+        return plan
+
+    @classmethod
+    def loads(cls, text: str) -> Plan:
+        return cls.from_json(codec.load_json(text))
+
+
+codec.register(Identity, PlanItem, Step, Plan)
