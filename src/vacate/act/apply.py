@@ -101,6 +101,23 @@ def load(plan_path: str) -> tuple[Plan, str]:
     return plan, hashlib.sha256(raw).hexdigest()
 
 
+def check_machine(plan: Plan, host: Host) -> None:
+    """Refuse a plan made for another machine: one looked at over ssh or inside a container
+    (``via``) is applied where it was made, and one whose recorded machine id is not this
+    machine's is for another machine."""
+    facts = plan.observation.host
+    if facts.via:
+        raise Refused(f"the plan was made for {facts.via}: vacate apply acts on the machine "
+                      "it runs on, and nothing was changed",
+                      hint=f"copy the plan to {facts.via} and apply it there")
+    from vacate.observing.ops import machine_id
+
+    here = machine_id(host)
+    if facts.machine_id and here and facts.machine_id != here:
+        raise Refused(f"the plan was made on machine {facts.machine_id} "
+                      f"({facts.hostname or 'unnamed'}); this is {here}: nothing was changed")
+
+
 def check_plan(plan: Plan) -> None:
     """Refuse a plan that cannot be applied as it stands, or that was edited beyond its
     items' actions."""
@@ -154,6 +171,7 @@ def apply(plan_path: str, *, host: Host | None = None, dry_run: bool = False, pr
     journal_path = path_for(plan_path)
     with PlanLock(plan_path):
         states = states_of(check_belongs(journal_path, sha))
+        check_machine(plan, host)
         _check_places(plan, plan_path, host, set(states))
         check_plan(plan)
         stale_lines = staleness(plan, host, set(states))
@@ -169,6 +187,7 @@ def apply(plan_path: str, *, host: Host | None = None, dry_run: bool = False, pr
 def _check_places(plan: Plan, plan_path: str, host: Host, started: set[str]) -> None:
     """The archive's destination and the journal must not be on the volume being retired."""
     from vacate.flow.plan import on_target
+    from vacate.remote import Local
 
     if stale.unmounted_by_us(plan, started):
         return                     # unmounted already by this apply
@@ -177,7 +196,7 @@ def _check_places(plan: Plan, plan_path: str, host: Host, started: set[str]) -> 
     target = mounts.resolve_target(plan.target_path, host)
     dest = plan.archive_to if plan.archive_to and "://" not in plan.archive_to else None
     for what, p in (("the archive destination", dest), ("the plan and its journal", plan_path)):
-        if p and on_target(p, target, host):
+        if p and on_target(Local(host), p, target):
             raise Refused(f"{what} {p} is on the volume being retired")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
 
@@ -23,6 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "the entries' own)")
     p.add_argument("--no-config", action="store_true",
                    help="skip configured users (unit files, fstab, containers...)")
+    remote.add_arguments(p)
     return p
 
 
@@ -44,6 +46,29 @@ def run(args, env: Env) -> int:
             raise UsageError(f"{args.saved}: the observation was made with --no-users: it "
                              "holds no users to decide on")
         return show(verdict.check(obs), args, env)
+    try:
+        result = _look(args, env)
+    except Unanswered as e:
+        if args.json:         # a script still gets a document: the verdict is "could not tell"
+            from vacate.observing.model.common import Problem
+            from vacate.output import jsonfmt
+
+            why = Problem("filesystem-not-answering", e.message, e.target.mountpoint,
+                          blocks_verdict=True)
+            env.stdout.write(jsonfmt.dumps(jsonfmt.unanswered_check_doc(e.target, why)))
+        raise                 # the message and exit status 3, as for people
+    return show(result, args, env)
+
+
+def _look(args, env: Env):
+    """Observe (here, or where --host / --ct say) and decide."""
+    from vacate.decide import verdict
+
+    if args.remote is not None or args.ct is not None:
+        with remote.reach(args, env.host) as where:
+            obs = where.observe(args.path, scan_tree=not args.no_scan,
+                                configured=not args.no_config)
+        return verdict.check(obs)
     early = None
     if env.host.live and env.host.proc == "/proc":
         # The first look over /proc runs on C threads or in a forked child (started by the
@@ -54,21 +79,11 @@ def run(args, env: Env) -> int:
     try:
         from vacate.flow.check import check
 
-        result = check(args.path, host=env.host, scan_tree=not args.no_scan,
-                       configured=not args.no_config, early=early)
-    except Unanswered as e:
-        if args.json:         # a script still gets a document: the verdict is "could not tell"
-            from vacate.observing.model.common import Problem
-            from vacate.output import jsonfmt
-
-            why = Problem("filesystem-not-answering", e.message, e.target.mountpoint,
-                          blocks_verdict=True)
-            env.stdout.write(jsonfmt.dumps(jsonfmt.unanswered_check_doc(e.target, why)))
-        raise                 # the message and exit status 3, as for people
+        return check(args.path, host=env.host, scan_tree=not args.no_scan,
+                     configured=not args.no_config, early=early)
     finally:
         if early is not None:
             early.close()
-    return show(result, args, env)
 
 
 def show(result, args, env: Env) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, UsageError
 
@@ -21,16 +22,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="skip configured users (unit files, fstab, containers...)")
     p.add_argument("--no-users", action="store_true",
                    help="the inventory only, as a scan sees it (no processes, no configs)")
+    remote.add_arguments(p)
     return p
 
 
 def run(args, env: Env) -> int:
-    from vacate.observing.observe import observe
-
     if args.no_users and args.no_scan:
         raise UsageError("--no-users with --no-scan would observe nothing")
-    obs = observe(args.path, host=env.host, scan_tree=not args.no_scan,
-                  users=not args.no_users, configured=not args.no_config)
+    with remote.reach(args, env.host) as where:
+        obs = where.observe(args.path, scan_tree=not args.no_scan, users=not args.no_users,
+                            configured=not args.no_config)
     text = obs.dumps() + "\n"
     if args.output:
         from vacate.observing.fsio import write_atomic

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK
 
@@ -34,6 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "default they are listed in the report, left as they are)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the plan to FILE")
     p.add_argument("--json", action="store_true", help="the plan as JSON on stdout")
+    remote.add_arguments(p)
     return p
 
 
@@ -41,10 +43,11 @@ def run(args, env: Env) -> int:
     from vacate.flow.plan import plan
 
     overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]
-    result = plan(args.path, host=env.host, archive_to=args.archive_to, overrides=overrides,
-                  grace_s=args.grace, snapshot=not args.no_snapshot,
-                  outputs=(args.output,) if args.output else (),
-                  mask_references=args.mask_references)
+    with remote.reach(args, env.host) as where:
+        result = plan(args.path, where=where, archive_to=args.archive_to,
+                      overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
+                      outputs=(args.output,) if args.output else (),
+                      mask_references=args.mask_references)
     text = result.dumps()
     if args.output:
         from vacate.observing.fsio import write_atomic

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import contextmanager
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
@@ -25,6 +26,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="sizes only: do not read files to tell what each item is")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress on stderr (default: when stderr is a terminal)")
+    remote.add_arguments(p)
     return p
 
 
@@ -71,6 +73,13 @@ def run(args, env: Env) -> int:
             raise UsageError(f"{args.saved}: the observation was made with --no-scan: "
                              "it holds no inventory")
         return show(obs.inventory, args, env)
+    if args.remote is not None or args.ct is not None:
+        if args.ncdu:
+            raise UsageError("--ncdu needs the whole tree here: scan on the host itself")
+        with remote.reach(args, env.host) as where:
+            obs = where.observe(args.path, users=False, recognise=args.recognise,
+                                keep_largest=max(args.top, 50))
+        return show(obs.inventory, args, env, host=obs.host)
     from vacate.observing.scan import scan
 
     encoded: list[str] = []
@@ -89,7 +98,7 @@ def run(args, env: Env) -> int:
     return show(result, args, env, encoded[0] if encoded else None)
 
 
-def show(result, args, env: Env, dirs_json: str | None = None) -> int:
+def show(result, args, env: Env, dirs_json: str | None = None, host=None) -> int:
     """Print a scan (the document or the tables) and give its exit status."""
     from vacate.output import jsonfmt
 
@@ -97,11 +106,12 @@ def show(result, args, env: Env, dirs_json: str | None = None) -> int:
         # one line: a scan of millions of files has a drill-down row per directory, and
         # indenting it would take longer than the walk (pipe it through jq to read it)
         # (the C encoder; json.dump to a stream would use the pure-Python one)
-        env.stdout.write(jsonfmt.scan_json(result, dirs_json) + "\n")
+        env.stdout.write(jsonfmt.scan_json(result, dirs_json, host=host) + "\n")
     else:
         from vacate.output import scan_view  # (rich: not needed for --json)
 
-        scan_view.render(result, env.console(), top=args.top)
+        scan_view.render(result, env.console(), top=args.top,
+                         via=host.via if host is not None else "")
         if args.ncdu:
             env.console().print(f"ncdu export: {args.ncdu}  (browse it: ncdu -f {args.ncdu})")
     return EXIT_UNKNOWN if incomplete(result) else EXIT_OK

@@ -13,6 +13,7 @@ import os
 import time
 
 from vacate import __version__
+from vacate.observing import ops
 from vacate.observing.collectors import kernel, mounts, procs
 from vacate.observing.collectors.special import special_file
 from vacate.observing.host import Host
@@ -62,7 +63,8 @@ def host_facts(host: Host) -> HostFacts:
     return HostFacts(hostname=read(host.proc_path("sys", "kernel", "hostname")),
                      kernel=read(host.proc_path("sys", "kernel", "osrelease")),
                      boot_id=read(host.proc_path("sys", "kernel", "random", "boot_id")),
-                     observed_at=time.time(), vacate_version=__version__)
+                     observed_at=time.time(), vacate_version=__version__,
+                     machine_id=ops.machine_id(host))
 
 
 def unique(consumers) -> tuple:

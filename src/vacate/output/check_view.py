@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from rich.markup import escape
 from rich.table import Table
 
 from vacate.observing.model.usage import CheckResult, Consumer
@@ -50,7 +51,8 @@ def _size(stats) -> str:
 
 def render(result: CheckResult, console) -> None:
     t = result.target
-    console.print(f"[bold]{t.path}[/] on {t.mount.source} ({t.mount.fstype})  "
+    via = result.host.via if result.host is not None else ""
+    console.print((f"[bold]{escape(via)}:[/] " if via else "") + f"[bold]{escape(t.path)}[/] on {t.mount.source} ({t.mount.fstype})  "
                   f"{human_bytes(t.used_bytes)} used of {human_bytes(t.size_bytes)}")
     by_id = {c.id: c for c in result.consumers}
     table = Table(show_edge=False)

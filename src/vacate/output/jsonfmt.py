@@ -61,11 +61,13 @@ def _compact_encoder():
 _compact = _compact_encoder()
 
 
-def scan_doc(result, dirs: Any = None) -> dict[str, Any]:
+def scan_doc(result, dirs: Any = None, host=None) -> dict[str, Any]:
     """``vacate.scan/1``, as a dict (:func:`scan_json` writes it); ``dirs``: what to put in
-    the drill-down's place instead of :func:`dir_table` (None: the table)."""
+    the drill-down's place instead of :func:`dir_table` (None: the table); ``host``: the
+    :class:`HostFacts` of a scan made elsewhere (``--host``), named in the document."""
     return {
         "schema": "vacate.scan/1",
+        **({"host": host_json(host)} if host is not None else {}),
         # paths are UTF-8; a byte that is not valid UTF-8 is the escape \udc80-\udcff (PEP 383)
         "path_encoding": "utf-8+surrogateescape",
         "target": result.target.as_json(),
@@ -82,14 +84,14 @@ def scan_doc(result, dirs: Any = None) -> dict[str, Any]:
     }
 
 
-def scan_json(result, dirs_json: str | None = None) -> str:
+def scan_json(result, dirs_json: str | None = None, host=None) -> str:
     """:func:`scan_doc` on one line, exactly as ``json.dumps(scan_doc(result),
     ensure_ascii=True)`` writes it; ``dirs_json``: its ``dirs`` already encoded
     (:func:`dir_table_json` of ``result.dirs``, done while the recognisers looked: the same
     JSON, ASCII, without spaces where orjson wrote it)."""
     if dirs_json is None:
-        return _compact(scan_doc(result))
-    doc = scan_doc(result, dirs=0)          # a stand-in, for the place of "dirs"
+        return _compact(scan_doc(result, host=host))
+    doc = scan_doc(result, dirs=0, host=host)          # a stand-in, for the place of "dirs"
     keys = list(doc)
     at = keys.index("dirs")
     # the keys before "dirs", then the encoded table, then those after (their order kept)
@@ -177,6 +179,15 @@ def consumer_json(c, by_id) -> dict[str, Any]:
     return d
 
 
+def host_json(facts) -> dict[str, Any] | None:
+    """The machine a document is about: its name and machine id, and how it was reached
+    (``via``: null here, ``user@host`` over ssh, ``CT 129`` inside a container)."""
+    if facts is None:
+        return None
+    return {"name": facts.hostname, "machine_id": facts.machine_id or None,
+            "via": facts.via or None}
+
+
 def check_doc(result) -> dict[str, Any]:
     """``vacate.check/1``: the target, the verdict, every item with its status and users, every
     consumer with its evidence, and the warnings."""
@@ -195,6 +206,7 @@ def check_doc(result) -> dict[str, Any]:
         items.append(d)
     return {
         "schema": "vacate.check/1",
+        "host": host_json(result.host),
         "target": result.target.as_json(),
         "verdict": verdict_json(result.verdict),
         "items": items,

@@ -21,9 +21,9 @@ def _shown(name: str) -> str:
                   .decode("ascii").replace("\\\\", "\\"))
 
 
-def render(result: ScanResult, console, *, top: int = 20) -> None:
+def render(result: ScanResult, console, *, top: int = 20, via: str = "") -> None:
     t = result.target
-    console.print(f"[bold]{escape(t.path)}[/] on {t.mount.source} ({t.mount.fstype}"
+    console.print((f"[bold]{escape(via)}:[/] " if via else "") + f"[bold]{escape(t.path)}[/] on {t.mount.source} ({t.mount.fstype}"
                   + (f", dataset {t.zfs_dataset}" if t.zfs_dataset else "") + ")"
                   + f"  {human_bytes(t.used_bytes)} used of {human_bytes(t.size_bytes)}")
     if not t.atime_reliable:

@@ -388,6 +388,8 @@ def start_for_argv(argv: list[str]) -> None:
     if argv[:1] != ["check"]:
         return
     rest = argv[1:]
+    if any(a.startswith(("--host", "--ct", "--from")) for a in rest):
+        return                  # another machine, a container's view, or a saved look
     if "--" in rest:
         rest = rest[rest.index("--") + 1:]
     paths = [a for a in rest if not a.startswith("-")]

@@ -44,6 +44,8 @@ class HostFacts:
     boot_id: str = ""
     observed_at: float = 0.0
     vacate_version: str = ""
+    machine_id: str = ""
+    via: str = ""               # how it was reached: "" here, "root@pve" over ssh, "CT 129"
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -14,6 +14,7 @@ from vacate.observing.model.mount import Target
 # typing is imported only by type checkers (its import is a measurable part of start-up)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from vacate.observing.model.observation import HostFacts
     from typing import Any
 
 # Item statuses, strongest first: a directory takes the strongest status found inside it.
@@ -114,6 +115,7 @@ class CheckResult:
     whole_volume: tuple[str, ...] = ()   # consumer ids using the volume itself, not one item
     scanned: bool = True                 # False with --no-scan: items are listed, not walked
     elapsed_s: float = 0.0
+    host: HostFacts | None = None        # the machine that was looked at
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -1,0 +1,80 @@
+"""What the observing layer answers when asked from elsewhere: each operation a function of
+JSON values returning a model value, the same whether it runs in this process
+(:class:`vacate.remote.local.Local`) or on a far host through
+:mod:`vacate.observing.worker`. Everything here reads; nothing changes the machine.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vacate.observing.host import Host
+
+
+def hello(host: Host) -> dict:
+    """Who answers: the interpreter, the machine and the user (a plan records the machine)."""
+    import platform
+    import sys
+
+    return {"python": platform.python_version(), "executable": sys.executable,
+            "machine_id": machine_id(host), "hostname": platform.node(),
+            "uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid()}
+
+
+def machine_id(host: Host) -> str:
+    """``/etc/machine-id`` (systemd's, also on hosts without systemd as PID 1), "" unread."""
+    for path in (host.etc_path("machine-id"), host.path("/var/lib/dbus/machine-id")):
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                text = f.read(64).strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return ""
+
+
+def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True,
+            configured: bool = True, ct: str | None = None, recognise: bool = True,
+            keep_largest: int = 50):
+    """:func:`vacate.observing.observe.observe` of ``path`` (inside container ``ct`` where
+    given: :mod:`vacate.observing.ct`)."""
+    from vacate.observing.observe import observe as look
+
+    if ct is not None:
+        from vacate.observing import ct as container
+
+        return container.observe(host, ct, path, scan_tree=scan_tree, users=users,
+                                 configured=configured, recognise_items=recognise,
+                                 keep_largest=keep_largest)
+    return look(path, host=host, scan_tree=scan_tree, users=users, configured=configured,
+                recognise_items=recognise, keep_largest=keep_largest)
+
+
+def target(host: Host, path: str, *, nearest: bool = False):
+    """The :class:`~vacate.observing.model.mount.Target` holding ``path``; ``nearest``: of
+    the nearest directory above it that exists (for a destination not made yet)."""
+    from vacate.observing.collectors import mounts
+    from vacate.observing.fsio import existing_parent
+
+    return mounts.resolve_target(existing_parent(path) if nearest else path, host)
+
+
+def free_bytes(host: Host, path: str) -> int:
+    """The space an unprivileged writer has at ``path`` (or the directory above that exists)."""
+    from vacate.observing.fsio import existing_parent
+
+    st = os.statvfs(existing_parent(path))
+    return st.f_bavail * st.f_frsize
+
+
+def record_entries(host: Host, path: str, *, dev: int):
+    """:func:`vacate.observing.entries.record_entries` of one item."""
+    from vacate.observing.entries import record_entries as record
+
+    return record(path, dev=dev)
+
+
+OPS = {"hello": hello, "observe": observe, "target": target, "free_bytes": free_bytes,
+       "record_entries": record_entries}

@@ -1,0 +1,78 @@
+"""Frames: how a request and its reply cross an ssh session (or any pipe) intact.
+
+A frame is a header line ``TAG LENGTH SHA256``, the body in base64 lines of at most 76
+characters, and a line ``TAG-END``. Everything else on the stream is ignored: a login banner,
+a shell's greeting, stray stderr, and what a pseudo-terminal does to a stream (``ssh -tt``
+turns ``\\n`` into ``\\r\\n`` and echoes the input back). A frame whose body does not have its
+length and checksum is :class:`Damaged`, never taken for a reply. Short base64 lines also
+pass a terminal's line discipline (4,096 bytes a line) untouched, and hold no byte a terminal
+treats as a signal.
+
+Tags differ by direction (``VACATE-BOOT`` and ``VACATE-REQ`` go to the far side,
+``VACATE-REP`` comes back), so an echoed request is never read as the reply. Standard library
+only: the far side reads and writes frames with this module (its stage repeats the reading
+part, since it runs before anything is imported).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+BOOT = b"VACATE-BOOT"
+REQUEST = b"VACATE-REQ"
+REPLY = b"VACATE-REP"
+LINE = 76
+
+
+class Damaged(ValueError):
+    """A frame that does not have the length or checksum its header names."""
+
+
+class Ended(EOFError):
+    """The stream ended before a frame of the awaited tag was complete."""
+
+
+def frame(tag: bytes, body: bytes) -> bytes:
+    """``body`` framed under ``tag``."""
+    text = base64.b64encode(body)
+    lines = [text[i:i + LINE] for i in range(0, len(text), LINE)]
+    head = b"%s %d %s\n" % (tag, len(body), hashlib.sha256(body).hexdigest().encode())
+    return head + b"".join(x + b"\n" for x in lines) + tag + b"-END\n"
+
+
+def read_frame(readline, tag: bytes) -> bytes:
+    """The body of the next frame tagged ``tag`` read with ``readline()`` (which returns
+    b"" at the end). Lines before the header are skipped; within the body, carriage returns
+    and blanks are dropped. :class:`Ended` when the stream ends first, :class:`Damaged`
+    when the body is not what the header says."""
+    head = tag + b" "
+    while True:
+        line = readline()
+        if not line:
+            raise Ended(tag.decode())
+        at = line.find(head)
+        if at < 0:
+            continue
+        fields = line[at:].split()
+        if len(fields) == 3 and fields[1].isdigit():
+            break
+    length, digest = int(fields[1]), fields[2].decode("ascii", "replace")
+    end = tag + b"-END"
+    parts = []
+    while True:
+        line = readline()
+        if not line:
+            raise Ended(tag.decode())
+        line = line.strip()
+        if line == end:
+            break
+        parts.append(line)
+    try:
+        body = base64.b64decode(b"".join(parts), validate=True)
+    except ValueError:
+        raise Damaged("the frame's body is not base64") from None
+    if len(body) != length or hashlib.sha256(body).hexdigest() != digest:
+        raise Damaged(f"the frame's body is {len(body)} bytes that do not match its header "
+                      f"({length} bytes, sha256 {digest[:12]}...)")
+    return body

@@ -1,0 +1,121 @@
+"""Where the observing layer runs: in this process (:class:`Local`) or on another host over
+ssh (:class:`Remote`), both answering the same operations (:mod:`vacate.observing.ops`) with
+the same values. The flows (``vacate.flow``) take one and never ask which."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vacate.observing.host import Host
+
+
+class Local:
+    """The observing layer in this process, on ``host``'s trees."""
+
+    def __init__(self, host: Host | None = None, *, ct: str | None = None):
+        self.host = host or Host.local()
+        self.ct = ct
+        self.label = None if ct is None else f"CT {ct}"
+
+    def call(self, op: str, **args):
+        from vacate.observing.ops import OPS
+
+        return OPS[op](self.host, **args)
+
+    def observe(self, path: str, **kw):
+        return self.call("observe", path=path, ct=self.ct, **kw)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _decode_observation(v):
+    from vacate.observing.model.observation import Observation
+
+    return Observation.from_json(v)
+
+
+def _decode_target(v):
+    from vacate.observing.model import codec
+    from vacate.observing.model.mount import Target
+
+    return codec.decode(Target, v)
+
+
+def _decode_entries(v):
+    from vacate.observing.entries import EntryList
+
+    return EntryList.from_json(v)
+
+
+DECODE = {"observe": _decode_observation, "target": _decode_target,
+          "record_entries": _decode_entries}
+
+
+class Remote:
+    """The observing layer on another host through an ssh :class:`~vacate.remote.ssh.Session`
+    (started on first use, ended by :meth:`close`)."""
+
+    def __init__(self, target, *, ct: str | None = None):
+        self.target = target
+        self.ct = ct
+        self.label = target.label + ("" if ct is None else f", CT {ct}")
+        self._session = None
+
+    @property
+    def session(self):
+        if self._session is None:
+            from vacate.remote.ssh import Session
+
+            self._session = Session(self.target)
+        return self._session
+
+    def call(self, op: str, **args):
+        value = self.session.request(op, args)
+        decode = DECODE.get(op)
+        return decode(value) if decode else value
+
+    def observe(self, path: str, **kw):
+        obs = self.call("observe", path=path, ct=self.ct, **kw)
+        return replace(obs, host=replace(obs.host, via=self.label))
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def reach(args, host: Host | None = None):
+    """The reach a command's ``--host`` / ``--become`` / ``--python`` / ``--ct`` ask for."""
+    spec = getattr(args, "remote", None)
+    ct = getattr(args, "ct", None)
+    if spec is None:
+        return Local(host, ct=ct)
+    from vacate.remote.ssh import SshTarget
+
+    return Remote(SshTarget.parse(spec, python=getattr(args, "python", None) or "python3",
+                                  become=bool(getattr(args, "become", False))), ct=ct)
+
+
+def add_arguments(p) -> None:
+    """``--host``, ``--become``, ``--python`` and ``--ct`` on a command that observes."""
+    p.add_argument("--host", dest="remote", metavar="[USER@]HOST[:PORT]",
+                   help="look at HOST over ssh (nothing is installed there; it needs python3 "
+                        "3.8+); decide here")
+    p.add_argument("--become", action="store_true",
+                   help="with --host: run the far side as root through sudo -n")
+    p.add_argument("--python", metavar="PATH",
+                   help="with --host: the far interpreter (default python3)")
+    p.add_argument("--ct", metavar="CTID",
+                   help="on a Proxmox host: PATH as container CTID sees it")
