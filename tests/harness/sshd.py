@@ -2,10 +2,9 @@
 keys, root's login by key only, and a client config (``ssh -F``) that trusts exactly this
 server's key (``StrictHostKeyChecking yes``: a changed key fails, nothing is ever added).
 
-``path`` puts a directory first on the login's PATH (so ``python3`` there is the one the test
-chose); ``env_script`` is sourced by the far login shell before the command (bash's
-BASH_ENV: a login that prints a banner on stdout); ``client`` adds lines to the client's
-config for this host (``RequestTTY force`` for a pty).
+``banner`` is printed on stdout and stderr before every command (an sshd ``ForceCommand``
+wrapper, as site policies install); ``client`` adds lines to the client's config for this
+host (``RequestTTY force`` for a pty).
 """
 
 from __future__ import annotations
@@ -70,8 +69,7 @@ class Server:
                 self.proc.wait()
 
 
-def start(dir: str, *, path: str | None = None, env_script: str | None = None,
-          client: tuple[str, ...] = ()) -> Server:
+def start(dir: str, *, banner: str | None = None, client: tuple[str, ...] = ()) -> Server:
     os.makedirs(dir, exist_ok=True)
     os.makedirs("/run/sshd", exist_ok=True)          # sshd's privilege-separation directory
     host_pub = keygen(os.path.join(dir, "host_key"))
@@ -79,18 +77,18 @@ def start(dir: str, *, path: str | None = None, env_script: str | None = None,
     with open(os.path.join(dir, "authorized_keys"), "w") as f:
         f.write(user_pub + "\n")
     port = free_port()
-    setenv = []
-    if path:
-        setenv.append(f"PATH={path}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-    if env_script:
-        setenv.append(f"BASH_ENV={env_script}")
     lines = [f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {dir}/host_key",
              f"AuthorizedKeysFile {dir}/authorized_keys", "PermitRootLogin prohibit-password",
              "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
              "StrictModes no", f"PidFile {dir}/sshd.pid", "LogLevel ERROR",
              "PermitUserEnvironment no", "PrintMotd no", "PrintLastLog no"]
-    if setenv:
-        lines.append("SetEnv " + " ".join(setenv))
+    if banner is not None:
+        wrapper = os.path.join(dir, "force.sh")
+        with open(wrapper, "w") as f:
+            f.write(f"#!/bin/sh\ncat <<'EOF'\n{banner}\nEOF\necho \"{banner}\" >&2\n"
+                    'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+        os.chmod(wrapper, 0o755)
+        lines.append(f"ForceCommand {wrapper}")
     with open(os.path.join(dir, "sshd_config"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(dir, "ssh_config"), "w") as f:

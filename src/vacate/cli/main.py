@@ -30,6 +30,7 @@ COMMANDS = (
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),
+    ("payload", "payload_cmd"),
 )
 
 

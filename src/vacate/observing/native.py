@@ -7,6 +7,7 @@ is an error, never a quiet fallback. Standard library only."""
 from __future__ import annotations
 
 import importlib
+import os
 
 from vacate.observing.errors import VacateError
 
@@ -16,8 +17,11 @@ class StaleBuild(VacateError):
 
 
 def load(name: str, version: int):
-    """The C module ``name``, or None where it was not built. Raises :class:`StaleBuild`
-    where its ``VERSION`` is not ``version``."""
+    """The C module ``name``, or None where it was not built or ``$VACATE_NO_C`` is set (the
+    Python loops, as on a far host). Raises :class:`StaleBuild` where its ``VERSION`` is not
+    ``version``."""
+    if os.environ.get("VACATE_NO_C"):
+        return None
     try:
         mod = importlib.import_module(name)
     except ImportError:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
+READY = b"VACATE-READY"      # the stage's first line: send nothing before it
 BOOT = b"VACATE-BOOT"
 REQUEST = b"VACATE-REQ"
 REPLY = b"VACATE-REP"
@@ -39,6 +40,16 @@ def frame(tag: bytes, body: bytes) -> bytes:
     lines = [text[i:i + LINE] for i in range(0, len(text), LINE)]
     head = b"%s %d %s\n" % (tag, len(body), hashlib.sha256(body).hexdigest().encode())
     return head + b"".join(x + b"\n" for x in lines) + tag + b"-END\n"
+
+
+def wait_for(readline, marker: bytes) -> None:
+    """Read lines until one holds ``marker``; :class:`Ended` when the stream ends first."""
+    while True:
+        line = readline()
+        if not line:
+            raise Ended(marker.decode())
+        if marker in line:
+            return
 
 
 def read_frame(readline, tag: bytes) -> bytes:

@@ -96,9 +96,12 @@ class SshTarget:
 
     def argv(self) -> list[str]:
         """The ssh command line."""
-        out = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+        # ssh takes the first value it is given: BatchMode stays, the user's options may
+        # shorten the timeouts
+        out = ["ssh", "-o", "BatchMode=yes", *self.options,
+               "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
                "-o", f"ServerAliveInterval={ALIVE_INTERVAL_S}",
-               "-o", f"ServerAliveCountMax={ALIVE_COUNT}", *self.options]
+               "-o", f"ServerAliveCountMax={ALIVE_COUNT}"]
         if self.port:
             out += ["-p", str(self.port)]
         if self.user:
@@ -132,7 +135,18 @@ class Session:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
         threading.Thread(target=self._drain, daemon=True).start()
-        self._write(wire.frame(wire.BOOT, payload.build()))
+        self._boot = wire.frame(wire.BOOT, payload.build())
+
+    def _start(self) -> None:
+        """Wait for the stage to be ready, then send the payload (once)."""
+        if self._boot is None:
+            return
+        try:
+            wire.wait_for(self.proc.stdout.readline, wire.READY)
+        except wire.Ended:
+            raise self._ended() from None
+        self._write(self._boot)
+        self._boot = None
 
     def _drain(self) -> None:
         """Keep ssh's stderr (its own errors, a banner) without letting the pipe fill."""
@@ -153,6 +167,7 @@ class Session:
         """The reply's value to ``op(**args)``; raises the far side's error as a
         :class:`VacateError` naming the host, and :class:`Unreachable` when the session
         ended or the reply did not arrive whole."""
+        self._start()
         body = json.dumps({"op": op, "args": args}, ensure_ascii=True).encode("ascii")
         self._write(wire.frame(wire.REQUEST, body))
         try:
@@ -184,13 +199,13 @@ class Session:
             return Unreachable(f"{label}: ssh could not reach it: {said}",
                                hint="check that `ssh HOST true` works without a prompt "
                                     "(vacate runs ssh with BatchMode=yes)")
+        if self.target.become and "sudo" in said:
+            return Unreachable(f"{label}: sudo -n refused: {said}",
+                               hint="--become needs sudo without a password for this login")
         if code == 127 or "not found" in said:
             return Unreachable(f"{label}: no {python} there ({said})",
                                hint="install python3 (3.8 or newer) there; nothing else of "
                                     "vacate is needed")
-        if self.target.become and "sudo" in said:
-            return Unreachable(f"{label}: sudo -n refused: {said}",
-                               hint="--become needs sudo without a password for this login")
         return Unreachable(f"{label}: the far side ended (exit {code}) before replying: {said}")
 
     def _error(self, err: dict) -> VacateError:

@@ -1,8 +1,11 @@
 # The first thing that runs on a far host: ``python3 -I -S -c 'exec(b64decode(THIS))'``.
 #
 # It is sent as the command line's only argument, so it is small, and it is written for any
-# Python 3 (no f-strings): an interpreter older than vacate's floor answers with a framed error
-# naming its version, never a traceback. Then it reads the payload (the observing package as a
+# Python 3 (no f-strings). Where stdin is a terminal (ssh -tt, RequestTTY in a config) it is
+# made raw first: no echo of what is sent (an echo flushed late can land inside a reply), no
+# line editing. Then it says VACATE-READY, and only then is anything sent to it. An
+# interpreter older than vacate's floor answers with a framed error naming its version, never
+# a traceback. Then it reads the payload (the observing package as a
 # zip, framed as VACATE-BOOT on stdin), checks its length and sha256, imports it from memory
 # (a finder placed first on sys.meta_path; nothing is written to disk, and -I -S keep an
 # installed vacate, PYTHONPATH or a json.py in the login's directory out of reach) and hands
@@ -27,6 +30,17 @@ def reply(kind, message):
     out.write(b"VACATE-REP-END\n")
     out.flush()
 
+
+try:
+    import os
+    import tty
+    if os.isatty(0):
+        tty.setraw(0)
+except Exception:  # noqa: BLE001  (a terminal that cannot be set is used as it is)
+    pass
+_out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout
+_out.write(b"VACATE-READY\n")
+_out.flush()
 
 if sys.version_info < MINIMUM:
     reply("python-too-old", "%s is Python %s; vacate needs %d.%d or newer"
