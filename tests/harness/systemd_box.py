@@ -174,12 +174,16 @@ def _children(pid: int) -> list[int]:
 
 def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
               files: dict[str, str] | None = None,
-              home: dict[str, str] | None = None) -> SystemdBox:
+              home: dict[str, str] | None = None, cgroup: str | None = None,
+              binds: tuple[tuple[str, str], ...] = ()) -> SystemdBox:
     """Boot a box whose ``/etc/systemd/system`` holds ``units`` (name -> text; a name with a
     ``/`` is a drop-in like ``x.service.d/override.conf``) and ``files`` (other files placed in
     the same directory), with ``enable`` linked into the box's default target. ``home`` (path
     relative to root's home -> text; a text starting with ``->`` makes a symlink) fills a
-    private directory mounted over ``/root`` inside the box. The caller must ``close()`` it."""
+    private directory mounted over ``/root`` inside the box. ``cgroup``: the name of its
+    cgroups (``lxc.payload.129`` makes it Proxmox container 129 to whoever reads
+    ``/proc/PID/cgroup``); ``binds``: (source, mount point) bind-mounted inside the box only.
+    The caller must ``close()`` it."""
     workdir = tempfile.mkdtemp(prefix="vacate-systemd-box-")
     home_dir = os.path.join(workdir, "root-home")
     os.makedirs(home_dir, mode=0o700)
@@ -206,7 +210,7 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
         os.symlink(f"../{name}" if "@" not in name else f"../{name.split('@')[0]}@."
                    f"{name.rsplit('.', 1)[1]}",
                    os.path.join(units_dir, f"{TARGET}.wants", name))
-    tag = f"vacate-box-{uuid.uuid4().hex[:8]}"
+    tag = cgroup or f"vacate-box-{uuid.uuid4().hex[:8]}"
     cgroups = [f"/sys/fs/cgroup/{h}/{tag}" for h in CGROUP_HIERARCHIES]
     for cg in cgroups:
         os.makedirs(cg)
@@ -214,6 +218,7 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
     inner = (
         "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
         f"mount --bind {units_dir} /etc/systemd/system && mount --bind {home_dir} /root && "
+        + "".join(f"mount --bind {src} {dst} && " for src, dst in binds) +
         "exec env -i container=vacate-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "
         f"{SYSTEMD} --system --unit={TARGET} --log-target=console --log-level=notice"
     )

@@ -163,4 +163,4 @@ def check(obs: Observation) -> CheckResult:
     warnings = tuple(inv.warnings) + problems + tuple(_referenced_warnings(consumers))
     return CheckResult(target=target, scan=inv, verdict=v, items=items, consumers=consumers,
                        warnings=warnings, whole_volume=tuple(whole), scanned=obs.scanned,
-                       elapsed_s=obs.elapsed_s, host=obs.host)
+                       elapsed_s=obs.elapsed_s, host=obs.host, ct=obs.ct)

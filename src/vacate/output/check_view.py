@@ -52,6 +52,11 @@ def _size(stats) -> str:
 def render(result: CheckResult, console) -> None:
     t = result.target
     via = result.host.via if result.host is not None else ""
+    if result.ct is not None:
+        console.print(f"[bold]{escape(via)}: {escape(result.ct.path)}[/] is "
+                      f"{escape(result.ct.host_path)} on the host"
+                      + ("" if result.ct.running else " (the container is stopped)"))
+        via = ""
     console.print((f"[bold]{escape(via)}:[/] " if via else "") + f"[bold]{escape(t.path)}[/] on {t.mount.source} ({t.mount.fstype})  "
                   f"{human_bytes(t.used_bytes)} used of {human_bytes(t.size_bytes)}")
     by_id = {c.id: c for c in result.consumers}

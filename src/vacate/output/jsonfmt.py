@@ -179,6 +179,12 @@ def consumer_json(c, by_id) -> dict[str, Any]:
     return d
 
 
+def _codec():
+    from vacate.observing.model import codec
+
+    return codec
+
+
 def host_json(facts) -> dict[str, Any] | None:
     """The machine a document is about: its name and machine id, and how it was reached
     (``via``: null here, ``user@host`` over ssh, ``CT 129`` inside a container)."""
@@ -207,6 +213,7 @@ def check_doc(result) -> dict[str, Any]:
     return {
         "schema": "vacate.check/1",
         "host": host_json(result.host),
+        **({"ct": _codec().encode(result.ct)} if result.ct is not None else {}),
         "target": result.target.as_json(),
         "verdict": verdict_json(result.verdict),
         "items": items,

@@ -548,13 +548,18 @@ class _Pass:
                                              for a in argv if a))
         except OSError:
             cmdline = ""
-        uid = None
+        uid = ns_pid = None
         try:
             for line in _read(os.path.join(base, "status")).split(b"\n"):
                 if line.startswith(b"Uid:"):
                     uid = int(line.split()[1])
+                elif line.startswith(b"NSpid:"):
+                    nested = line.split()[1:]
+                    # the pid its own namespace gives it (a container's ps and nvidia-smi
+                    # inside it show this one; the driver and the host show ``pid``)
+                    ns_pid = int(nested[-1]) if len(nested) > 1 else None
                     break
-        except OSError:
+        except (OSError, ValueError):
             pass
         try:
             cg = cgroups.parse(_read(os.path.join(base, "cgroup")).decode("utf-8", "replace"))
@@ -586,6 +591,7 @@ class _Pass:
             "lxc_monitor": cg.lxc_monitor,
             "cgroup": cg.path,
             "pid_namespace": pid_ns,
+            "ns_pid": ns_pid,
             "gpus": [{"device": g, "index": _gpu_index(g)}
                      for g in sorted(set(gpus))],
         }

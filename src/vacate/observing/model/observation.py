@@ -49,6 +49,22 @@ class HostFacts:
 
 
 @dataclass(frozen=True, **SLOTS)
+class CtView:
+    """How container ``ctid`` spells the path looked at (``path``) and where the host has the
+    same directory (``host_path``); ``running`` with its init's host pid, or stopped;
+    ``how`` the mapping's evidence; ``config_sha256`` the config it was read from."""
+
+    ctid: str
+    path: str
+    host_path: str
+    running: bool
+    init_pid: int | None
+    how: str
+    config: str
+    config_sha256: str
+
+
+@dataclass(frozen=True, **SLOTS)
 class Observation:
     """One look at a volume. ``inventory``: the walk (``scanned``) or a listing of the top
     level; ``users``: whether consumers were looked for at all (a scan is an observation
@@ -66,6 +82,7 @@ class Observation:
     containers: tuple[ContainerRoot, ...] = ()
     host: HostFacts = HostFacts()
     elapsed_s: float = 0.0
+    ct: CtView | None = None        # --ct: the container's path and the host's
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
@@ -137,7 +154,7 @@ def _scan_decode(data, where: str) -> dict:
 ScanResult.encode_fields = _scan_fields          # (slots classes take class attributes)
 ScanResult.decode_fields = staticmethod(_scan_decode)
 codec.register(Mount, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
-               Problem, Evidence, Consumer, ContainerRoot, HostFacts, Observation)
+               Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Observation)
 
 
 def without_timings(obs: Observation) -> Observation:

@@ -14,7 +14,7 @@ from vacate.observing.model.mount import Target
 # typing is imported only by type checkers (its import is a measurable part of start-up)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from vacate.observing.model.observation import HostFacts
+    from vacate.observing.model.observation import CtView, HostFacts
     from typing import Any
 
 # Item statuses, strongest first: a directory takes the strongest status found inside it.
@@ -116,6 +116,7 @@ class CheckResult:
     scanned: bool = True                 # False with --no-scan: items are listed, not walked
     elapsed_s: float = 0.0
     host: HostFacts | None = None        # the machine that was looked at
+    ct: CtView | None = None             # --ct: the container's path and the host's
 
 
 @dataclass(frozen=True, **SLOTS)

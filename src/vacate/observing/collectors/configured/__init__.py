@@ -118,6 +118,23 @@ def _container(host: Host, target: Target, ct: ContainerRoot,
     return tuple(consumers), tuple(problems)
 
 
+def in_stopped_container(host: Host, target: Target, name: str, root: str,
+                         prefixes: tuple[tuple[str, str], ...]) -> Result:
+    """The container sources of a stopped Proxmox container, read from its root filesystem
+    at ``root`` (a path here), the volume spelled inside it as ``prefixes`` (container
+    path, host path) say."""
+    ct = ContainerRoot("pve", name, 0)
+    view = VolumeView(f"pve:{name}", prefixes)
+    chost = Host.under(root, live=False)
+    consumers: list[Consumer] = []
+    problems: list[Problem] = []
+    for source in CONTAINER_SOURCES:
+        cs, ps = run_source(source, chost, target, view)
+        consumers.extend(in_container(c, ct) for c in cs)
+        problems.extend(ps)
+    return tuple(consumers), tuple(problems)
+
+
 def collect(host: Host, target: Target, *,
             containers: tuple[ContainerRoot, ...] = ()) -> Result:
     """Every configured user of the volume, on the host and inside each running container."""

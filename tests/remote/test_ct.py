@@ -1,0 +1,201 @@
+"""``--ct CTID`` on a Proxmox host, the story's path: ``vacate check --ct 129 /data`` names
+``/data`` as the container sees it and answers from the host, in one observation: the
+container's ``sglang-qwen`` server (a process mapping a weight shard, with its unit), the
+disabled ``sglang-kimi`` unit inside it that still names a draft model on the volume, and the
+``mp0`` line of ``/etc/pve/lxc/129.conf``.
+
+The container is real: systemd as PID 1 of private namespaces, in a cgroup named as LXC
+names Proxmox's (``lxc.payload.129``), with the volume bind-mounted at ``/data`` inside it
+only. Proxmox itself cannot be installed here: ``/etc/pve`` is written as Proxmox writes it,
+and ``pct`` is a stand-in with the real command line (tests/harness/pve.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from harness import pve, systemd_box
+from harness.volumes import can_loop_mount, make_volume
+
+VACATE = [sys.executable, "-m", "vacate"]
+MODEL = "models/Qwen3.5-397B-A17B-NVFP4"
+
+SERVE = """import mmap, sys, time
+f = open(sys.argv[1], 'rb')
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+f.close()
+time.sleep(100000)
+"""
+
+CONF = """arch: amd64
+cores: 32
+features: nesting=1
+hostname: sglang
+memory: 262144
+mp0: {volume},mp=/data,backup=0
+net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:21:07,ip=10.1.230.174/24,type=veth
+ostype: debian
+rootfs: local:129/subvol-129-disk-0.subvol,size=64G
+swap: 0
+unprivileged: 0
+"""
+
+STORAGE = """dir: local
+\tpath {root}
+\tcontent iso,vztmpl,backup,rootdir,images
+"""
+
+
+def why_not() -> str | None:
+    if not can_loop_mount():
+        return "needs root and losetup"
+    if not systemd_box.available():
+        return "needs systemd and cgroups for a container"
+    return pve.why_not()
+
+
+@pytest.fixture
+def ct129(tmp_path):
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    vol = make_volume("ext4")
+    m = vol.mountpoint
+    os.makedirs(f"{m}/{MODEL}")
+    with open(f"{m}/{MODEL}/config.json", "w") as f:
+        json.dump({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"}, f)
+    with open(f"{m}/{MODEL}/model-00001-of-00001.safetensors", "wb") as f:
+        f.write(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + os.urandom(1 << 16))
+    os.makedirs(f"{m}/eagle3/draft-ckpt")
+    with open(f"{m}/eagle3/draft-ckpt/weights.bin", "wb") as f:
+        f.write(os.urandom(4096))
+    host = pve.make(str(tmp_path))
+    made_data = not os.path.exists("/data")
+    if made_data:
+        os.mkdir("/data")          # an empty mount point on the host; the bind is the box's
+    # the container's root filesystem on a dir storage, as the host has it when it is stopped
+    rootfs = tmp_path / "vz" / "images" / "129" / "subvol-129-disk-0.subvol"
+    units = rootfs / "etc" / "systemd" / "system"
+    os.makedirs(units / "multi-user.target.wants")
+    host.write_storage(STORAGE.format(root=tmp_path / "vz"))
+    conf = host.write_ct(129, CONF.format(volume=m))
+    kimi = ("[Unit]\nDescription=SGLang Kimi with an EAGLE-3 draft\n[Service]\n"
+            "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path "
+            "/data/models/Kimi-K2 --speculative-draft-model-path /data/eagle3/draft-ckpt\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    (units / "sglang-kimi.service").write_text(kimi)
+    box = None
+    try:
+        box = systemd_box.start_box(
+            {"sglang-qwen.service": (
+                "[Unit]\nDescription=SGLang Qwen3.5 NVFP4\n[Service]\n"
+                f"ExecStart=/usr/bin/python3 /etc/systemd/system/serve.py "
+                f"/data/{MODEL}/model-00001-of-00001.safetensors\n"),
+             "sglang-kimi.service": kimi},
+            files={"serve.py": SERVE}, enable=("sglang-qwen.service",),
+            cgroup="lxc.payload.129", binds=((m, "/data"),))
+        host.running(129, box.pid1)
+        yield vol, host, box, conf
+    finally:
+        if box is not None:
+            box.close()
+        host.close()
+        if made_data:
+            os.rmdir("/data")
+        vol.close()
+
+
+def check(*args, env):
+    r = subprocess.run([*VACATE, "check", "--json", *args], capture_output=True, text=True,
+                       timeout=300, env=env, check=False)
+    assert r.returncode in (0, 1, 3), r.stderr[-3000:]
+    return r.returncode, json.loads(r.stdout)
+
+
+def _wait_serving(box, timeout: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = box.systemctl("is-active", "sglang-qwen.service")
+        if r.stdout.strip() == "active":
+            time.sleep(0.5)         # the server maps its shard
+            return
+        time.sleep(0.2)
+    raise AssertionError("sglang-qwen did not start in the box")
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_check_ct_sees_the_container_from_the_host_in_one_observation(ct129):
+    vol, host, box, conf = ct129
+    _wait_serving(box)
+    rc, doc = check("--ct", "129", "/data", env=host.environ())
+    assert rc == 1 and doc["verdict"]["safe_to_unmount"] is False
+    assert doc["host"]["via"] == "CT 129"
+    assert doc["ct"]["path"] == "/data" and doc["ct"]["host_path"] == vol.mountpoint
+    assert doc["ct"]["running"] is True and doc["ct"]["init_pid"] == box.pid1
+    assert doc["target"]["mountpoint"] == vol.mountpoint
+    by_type: dict[str, list] = {}
+    for c in doc["consumers"]:
+        by_type.setdefault(c["type"], []).append(c)
+    # the running server inside the container, with its unit and container, by host pid
+    servers = [c for c in by_type["process"] if c.get("unit") == "sglang-qwen.service"]
+    assert servers, doc["consumers"]
+    assert servers[0]["container"]["ctid"] == 129 and servers[0]["ns_pid"] not in (None, servers[0]["pid"])
+    assert servers[0]["container"]["name"] == "129"
+    assert "mmap" in servers[0]["access"]
+    assert any(e["detail"].endswith(".safetensors") or ".safetensors" in e["detail"]
+               for e in servers[0]["evidence"])
+    # the disabled unit inside the container still names the draft model on the volume
+    kimi = [c for c in by_type["systemd-unit"] if c["name"] == "sglang-kimi.service"]
+    assert kimi and kimi[0]["id"].startswith("systemd-unit:pve:129:")
+    assert kimi[0].get("enabled") in ("disabled", False, "no") or \
+        not kimi[0].get("enabled")
+    # the mp0 line of the config, with its file and line
+    pct = [c for c in doc["consumers"] if c["type"].startswith("pve")]
+    assert any(e["source"] == f"{conf}:6" for c in pct for e in c["evidence"]), pct
+    ids = [c["id"] for c in doc["consumers"]]
+    assert len(ids) == len(set(ids))
+    # the table says where it looked, in the container's spelling and the host's
+    r = subprocess.run([*VACATE, "check", "--no-scan", "--ct", "129", "/data"],
+                       capture_output=True, text=True, timeout=300, env=host.environ())
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("CT 129: /data is ") and vol.mountpoint in first
+    # pct was asked only whether the container runs; nothing was run inside it
+    assert host.calls() and all(c.startswith("status 129") for c in host.calls())
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_check_ct_of_a_stopped_container_reads_its_config_and_rootfs(ct129):
+    vol, host, box, conf = ct129
+    box.close()
+    host.running(129, None)
+    rc, doc = check("--ct", "129", "--no-scan", "/data", env=host.environ())
+    assert doc["ct"]["running"] is False and doc["ct"]["host_path"] == vol.mountpoint
+    assert "mp0:" in doc["ct"]["how"]
+    assert any(w["code"] == "container-stopped" for w in doc["warnings"])
+    kimi = [c for c in doc["consumers"] if c["type"] == "systemd-unit"
+            and c["name"] == "sglang-kimi.service"]
+    assert kimi and kimi[0]["id"].startswith("systemd-unit:pve:129:")
+    assert not [c for c in doc["consumers"] if c["type"] == "process"
+                and c.get("unit") == "sglang-qwen.service"]
+    # the config still names the volume as the container's mp0: a reference with its line
+    pct = [c for c in doc["consumers"] if c["type"].startswith("pve")]
+    assert any(e["source"] == f"{conf}:6" for c in pct for e in c["evidence"]), pct
+    assert rc == (1 if doc["verdict"]["blockers"] else 0)
+
+
+def test_ct_needs_its_config(tmp_path):
+    if pve.why_not() is None and not os.path.exists("/etc/pve/lxc/977.conf"):
+        r = subprocess.run([*VACATE, "check", "--ct", "977", "/data"], capture_output=True,
+                           text=True, timeout=60, check=False)
+        assert r.returncode == 2
+        assert "CT 977: no /etc/pve/lxc/977.conf here" in r.stderr
+    r = subprocess.run([*VACATE, "check", "--ct", "12x", "/data"], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "a Proxmox container id is a number" in r.stderr
