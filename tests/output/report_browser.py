@@ -5,7 +5,7 @@ whether a dialog opened, the elements a hostile name might have injected, the tr
 tiles as laid out (from the DOM), the text with scripts on and with scripts off, and a
 screenshot.
 
-Run: ``unshare -n sh -c 'ip link set lo up; python3 browser.py PAGE OUT.json SHOT.png'``
+Run: ``unshare -n sh -c 'ip link set lo up; python3 report_browser.py PAGE OUT.json SHOT.png'``
 (chromedriver talks to the browser over the loopback)."""
 
 from __future__ import annotations
