@@ -99,6 +99,16 @@ def _users(doc: dict) -> dict[str, list]:
     return out
 
 
+def _without_labels(doc: dict) -> dict:
+    """``doc`` with what the recognisers said of each item (which names what is inside it:
+    a model's name is its directory's) reduced to the item's kind."""
+    there = dict(doc["there"])
+    there["rows"] = [dict(r, label=r["kind"]) for r in there["rows"]]
+    there["inside"] = [dict(i, label=i["kind"]) for i in there["inside"]]
+    there["items"] = []
+    return dict(doc, there=there)
+
+
 def render(doc: dict, observation=None, *, hide_names: bool = False,
            limits: dict | None = None) -> str:
     """The page of the report ``doc`` (``vacate.report/1``); ``observation`` the one it was
@@ -108,7 +118,7 @@ def render(doc: dict, observation=None, *, hide_names: bool = False,
     target = doc["there"]["volume"]["path"]
     if hide_names:
         doc = Hider(target, [os.path.basename(r["path"]) for r in doc["there"]["rows"]]
-                    ).all(doc)
+                    ).all(_without_labels(doc))
     hider = Hider(target, [os.path.basename(r["path"]) for r in doc["there"]["rows"]]) \
         if hide_names else None
     maps = _maps(doc, observation, hide_names, limits or {})
