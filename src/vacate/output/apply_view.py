@@ -4,22 +4,27 @@ steps with their commands, and every reference to a removed or archived path."""
 
 from __future__ import annotations
 
-import shlex
 from contextlib import contextmanager
 
 from rich.markup import escape
+from rich.text import Text
 
-from vacate.observing.units import human_bytes
+from vacate.output.report_names import shown
 
 STYLE = {"ok": "green", "skipped": "cyan", "failed": "bold red", "manual": "yellow",
-         "would": "dim", "pending": "dim"}
+         "would": "dim", "pending": "dim", "started": "bold red"}
 
 
 def step_line(r, console) -> None:
-    tag = f"[{STYLE.get(r.status, '')}]{r.status:>7}[/]"
-    more = f"  [dim]{escape(r.detail[:300])}[/]" if r.detail else ""
-    earlier = " [dim](earlier run)[/]" if r.earlier else ""
-    console.print(f"{tag} {r.id}  {escape(r.summary)}{earlier}{more}")
+    """One step's line; every status a journal can hold has one (an unknown one is shown
+    plain), and names are text, never markup."""
+    line = Text.assemble((f"{r.status:>7}", STYLE.get(r.status, "")), " ", shown(r.id), "  ",
+                         shown(r.summary))
+    if r.earlier:
+        line.append(" (earlier run)", style="dim")
+    if r.detail:
+        line.append("  " + shown(r.detail[:300]), style="dim")
+    console.print(line)
 
 
 @contextmanager
@@ -51,36 +56,9 @@ def summary(result, console) -> None:
         for s in result.steps:
             step_line(s, console)
         return
-    doc = report(plan, _records(result))
-    items = {i.path: i for i in plan.items}
-    gone = [p for p in items if items[p].action == "delete" and any(
-        s.kind == "delete" and s.status == "ok" and s.data and s.data.get("item") == p
-        for s in result.steps)]
-    console.print(f"\n[bold]{escape(plan.target_path)}[/]: "
-                  + ("retired" if result.complete else "not finished"))
-    for p in gone:
-        console.print(f"  gone: {escape(p)} ({human_bytes(items[p].disk_bytes)}; "
-                      f"{escape(items[p].get_back)})")
-    for k in doc["remains"]["kept"]:
-        where = "archived, and left on the volume" if k["action"] == "archive" else \
-            "left on the volume"
-        console.print(f"  {where}: {escape(k['path'])} ({escape(k['why'])})")
-    d = doc["done"]
-    if d["archived_bytes"]:
-        console.print(f"  archived: {human_bytes(d['archived_bytes'])} read")
-    if d["freed_bytes"] is not None:
-        console.print(f"  space freed: {human_bytes(max(d['freed_bytes'], 0))}")
-    for s in d["snapshots"]:
-        console.print(f"  a snapshot holds the deleted data: {escape(s['name'])} (destroy it: "
-                      f"{escape(shlex.join(s['destroy']))})")
-    for m in doc["remains"]["manual"]:
-        console.print(f"  [yellow]to do by hand:[/] {escape(m['detail'] or m['summary'])}")
-    for f in doc["remains"]["failed"]:
-        console.print(f"  [red]failed:[/] {f['id']} {escape(f['detail'])} (fix it, then run "
-                      "vacate apply again: it resumes)")
-    for r in doc["remains"]["references"]:
-        console.print(f"  [yellow]still refers to it:[/] {escape(r['at'])} names "
-                      f"{escape(r['path'])} ({escape(_went(r))})")
+    from vacate.output import report_text
+
+    report_text.summary(report(plan, _records(result)), console)
 
 
 def _records(result) -> list[dict]:
@@ -90,23 +68,7 @@ def _records(result) -> list[dict]:
 
 
 def render_report(doc, console) -> None:
-    p = doc["plan"]
-    console.print(f"[bold]{escape(p['target_path'])}[/] ({p['fstype']}, device "
-                  f"{p['mount_dev']}): " + ("retired" if doc["complete"] else
-                                            "applied in part" if doc["done"]["steps"] else
-                                            "planned, not applied"))
-    for x in doc["done"]["steps"]:
-        console.print(f"  [{STYLE.get(x['status'], '')}]{x['status']:>7}[/] {x['id']}  "
-                      f"{escape(x['summary'])}")
-    for x in doc["would"]:
-        console.print(f"  [dim]  would[/] {x['id']}  {escape(x['summary'])}")
-    for r in doc["remains"]["references"]:
-        console.print(f"  [yellow]still refers to it:[/] {escape(r['at'])} names "
-                      f"{escape(r['path'])} ({escape(_went(r))})")
+    """The report in the terminal (see :mod:`vacate.output.report_text`)."""
+    from vacate.output import report_text
 
-
-def _went(r: dict) -> str:
-    """Where the data a reference names went."""
-    if r.get("archive"):
-        return f"archived at {r['archive']}; restore it: {shlex.join(r['restore'])}"
-    return "deleted" if r["action"] == "delete" else r["action"]
+    report_text.render(doc, console)

@@ -1,57 +1,115 @@
 """``vacate.report/1``: what was there, what used it, what was done, what remains, and what
-would be done — from a plan and its journal alone (nothing on the machine is read). The page
-version of the report is rendered from this document."""
+would be done — from a saved observation, a plan, or a plan and its journal (nothing on the
+machine is read but the journal and the manifests of local archives, for the part holding a
+path). The terminal and the page render this document; neither reads anything else."""
 
 from __future__ import annotations
 
-import os
-
-from vacate.act.journal import path_for, read_records, states_of
+from vacate.act.journal import check_belongs, path_for, states_of
 from vacate.observing.model import codec
+from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
-from vacate.observing.parsers.paths import is_under
+from vacate.output.report_refs import parts_of, references
 
 SCHEMA = "vacate.report/1"
 
 
-def _archive_of(plan: Plan, item: str) -> str | None:
-    return next((s.postcondition["archive"] for s in plan.steps
-                 if s.kind == "archive" and s.params.get("item") == item), None)
+def _volume(obs: Observation) -> dict:
+    """The volume as a person names it: host, device, filesystem, dataset, size, used."""
+    t = obs.target
+    return {"host": obs.host.hostname, "path": t.path, "device": t.mount.source,
+            "fstype": t.mount.fstype, "dataset": t.zfs_dataset, "size_bytes": t.size_bytes,
+            "used_bytes": t.used_bytes, "observed_at": obs.host.observed_at or None,
+            "scanned": obs.scanned}
 
 
-def references(plan: Plan) -> list[dict]:
-    """Each configured user still naming a path of an archived or deleted item: where it is
-    written (file:line), the path, and where the data went (the archive, and the command
-    that restores exactly that path) or that it is gone."""
+def _inside(obs: Observation) -> list[dict]:
+    """The recognised items below a top-level one (a model inside ``models/``)."""
     out = []
-    gone = [it for it in plan.items if it.action in ("archive", "delete")]
-    for c in plan.observation.consumers:
-        if c.live:
-            continue
-        for p in c.paths:
-            it = next((i for i in gone if is_under(p, i.path)), None)
-            if it is None:
-                continue
-            at = next((e.source for e in c.evidence if e.path == p), None) or \
-                (c.evidence[0].source if c.evidence else c.name)
-            ref = {"consumer": c.id, "type": c.type, "name": c.name, "at": at, "path": p,
-                   "item": it.path, "action": it.action}
-            loc = _archive_of(plan, it.path) if it.action == "archive" else None
-            if loc:
-                arc = os.path.basename(it.path) + p[len(it.path):]
-                ref["archive"] = loc
-                ref["restore"] = ["vacate", "restore", loc, arc, "--to", "DIR"]
-            out.append(ref)
+    for i in obs.inventory.items:
+        c = i.classification
+        if i.parent:
+            out.append({"path": i.path, "parent": i.parent,
+                        "kind": c.kind if c else "directory", "label": c.label if c else "",
+                        "disk_bytes": i.stats.disk_bytes,
+                        "apparent_bytes": i.stats.apparent_bytes, "files": i.stats.files,
+                        "newest_mtime": i.stats.newest_mtime})
     return out
 
 
-def report(plan: Plan, records: list[dict] | None = None) -> dict:
-    """The report of ``plan`` and the journal ``records`` of applying it (None or empty: not
-    applied; ``would`` lists the steps)."""
+def _groups(consumers) -> list[dict]:
+    """The consumers grouped by what a person acts on: a unit with its processes, a
+    container with what runs in it, else the consumer alone."""
+    out: dict[str, dict] = {}
+    for c in consumers:
+        a = c.attrs
+        if c.type == "process" and a.get("container"):
+            key, kind, name = f"container:{a['container']}", "container", str(a["container"])
+        elif c.type == "process" and a.get("unit"):
+            key, kind, name = f"systemd-unit:{a['unit']}", "systemd-unit", str(a["unit"])
+        else:
+            key, kind, name = c.id, c.type, c.name
+        g = out.setdefault(key, {"key": key, "type": kind, "name": name, "consumers": []})
+        g["consumers"].append(c.id)
+    return list(out.values())
+
+
+def _used(obs: Observation) -> list[dict]:
     from vacate.output.actions import for_consumer
 
+    by_id = {c.id: c for c in obs.consumers}
+    return [dict(c.as_json(), action=for_consumer(c, by_id)) for c in obs.consumers]
+
+
+def _item_row(path: str, stats, c, status: str, users, action: str | None = None,
+              why: str = "", get_back: str = "") -> dict:
+    return {"path": path, "kind": c.kind if c else "", "label": c.label if c else "",
+            "disk_bytes": stats.disk_bytes, "apparent_bytes": stats.apparent_bytes,
+            "files": stats.files, "newest_mtime": stats.newest_mtime,
+            "newest_atime": stats.newest_atime, "status": status, "users": list(users),
+            "action": action, "why": why, "get_back": get_back}
+
+
+def report_of_observation(obs: Observation) -> dict:
+    """The report of a saved observation: what was there and what used it (nothing done,
+    nothing planned)."""
+    from vacate.decide import verdict
+
+    result = verdict.check(obs)
+    rows = [_item_row(u.item.path, u.item.stats, u.item.classification, u.status, u.users)
+            for u in result.items if not u.item.parent]
+    v = result.verdict
+    return {
+        "schema": SCHEMA, "source": "observation", "plan": None,
+        "there": {"target": obs.target.as_json(), "volume": _volume(obs), "rows": rows,
+                  "items": [codec.encode(i) for i in obs.inventory.items],
+                  "inside": _inside(obs)},
+        "used": _used(obs), "used_by": _groups(obs.consumers),
+        "verdict": {"safe_to_unmount": v.safe_to_unmount,
+                    "blockers": [{"consumer": b.consumer, "reason": b.reason}
+                                 for b in v.blockers]},
+        "done": {"steps": [], "archived_bytes": 0, "deleted_bytes": 0, "freed_bytes": None,
+                 "snapshots": [], "fixed": [], "gone": []},
+        "remains": {"kept": [{"path": r["path"], "action": "keep", "why": "not planned"}
+                             for r in rows], "manual": [], "failed": [], "started": [],
+                    "left": [], "references": []},
+        "would": [], "estimate": None, "complete": False,
+    }
+
+
+def _stats_of(it):
+    from vacate.observing.model.inventory import Stats
+
+    return Stats(it.apparent_bytes, it.disk_bytes, it.files)
+
+
+def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> dict:
+    """The report of ``plan`` and the journal ``records`` of applying it (None or empty: not
+    applied; ``would`` lists the steps). ``parts``: how an archive's member -> part table
+    is read (see :func:`report_refs.references`)."""
     states = states_of(records or [])
-    by_id = {c.id: c for c in plan.observation.consumers}
+    obs = plan.observation
+    mtimes = {i.path: i.stats for i in obs.inventory.items}
     steps = []
     for s in plan.steps:
         st = states.get(s.id)
@@ -67,34 +125,69 @@ def report(plan: Plan, records: list[dict] | None = None) -> dict:
     freed = next((x["data"].get("freed_bytes") for x in ok if x["kind"] == "check"
                   and "freed_bytes" in x["data"]), None)
     snaps = [x["data"] for x in ok if x["kind"] == "snapshot" and x["data"].get("snapshots")]
+    verified = {x["data"].get("location"): x["ended"] for x in ok if x["kind"] == "verify"}
+    archives = [{"location": x["data"].get("location"), "bytes_read": x["data"].get(
+        "bytes_read", 0), "bytes_written": x["data"].get("bytes_written", 0),
+        "files": x["data"].get("files", 0), "verified_at": verified.get(
+            x["data"].get("location"))} for x in ok if x["kind"] == "archive"]
+    refs = references(plan, states, parts)
+    gone = {x["data"].get("item") for x in ok if x["kind"] == "delete"}
     applied = bool(states)
+    rows = [_item_row(i.path, _stats_of(i), None, i.status, i.users, i.action, i.reason,
+                      i.get_back) for i in plan.items]
+    for r, i in zip(rows, plan.items):
+        r.update(kind=i.kind, label=i.label)
+        st = mtimes.get(i.path)
+        if st is not None:
+            r.update(newest_mtime=st.newest_mtime, newest_atime=st.newest_atime)
     doc = {
         "schema": SCHEMA,
+        "source": "applied" if applied else "plan",
         "plan": {"target_path": plan.target_path, "mount_id": plan.mount_id,
                  "mount_dev": plan.mount_dev, "fstype": plan.fstype,
-                 "archive_to": plan.archive_to, "created_at": plan.created_at},
-        "there": {"target": plan.observation.target.as_json(),
-                  "items": [codec.encode(i) for i in plan.items]},
-        "used": [dict(c.as_json(), action=for_consumer(c, by_id))
-                 for c in plan.observation.consumers],
+                 "archive_to": plan.archive_to, "created_at": plan.created_at,
+                 "blocked": list(plan.blocked)},
+        "there": {"target": obs.target.as_json(), "volume": _volume(obs), "rows": rows,
+                  "items": [codec.encode(i) for i in plan.items], "inside": _inside(obs)},
+        "used": _used(obs), "used_by": _groups(obs.consumers),
         "done": {"steps": [x for x in steps if x["status"] != "pending"] if applied else [],
                  "archived_bytes": archived, "deleted_bytes": deleted, "freed_bytes": freed,
-                 "snapshots": snaps},
+                 "expected_freed_bytes": plan.expected_freed_bytes, "archives": archives,
+                 "snapshots": snaps, "fixed": [r for r in refs if r.get("fixed")],
+                 "gone": [{"path": i.path, "disk_bytes": i.disk_bytes, "get_back": i.get_back}
+                          for i in plan.items if i.action == "delete" and i.path in gone]},
         "remains": {
             "kept": [{"path": i.path, "action": i.action, "why": i.reason}
                      for i in plan.items if i.action in ("keep", "archive")],
             "manual": [{"id": x["id"], "summary": x["summary"], "detail": x["detail"],
                         "command": x["command"]} for x in steps if x["status"] == "manual"],
-            "failed": [{"id": x["id"], "summary": x["summary"], "detail": x["detail"]}
+            "failed": [{"id": x["id"], "summary": x["summary"], "detail": x["detail"],
+                        "status": x["status"]}
                        for x in steps if x["status"] in ("failed", "started")],
-            "references": references(plan)},
+            "started": [x["id"] for x in steps if x["status"] == "started"],
+            "left": [{"id": x["id"], "kind": x["kind"], "summary": x["summary"],
+                      "command": x["command"]} for x in steps if x["status"] == "pending"]
+            if applied else [],
+            "references": [r for r in refs if not r.get("fixed")]},
         "would": [] if applied and all(x["status"] != "pending" for x in steps) else
         [{"id": x["id"], "kind": x["kind"], "summary": x["summary"], "command": x["command"]}
          for x in steps if x["status"] == "pending"],
+        "estimate": {"freed_bytes": plan.expected_freed_bytes,
+                     "archive_bytes": plan.archive_bytes,
+                     "archive_estimate_s": plan.archive_estimate_s,
+                     "get_back": [{"path": i.path, "action": i.action, "get_back": i.get_back}
+                                  for i in plan.items if i.action in ("archive", "delete")]},
         "complete": applied and all(x["status"] in ("ok", "skipped") for x in steps),
     }
     return doc
 
 
-def report_of(plan_path: str, plan: Plan) -> dict:
-    return report(plan, read_records(path_for(plan_path)))
+def report_of(plan_path: str, plan: Plan, plan_sha256: str | None = None) -> dict:
+    """The report of the plan in ``plan_path`` and its journal beside it; a journal written
+    for another plan (``plan_sha256``: the plan file's) is refused (``JournalError``)."""
+    jpath = path_for(plan_path)
+    if plan_sha256 is None:
+        from vacate.act.journal import read_records
+
+        return report(plan, read_records(jpath))
+    return report(plan, check_belongs(jpath, plan_sha256))

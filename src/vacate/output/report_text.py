@@ -1,0 +1,147 @@
+"""The report in the terminal: a short summary first (what is gone, what is left and why,
+what still names a path that is gone), then the sections as tables. Every string from the
+report is given to rich as :class:`rich.text.Text`, never as markup: a file name such as
+``[bold]x[/]`` is shown as written."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from rich.table import Table
+from rich.text import Text
+
+from vacate.observing.units import human_age, human_bytes, human_duration
+from vacate.output.report_names import shown
+
+STATUS_STYLE = {"ok": "green", "skipped": "cyan", "failed": "bold red", "started": "bold red",
+                "manual": "yellow", "pending": "dim", "active": "bold red",
+                "referenced": "yellow", "cold": "cyan", "disposable": "green",
+                "artifact": "dim"}
+
+
+def _t(s, style: str = "") -> Text:
+    return Text(shown(s) if isinstance(s, str) else str(s), style=style)
+
+
+def state_line(doc: dict) -> str:
+    """One phrase for where the volume stands."""
+    if doc["source"] == "observation":
+        return "observed"
+    if doc["complete"]:
+        return "retired"
+    return "applied in part" if doc["done"]["steps"] else "planned, not applied"
+
+
+def went(r: dict) -> str:
+    """Where the data a reference names went."""
+    if r.get("archive"):
+        return f"archived at {r['archive']}; restore it: {shlex.join(r['restore'])}" + (
+            f" (or: {r['stock_restore']})" if r.get("stock_restore") else "")
+    return "deleted" if r["action"] == "delete" else r["action"]
+
+
+def summary(doc: dict, console) -> None:
+    """What a person reads first: the state, what is gone, what is left and why, space."""
+    v = doc["there"]["volume"]
+    console.print(Text.assemble((shown(v["path"]), "bold"), ": ", (state_line(doc), "bold"),
+                                f" ({v['fstype']} on ", shown(v["device"] or "?"),
+                                ", host ", shown(v["host"] or "?"), ")"))
+    d, r = doc["done"], doc["remains"]
+    for g in d["gone"]:
+        console.print(Text.assemble("  gone: ", shown(g["path"]),
+                                    f" ({human_bytes(g['disk_bytes'])}; ", shown(g["get_back"]),
+                                    ")"))
+    for k in r["kept"]:
+        where = "archived, and left on the volume" if k["action"] == "archive" else \
+            "left on the volume"
+        console.print(Text.assemble(f"  {where}: ", shown(k["path"]), " (", shown(k["why"]),
+                                    ")"))
+    if d["archived_bytes"]:
+        console.print(f"  archived: {human_bytes(d['archived_bytes'])} read")
+    if d["freed_bytes"] is not None:
+        console.print(f"  space freed: {human_bytes(max(d['freed_bytes'], 0))} (expected "
+                      f"{human_bytes(d.get('expected_freed_bytes'))})")
+    for s in d["snapshots"]:
+        console.print(Text.assemble("  a snapshot holds the deleted data: ", shown(s["name"]),
+                                    " (destroy it: ", shown(shlex.join(s["destroy"])), ")"))
+    for m in r["manual"]:
+        console.print(Text.assemble(("  to do by hand: ", "yellow"),
+                                    shown(m["detail"] or m["summary"])))
+    for f in r["failed"]:
+        what = "started, never finished" if f["status"] == "started" else "failed"
+        console.print(Text.assemble((f"  {what}: ", "red"), shown(f["id"]), " ",
+                                    shown(f["detail"]), " (fix it, then run vacate apply "
+                                                        "again: it resumes)"))
+    for x in r["references"]:
+        console.print(Text.assemble(("  still refers to it: ", "yellow"), shown(x["at"]),
+                                    " names ", shown(x["path"]), " (", shown(went(x)), ")"))
+    e = doc.get("estimate")
+    if doc["source"] == "plan" and e:
+        console.print(f"  would free {human_bytes(e['freed_bytes'])}; archiving "
+                      f"{human_bytes(e['archive_bytes'])} takes about "
+                      f"{human_duration(e['archive_estimate_s'])}")
+
+
+def _table(title: str, *cols: str) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    return t
+
+
+def render(doc: dict, console) -> None:
+    """The summary, then what was there, what used it, what was done, what remains."""
+    summary(doc, console)
+    now = time.time()
+    t = _table("what was there", "item", "kind", "size", "apparent", "modified", "status",
+               "action")
+    inside: dict[str, list] = {}
+    for i in doc["there"]["inside"]:
+        inside.setdefault(i["parent"], []).append(i)
+    for row in doc["there"]["rows"]:
+        t.add_row(_t(row["path"]), _t(row["label"] or row["kind"]),
+                  human_bytes(row["disk_bytes"]), human_bytes(row["apparent_bytes"]),
+                  human_age(row["newest_mtime"], now),
+                  _t(row["status"], STATUS_STYLE.get(row["status"], "")),
+                  _t(row["action"] or "-"))
+        for i in inside.get(row["path"], []):
+            t.add_row(_t("  " + i["path"]), _t(i["label"] or i["kind"]),
+                      human_bytes(i["disk_bytes"]), human_bytes(i["apparent_bytes"]),
+                      human_age(i["newest_mtime"], now), "", "")
+    console.print(t)
+    if doc["used"]:
+        by_id = {c["id"]: c for c in doc["used"]}
+        t = _table("what used it", "who", "consumer", "evidence")
+        for g in doc["used_by"]:
+            for cid in g["consumers"]:
+                c = by_id[cid]
+                ev = "\n".join(f"{e['source']} ({e['kind']})" for e in c["evidence"][:5])
+                more = len(c["evidence"]) - 5
+                t.add_row(_t(f"{g['type']} {g['name']}"), _t(f"{c['type']} {c['name']}"),
+                          _t(ev + (f"\n… and {more} more" if more > 0 else "")))
+        console.print(t)
+    steps = doc["done"]["steps"]
+    if steps:
+        t = _table("what was done", "step", "status", "took", "what", "detail")
+        for x in steps:
+            took = human_duration(x["ended"] - x["started"]) \
+                if x["ended"] and x["started"] else "-"
+            t.add_row(_t(x["id"]), _t(x["status"], STATUS_STYLE.get(x["status"], "")), took,
+                      _t(x["summary"]), _t(x["detail"][:300]))
+        console.print(t)
+    left = doc["remains"]["left"] or doc["would"]
+    if left:
+        t = _table("steps left" if doc["done"]["steps"] else "what would be done",
+                   "step", "what", "command")
+        for x in left:
+            t.add_row(_t(x["id"]), _t(x["summary"]),
+                      _t(shlex.join(x["command"]) if x["command"] else ""))
+        console.print(t)
+    refs = doc["remains"]["references"] + doc["done"]["fixed"]
+    if refs:
+        t = _table("what still names a path that is gone", "where", "path", "where it went")
+        for x in refs:
+            t.add_row(_t(x["at"]), _t(x["path"]),
+                      _t(f"fixed by step {x['fixed']}" if x.get("fixed") else went(x)))
+        console.print(t)
