@@ -1,5 +1,11 @@
 """``plan``: observe the volume, record what each item to archive or delete is, and decide
-the plan (:func:`vacate.decide.plan.make_plan`). Reads only; prints nothing."""
+the plan (:func:`vacate.decide.plan.make_plan`). Reads only (but for the entries files it
+writes beside the plan); prints nothing.
+
+An item to archive is recorded for its identity alone (totals and digest); an item to delete
+also into an entries file beside the plan (:func:`vacate.observing.entries.write_entries_file`),
+which the plan names by its sha256: the plan stays a few hundred bytes an item, whatever the
+item holds."""
 
 from __future__ import annotations
 
@@ -22,17 +28,21 @@ def on_target(path: str, target, host: Host) -> bool:
     return (m.major, m.minor) == (target.mount.major, target.mount.minor)
 
 
-def identity_of(entries) -> Identity:
-    """What an item is, from its recorded entries."""
-    rows = list(entries.entries())
-    first = rows[0]
-    files = sum(1 for e in rows if e.kind not in ("dir", "subvolume", "mountpoint"))
-    return Identity(dev=first.dev, ino=first.ino,
-                    apparent_bytes=sum(e.size for e in rows),
-                    disk_bytes=0, files=files,
-                    newest_mtime_ns=max((e.mtime_ns for e in rows), default=None),
-                    newest_ctime_ns=max((e.ctime_ns for e in rows), default=None),
-                    digest=entries.digest())
+def identity_of(rec) -> Identity:
+    """What an item is, from recording it (:func:`vacate.observing.entries.record_item`)."""
+    return Identity(dev=rec.root[2], ino=rec.root[3], apparent_bytes=rec.apparent_bytes,
+                    disk_bytes=0, files=rec.files, newest_mtime_ns=rec.newest_mtime_ns,
+                    newest_ctime_ns=rec.newest_ctime_ns, digest=rec.digest)
+
+
+def entries_store() -> str:
+    """Where entries files go when the plan is not written to a file (``-o``):
+    ``$XDG_STATE_HOME/vacate/entries``, by default ``~/.local/state/vacate/entries``; apply
+    looks beside the plan first, then here. Files are named by their sha256, so plans share
+    it safely."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "state")
+    return os.path.join(base, "vacate", "entries")
 
 
 def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
@@ -40,7 +50,7 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
          outputs: tuple[str, ...] = (), mask_references: bool = False) -> Plan:
     """The plan to retire the volume mounted at ``path``. ``outputs``: files the plan and its
     journal will be written to (refused on the volume itself, like ``archive_to``)."""
-    from vacate.observing.entries import record_entries
+    from vacate.observing.entries import record_item, write_entries_file
 
     host = host or Host.local()
     target = mounts.resolve_target(path, host)
@@ -48,7 +58,9 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
         raise UsageError(f"{path} is not a mount point (it is on {target.mountpoint}): a plan "
                          "retires a whole volume", hint=f"vacate plan {target.mountpoint}")
     local_dest = archive_to if archive_to and "://" not in archive_to else None
-    for what, p in [("--archive-to", local_dest)] + [("the plan file", o) for o in outputs]:
+    store = os.path.dirname(os.path.abspath(outputs[0])) if outputs else entries_store()
+    for what, p in [("--archive-to", local_dest)] + [("the plan file", o) for o in outputs] + \
+            [("the entries files' directory", store)]:
         if p and on_target(p, target, host):
             raise UsageError(f"{what} {p} is on the volume being retired")
     obs = observe(path, host=host)
@@ -59,11 +71,13 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
         raise UsageError(str(e)) from None
     identities, entries = {}, {}
     for it in first.items:
-        if it.action in ("archive", "delete"):
-            rec = record_entries(it.path, dev=target.st_dev)
+        if it.action == "archive":
+            identities[it.path] = identity_of(record_item(it.path, dev=target.st_dev))
+        elif it.action == "delete":
+            os.makedirs(store, exist_ok=True)
+            rec = write_entries_file(it.path, dev=target.st_dev, directory=store)
             identities[it.path] = identity_of(rec)
-            if it.action == "delete":
-                entries[it.path] = rec.to_json()
+            entries[it.path] = rec.reference()
     free = None
     if local_dest:
         st = os.statvfs(existing_parent(local_dest))

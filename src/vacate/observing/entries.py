@@ -481,8 +481,13 @@ class EntriesFile:
     after it was opened is noticed where it matters. ValueError when any of it does not
     match. Reads with ``pread``: forked workers share it."""
 
-    def __init__(self, path: str, *, sha256: str, index_at: int):
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    def __init__(self, path: str | int, *, sha256: str, index_at: int):
+        """``path``: the file's path, or an open fd of it (duplicated here)."""
+        if isinstance(path, int):
+            self.fd = os.dup(path)
+            path = f"the entries file (fd {path})"
+        else:
+            self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             self._load(path, sha256, index_at)
         except BaseException:
