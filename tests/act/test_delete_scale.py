@@ -46,6 +46,7 @@ def maxrss_mb(err: str) -> float:
 
 def python(code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          check=False,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
                           timeout=600)
 

@@ -558,7 +558,7 @@ class EntriesFile:
             os.close(self.fd)
             self.fd = -1
 
-    def __enter__(self) -> EntriesFile:
+    def __enter__(self) -> EntriesFile:  # noqa: PYI034 (typing.Self is 3.11+)
         return self
 
     def __exit__(self, *exc) -> None:
