@@ -75,7 +75,9 @@ def test_the_plan_document(vol):
     assert (ident["dev"], ident["ino"], ident["files"]) == (st.st_dev, st.st_ino, 1)
     assert len(ident["digest"]) == 64
     entries = items[f"{m}/requirements-freeze.txt"]["entries"]
-    assert entries["schema"] == "vacate.entries/1"
+    assert entries["schema"] == "vacate.entries-file/1" and entries["entries"] == 1
+    assert entries["file"] == f"vacate-entries-{entries['sha256']}.jsonl.gz"
+    assert (tmp / entries["file"]).stat().st_size == entries["bytes"]      # beside the plan
     kinds = [s["kind"] for s in doc["steps"]]
     assert kinds.index("end-process") < kinds.index("archive") < kinds.index("delete")
     assert kinds[-3:] == ["unmount", "lock-dir", "check"]

@@ -131,15 +131,15 @@ def check_plan(plan: Plan) -> None:
 
 
 def _identities(plan: Plan):
-    from vacate.observing.entries import record_entries
+    from vacate.observing.entries import record_item
     from vacate.flow.plan import identity_of
 
     out = {}
     for it in plan.items:
         if it.action in ("archive", "delete"):
-            try:
-                out[it.path] = identity_of(record_entries(it.path,
-                                                          dev=plan.observation.target.st_dev))
+            try:      # totals and digest only: memory in proportion to its directories
+                out[it.path] = identity_of(record_item(it.path,
+                                                       dev=plan.observation.target.st_dev))
             except (OSError, VacateError):
                 out[it.path] = None
     return out
@@ -202,7 +202,8 @@ def _check_places(plan: Plan, plan_path: str, host: Host, started: set[str]) -> 
 
 def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyResult:
     """Every step in order, until one fails."""
-    ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml)
+    ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml,
+                  plan_path=plan_path)
     results = []
     stopped = False
     for step in plan.steps:
@@ -267,7 +268,7 @@ def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
     an item's recorded entries, the destination's permissions); the volume's own unmount
     is checked against the state the steps before it would leave: every user that holds
     it now must be ended by one of them."""
-    ctx = Context(plan=plan, host=host, dry_run=True, earlier=states)
+    ctx = Context(plan=plan, host=host, dry_run=True, earlier=states, plan_path=plan_path)
     live = {c.id: c for c in plan.observation.consumers if c.live}
     ended: set[str] = set()
     out = []

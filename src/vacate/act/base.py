@@ -65,6 +65,7 @@ class Context:
     timeout_s: float = 600.0
     earlier: dict = field(default_factory=dict)   # step id -> journal.StepState of earlier runs
     nvml: object = None              # pynvml's interface (None: load it where installed)
+    plan_path: str = ""              # the plan's file (its entries files lie beside it)
 
     def finished_earlier(self, step: Step) -> dict | None:
         """The data of this step's ok outcome in an earlier run of this apply, or None."""

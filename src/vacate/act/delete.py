@@ -1,5 +1,13 @@
 """Safe and fast delete of one plan item: only the entries recorded when the plan was made
-(:func:`record_entries`), and only while each is still what was recorded.
+(:func:`record_entries` in memory, or the plan's entries file, :class:`EntriesFile`), and
+only while each is still what was recorded.
+
+The record is consulted directory by directory: just before a directory's entries are
+removed its recorded rows are taken (from the entries file: that directory's gzip member,
+read and checked against the digest its index holds for it) and every entry listed there now
+is compared with its row. So what apply holds is one index line per directory and the rows
+of the directories it is in, never the item's whole record; a directory whose member is
+damaged has nothing removed (an error names it).
 
 What is deleted: an entry whose device, inode, size, mtime and ctime match its record (a
 directory: its device and inode, since deleting its entries changes its times). Anything
@@ -58,6 +66,7 @@ from vacate.observing.entries import (
     NAME,
     NLINK,
     SIZE,
+    EntriesFile,
     Entry,
     EntryList,
     Refused,
@@ -72,7 +81,7 @@ from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.observing.fsio import mount_id
 from vacate.observing.model.common import Problem
 
-__all__ = ["DeleteResult", "Entry", "EntryList", "Kept", "Manual", "Refused", "delete_item",
+__all__ = ["DeleteResult", "EntriesFile", "Entry", "EntryList", "Kept", "Manual", "Refused", "delete_item",
            "record_entries"]
 
 ProgressFn = Callable[[int, int], None]     # (entries removed, bytes removed)
@@ -211,9 +220,9 @@ class _Dir:
 class _Deleter:
     """Deletes directory by directory into its counters and lists (one per process)."""
 
-    def __init__(self, item: str, index: dict[str, tuple], mnt: int):
+    def __init__(self, item: str, rows_of: Callable[[str], list | None], mnt: int):
         self.item = item
-        self.index = index
+        self.rows_of = rows_of      # a recorded directory's rows, None where not listed
         self.mnt = mnt
         self.report: Callable[[], None] | None = None
         self.reset()
@@ -287,7 +296,12 @@ class _Deleter:
         go to ``d.todo`` as (name, stat, row), anything else is kept (``d.clean`` False).
         This is the loop run once per entry: :meth:`unlink` written out, the counts in
         locals."""
-        rows = self.index.get(d.rel)
+        try:
+            rows = self.rows_of(d.rel)
+        except ValueError as e:       # the entries file is damaged there: nothing goes
+            self.error("damaged-record", d.rel, str(e))
+            d.clean = False
+            return
         missing = "hidden" if d.hidden else "unlisted" if rows is None else "new"
         get = {r[NAME]: r for r in rows}.get if rows else {}.get
         try:
@@ -471,9 +485,9 @@ def _split(tasks: list[tuple], sizes: dict[str, int], n: int) -> list[list[tuple
     return [o for o in out if o]
 
 
-def _subtree_sizes(index: dict[str, tuple]) -> dict[str, int]:
-    """Recorded entries below each recorded directory."""
-    sizes = {rel: len(rows) for rel, rows in index.items()}
+def _subtree_sizes(counts: dict[str, int]) -> dict[str, int]:
+    """Recorded entries below each recorded directory, from the count in each."""
+    sizes = dict(counts)
     for rel in sorted(sizes, key=lambda p: p.count("/") + bool(p), reverse=True):
         if rel:
             up = rel.rpartition("/")[0]
@@ -573,8 +587,9 @@ def _status(status: int) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
-def _parallel(d: _Deleter, pfd: int, pdev: int, name: str, st: os.stat_result, r: tuple,
-              nworkers: int, progress: ProgressFn | None) -> tuple[bool, int]:
+def _parallel(d: _Deleter, counts: dict[str, int], pfd: int, pdev: int, name: str,
+              st: os.stat_result, r: tuple, nworkers: int,
+              progress: ProgressFn | None) -> tuple[bool, int]:
     """Delete the item directory breadth-first here until it has enough subdirectories,
     those in ``nworkers`` forked workers, then its first levels here. Returns whether it is
     gone and how many workers ran."""
@@ -602,7 +617,7 @@ def _parallel(d: _Deleter, pfd: int, pdev: int, name: str, st: os.stat_result, r
                 level.append(c)
                 d.fill(c)
         if tasks:
-            parts = _split(tasks, _subtree_sizes(d.index), nworkers)
+            parts = _split(tasks, _subtree_sizes(counts), nworkers)
             used = len(parts)
             for (x, *_), gone in _run_workers(d, parts, progress):
                 x.clean = x.clean and gone
@@ -631,7 +646,7 @@ def _result(d: _Deleter, gone: bool, workers: int = 0) -> DeleteResult:
         tuple(d.path(rel) for rel in d.subvolumes), gone, workers)
 
 
-def _check_paths(item: str, root: str, recorded: EntryList, dev: int) -> None:
+def _check_paths(item: str, root: str, recorded: EntryList | EntriesFile, dev: int) -> None:
     if item == "/":
         raise Refused("/: never deleted")
     if root == "/":
@@ -645,7 +660,7 @@ def _check_paths(item: str, root: str, recorded: EntryList, dev: int) -> None:
                       f"{recorded.dev}, not of this item on {dev}")
 
 
-def delete_item(item_path: str, recorded: EntryList, *, target_root: str, dev: int,
+def delete_item(item_path: str, recorded: EntryList | EntriesFile, *, target_root: str, dev: int,
                 progress: ProgressFn | None = None, workers: int | None = None
                 ) -> DeleteResult:
     """Delete what ``recorded`` lists of the item ``item_path`` inside ``target_root`` (on
@@ -660,12 +675,17 @@ def delete_item(item_path: str, recorded: EntryList, *, target_root: str, dev: i
     _check_paths(item, root, recorded, dev)
     opened = open_parent(item, root, dev)
     if opened is None:
-        return _result(_Deleter(item, {}, 0), True)
+        return _result(_Deleter(item, {}.get, 0), True)
     pfd, mnt = opened
     gc_was_on = gc.isenabled()
     gc.disable()           # plain tuples and lists pile up; there are no cycles to collect
     try:
-        d = _Deleter(item, dict(recorded.dirs), mnt)
+        if isinstance(recorded, EntryList):
+            index = dict(recorded.dirs)
+            rows_of, counts = index.get, lambda: {k: len(v) for k, v in index.items()}
+        else:
+            rows_of, counts = recorded.rows, recorded.counts
+        d = _Deleter(item, rows_of, mnt)
         if os.fstatvfs(pfd).f_flag & os.ST_RDONLY:
             d.error("read-only", "", "the filesystem is mounted read-only")
             return _result(d, False)
@@ -685,7 +705,7 @@ def delete_item(item_path: str, recorded: EntryList, *, target_root: str, dev: i
         n = workers or cpus()
         pdev = os.fstat(pfd).st_dev
         if n > 1 and len(recorded) >= PARALLEL_MIN and can_fork():
-            gone, used = _parallel(d, pfd, pdev, name, st, r, n, progress)
+            gone, used = _parallel(d, counts(), pfd, pdev, name, st, r, n, progress)
         else:
             gone, used = d.tree(None, pfd, pdev, name, "", st, r), 0
         if progress is not None:

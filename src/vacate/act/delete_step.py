@@ -2,9 +2,12 @@
 
 ``delete`` removes only the entries the approved plan recorded for the item, and only while
 each is still what was recorded (:func:`vacate.act.delete.delete_item`); anything else found
-there is kept and named, and the step fails. An item a person turned into ``delete`` after
-planning has no recorded entries: it is recorded now, and deleted only when that record's
-digest is the one the plan took of the item (what was reviewed is what goes).
+there is kept and named, and the step fails. The record is the entries file beside the plan
+that the plan names by its sha256 (:class:`vacate.observing.entries.EntriesFile`: its index
+held, each directory's rows read as that directory is emptied). An item a person turned
+into ``delete`` after planning has no entries file: it is recorded now (into a temporary
+one beside the plan), and deleted only when that record's digest is the one the plan took of
+the item (what was reviewed is what goes).
 
 ``snapshot`` is taken before the first delete on ZFS and btrfs
 (:func:`vacate.act.snapshot.snapshot`), named after the plan, so a rerun finds its own.
@@ -24,22 +27,66 @@ def _item(step: Step, ctx: Context) -> PlanItem | None:
     return next((i for i in ctx.plan.items if i.path == step.params.get("item")), None)
 
 
-def _recorded(it: PlanItem, ctx: Context):
-    """The entries to delete: the plan's, or recorded now and matching the plan's digest;
-    a string saying why not otherwise."""
-    from vacate.observing.entries import EntryList, record_entries
+def _entries_path(name: str, ctx: Context) -> str | None:
+    """The entries file ``name``: beside the plan, else in the store ``plan`` writes to
+    when the plan goes to stdout only."""
+    from vacate.flow.plan import entries_store
 
-    if it.entries is not None:
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        return None
+    beside = os.path.dirname(os.path.abspath(ctx.plan_path)) if ctx.plan_path else None
+    for d in filter(None, (beside, entries_store())):
+        if os.path.isfile(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return None
+
+
+def _recorded(it: PlanItem, ctx: Context):
+    """The entries to delete, opened (close an EntriesFile after use): the plan's entries
+    file, checked against the sha256 and digest the plan holds; or, for an item a person
+    turned into ``delete``, recorded now into a temporary one, and only when its digest is
+    the one the plan took of the item. A string saying why not otherwise."""
+    import tempfile
+
+    from vacate.observing.entries import (
+        SCHEMA,
+        EntriesFile,
+        EntryList,
+        record_item,
+    )
+
+    ref = it.entries
+    if ref is not None and ref.get("schema") == SCHEMA:   # a plan holding them inline
         try:
-            return EntryList.from_json(it.entries)
+            return EntryList.from_json(ref)
         except ValueError as e:
             return f"the plan's record of {it.path} is damaged: {e}"
     if it.identity is None:
         return f"the plan recorded nothing of {it.path}: make the plan again with --delete"
-    now = record_entries(it.path, dev=ctx.plan.observation.target.st_dev)
-    if now.digest() != it.identity.digest:
-        return f"{it.path} is not what the plan recorded (new or changed files)"
-    return now
+    if ref is not None:
+        path = _entries_path(ref.get("file"), ctx)
+        if path is None:
+            return (f"the entries file the plan names for {it.path} ({ref.get('file')}) is "
+                    "not beside the plan")
+        try:
+            got = EntriesFile(path, sha256=ref["sha256"], index_at=ref["index_at"])
+        except (OSError, KeyError, TypeError, ValueError) as e:
+            return f"the plan's record of {it.path} is damaged: {e}"
+        if (got.item, got.digest) != (it.path, it.identity.digest):
+            got.close()
+            return f"the entries file named for {it.path} is of another item or another plan"
+        return got
+    where = os.path.dirname(os.path.abspath(ctx.plan_path)) if ctx.plan_path else None
+    with tempfile.TemporaryFile(dir=where) as tmp:
+        now = record_item(it.path, dev=ctx.plan.observation.target.st_dev, out=tmp)
+        if now.digest != it.identity.digest:
+            return f"{it.path} is not what the plan recorded (new or changed files)"
+        return EntriesFile(tmp.fileno(), sha256=now.sha256, index_at=now.index_at)
+
+
+def _close(got) -> None:
+    if hasattr(got, "close"):
+        got.close()
 
 
 def done(step: Step, ctx: Context) -> bool:
@@ -55,6 +102,7 @@ def ready(step: Step, ctx: Context) -> str | None:
     if it is None or it.action != "delete":
         return f"{step.params['item']} is not an item the plan deletes"
     got = _recorded(it, ctx)
+    _close(got)
     return got if isinstance(got, str) else None
 
 
@@ -74,8 +122,11 @@ def run(step: Step, ctx: Context) -> Outcome:
     if isinstance(got, str):
         return Outcome("failed", got)
     obs = ctx.plan.observation
-    r = delete_item(it.path, got, target_root=obs.target.path, dev=obs.target.st_dev,
-                    progress=lambda n, b: ctx.tell(step, n, it.files or 1, "deleting"))
+    try:
+        r = delete_item(it.path, got, target_root=obs.target.path, dev=obs.target.st_dev,
+                        progress=lambda n, b: ctx.tell(step, n, it.files or 1, "deleting"))
+    finally:
+        _close(got)
     data = r.to_json()
     if r.outcome == "ok":
         return Outcome("ok", f"{r.entries} entries, {r.bytes} bytes", data)

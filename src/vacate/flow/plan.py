@@ -1,8 +1,15 @@
 """``plan``: observe the volume, record what each item to archive or delete is, and decide
-the plan (:func:`vacate.decide.plan.make_plan`). Reads only; prints nothing."""
+the plan (:func:`vacate.decide.plan.make_plan`). Reads only (but for the entries files it
+writes beside the plan); prints nothing.
+
+An item to archive is recorded for its identity alone (totals and digest); an item to delete
+also into an entries file beside the plan (:func:`vacate.observing.entries.write_entries_file`),
+which the plan names by its sha256: the plan stays a few hundred bytes an item, whatever the
+item holds."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from vacate.decide.plan import PlanRefused, make_plan
@@ -18,17 +25,21 @@ def on_target(where, path: str, target) -> bool:
     return (m.major, m.minor) == (target.mount.major, target.mount.minor)
 
 
-def identity_of(entries) -> Identity:
-    """What an item is, from its recorded entries."""
-    rows = list(entries.entries())
-    first = rows[0]
-    files = sum(1 for e in rows if e.kind not in ("dir", "subvolume", "mountpoint"))
-    return Identity(dev=first.dev, ino=first.ino,
-                    apparent_bytes=sum(e.size for e in rows),
-                    disk_bytes=0, files=files,
-                    newest_mtime_ns=max((e.mtime_ns for e in rows), default=None),
-                    newest_ctime_ns=max((e.ctime_ns for e in rows), default=None),
-                    digest=entries.digest())
+def identity_of(rec) -> Identity:
+    """What an item is, from recording it (:func:`vacate.observing.entries.record_item`)."""
+    return Identity(dev=rec.root[2], ino=rec.root[3], apparent_bytes=rec.apparent_bytes,
+                    disk_bytes=0, files=rec.files, newest_mtime_ns=rec.newest_mtime_ns,
+                    newest_ctime_ns=rec.newest_ctime_ns, digest=rec.digest)
+
+
+def entries_store() -> str:
+    """Where entries files go when the plan is not written to a file (``-o``):
+    ``$XDG_STATE_HOME/vacate/entries``, by default ``~/.local/state/vacate/entries``; apply
+    looks beside the plan first, then here. Files are named by their sha256, so plans share
+    it safely."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "state")
+    return os.path.join(base, "vacate", "entries")
 
 
 def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | None = None,
@@ -47,8 +58,11 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                          "retires a whole volume", hint=f"vacate plan {target.mountpoint}")
     local_dest = archive_to if archive_to and "://" not in archive_to else None
     here = isinstance(where, Local) and where.ct is None
-    checks = [("--archive-to", local_dest)] + \
-        ([("the plan file", o) for o in outputs] if here else [])
+    store = os.path.dirname(os.path.abspath(outputs[0])) if outputs else entries_store()
+    checks = [("--archive-to", local_dest)]
+    if here:       # the plan and its entries files are written here; only here can they meet
+        checks += [("the plan file", o) for o in outputs] + [("the entries files' directory",
+                                                              store)]
     for what, p in checks:
         if p and on_target(where, p, target):
             raise UsageError(f"{what} {p} is on the volume being retired")
@@ -60,11 +74,14 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
         raise UsageError(str(e)) from None
     identities, entries = {}, {}
     for it in first.items:
-        if it.action in ("archive", "delete"):
-            rec = where.call("record_entries", path=it.path, dev=target.st_dev)
+        if it.action == "archive":
+            identities[it.path] = identity_of(where.call("record_item", path=it.path,
+                                                         dev=target.st_dev))
+        elif it.action == "delete":
+            os.makedirs(store, exist_ok=True)
+            rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
             identities[it.path] = identity_of(rec)
-            if it.action == "delete":
-                entries[it.path] = rec.to_json()
+            entries[it.path] = rec.reference()
     free = where.call("free_bytes", path=local_dest) if local_dest else None
     return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                      snapshot=snapshot, identities=identities, entries=entries,

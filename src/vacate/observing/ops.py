@@ -76,5 +76,35 @@ def record_entries(host: Host, path: str, *, dev: int):
     return record(path, dev=dev)
 
 
+def record_item(host: Host, path: str, *, dev: int):
+    """:func:`vacate.observing.entries.record_item`: an item's totals and digest."""
+    from vacate.observing.entries import record_item as record
+
+    return record(path, dev=dev)
+
+
+def write_entries(host: Host, path: str, *, dev: int, directory: str):
+    """:func:`vacate.observing.entries.write_entries_file` into ``directory`` (here)."""
+    from vacate.observing.entries import write_entries_file
+
+    return write_entries_file(path, dev=dev, directory=directory)
+
+
+def entries_file(host: Host, path: str, *, dev: int) -> dict:
+    """An item's entries file as bytes (base64), with what recording it came to: for a plan
+    made elsewhere, which keeps the file beside itself."""
+    import base64
+    import io
+
+    from vacate.observing.entries import file_name, record_item as record
+    from vacate.observing.model import codec
+
+    buf = io.BytesIO()
+    rec = record(path, dev=dev, out=buf)
+    return {"recorded": codec.encode(rec), "name": file_name(rec.sha256),
+            "data": base64.b64encode(buf.getvalue()).decode("ascii")}
+
+
 OPS = {"hello": hello, "observe": observe, "target": target, "free_bytes": free_bytes,
-       "record_entries": record_entries}
+       "record_entries": record_entries, "record_item": record_item,
+       "entries_file": entries_file}

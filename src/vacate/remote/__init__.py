@@ -4,6 +4,7 @@ the same values. The flows (``vacate.flow``) take one and never ask which."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from vacate.observing.host import Host
@@ -24,6 +25,12 @@ class Local:
 
     def observe(self, path: str, **kw):
         return self.call("observe", path=path, ct=self.ct, **kw)
+
+    def write_entries(self, path: str, *, dev: int, directory: str):
+        """Record an item into an entries file in ``directory``; what it came to."""
+        from vacate.observing.ops import write_entries
+
+        return write_entries(self.host, path, dev=dev, directory=directory)
 
     def close(self) -> None:
         pass
@@ -54,8 +61,24 @@ def _decode_entries(v):
     return EntryList.from_json(v)
 
 
+def _decode_recorded(v):
+    from vacate.observing.entries import Recorded
+    from vacate.observing.model import codec
+    from vacate.observing.model.common import Problem
+
+    if not isinstance(v, dict):
+        raise codec.Malformed("", "expected an object for a recorded item")
+    fields = dict(v)
+    fields["root"] = tuple(fields.get("root") or ())
+    fields["problems"] = tuple(codec.decode(Problem, p) for p in fields.get("problems", ()))
+    try:
+        return Recorded(**fields)
+    except TypeError as e:
+        raise codec.Malformed("", f"not a recorded item: {e}") from None
+
+
 DECODE = {"observe": _decode_observation, "target": _decode_target,
-          "record_entries": _decode_entries}
+          "record_entries": _decode_entries, "record_item": _decode_recorded}
 
 
 class Remote:
@@ -84,6 +107,24 @@ class Remote:
     def observe(self, path: str, **kw):
         obs = self.call("observe", path=path, ct=self.ct, **kw)
         return replace(obs, host=replace(obs.host, via=self.label))
+
+    def write_entries(self, path: str, *, dev: int, directory: str):
+        """Record an item there and keep its entries file here, in ``directory``, under the
+        name its sha256 gives it (checked: what arrived is what was recorded)."""
+        import base64
+        import hashlib
+
+        from vacate.observing.errors import VacateError
+        from vacate.observing.fsio import write_atomic
+
+        got = self.call("entries_file", path=path, dev=dev)
+        rec = _decode_recorded(got["recorded"])
+        data = base64.b64decode(got["data"])
+        if hashlib.sha256(data).hexdigest() != rec.sha256:
+            raise VacateError(f"{self.label}: the entries of {path} arrived damaged")
+        name = os.path.basename(got["name"])
+        write_atomic(os.path.join(directory, name), data)
+        return replace(rec, file=name)
 
     def close(self) -> None:
         if self._session is not None:

@@ -4,7 +4,9 @@ A :class:`Plan` is a value and a file (``vacate.plan/1``) a person reviews; only
 ``action`` fields are theirs to edit. It records the observation it was made from, so that
 applying it later can name what changed since (a stale plan is refused), and for each item
 that is archived or deleted the identity of what was there (device, inode, size, file
-count, newest mtime and ctime, and a digest of its entries).
+count, newest mtime and ctime, and a digest of its entries). What a delete item's entries
+are is not in the plan but in an entries file beside it that the plan names by its sha256:
+the plan holds a few numbers an item, whatever the item holds.
 
 Standard library only.
 """
@@ -72,7 +74,10 @@ class PlanItem:
     get_back: str = ""
     exclude: tuple[str, ...] = ()          # sub-items with another action
     identity: Identity | None = None
-    entries: dict[str, Any] | None = None  # a delete item's entries (vacate.entries/1)
+    # a delete item's entries: the entries file beside the plan that holds them, named by its
+    # sha256, with its size, where its index starts, its entry and directory counts and the
+    # item's digest (vacate.entries-file/1; see vacate.observing.entries)
+    entries: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, **SLOTS)
