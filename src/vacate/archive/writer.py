@@ -820,10 +820,12 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
                     entries=tuple(w.entries), tool=f"vacate {__version__}",
                     extra={"part_size": part_size, "zstd_level": level,
                            "excluded": excl_list, "notes": notes, "left_out": left})
-    target.put(mf.SUMS, b"".join(w.sums))
+    sums = b"".join(w.sums)
+    target.put(mf.SUMS, sums)
     target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
     target.put(mf.README, mf.README_TEXT.format(
-        tool=m.tool, created=created, sources=", ".join(src_list)).encode())
+        tool=m.tool, created=created, sources=", ".join(src_list),
+        check=mf.readme_check(sums)).encode())
     target.put(mf.MANIFEST, m.dumps(w.entry_lines))      # last: marks the archive complete
     _drop_state(target)
     target.cleanup_unfinished()

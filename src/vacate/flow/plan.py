@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+from vacate.flow.carve import carve
 from vacate.observing.collectors import mounts
 from vacate.observing.observe import observe
 from vacate.decide.plan import PlanRefused, make_plan
@@ -51,7 +52,7 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
     for what, p in [("--archive-to", local_dest)] + [("the plan file", o) for o in outputs]:
         if p and on_target(p, target, host):
             raise UsageError(f"{what} {p} is on the volume being retired")
-    obs = observe(path, host=host)
+    obs = carve(observe(path, host=host), list(overrides))
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                           snapshot=snapshot, mask_references=mask_references)
