@@ -47,7 +47,7 @@ def run(args, env: Env) -> int:
 
     if not args.dry_run and not args.yes:
         plan, _sha = ap.load(args.plan)
-        ap.check_plan(plan)
+        ap.check_plan(plan, args.plan)
         _approve(plan, env)
     console = env.console(stderr=True)
     with apply_view.progress(env) as progress:
