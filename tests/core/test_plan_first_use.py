@@ -74,3 +74,20 @@ def test_the_table_shows_what_is_inside_an_item_with_its_own_suggestion(vol, tmp
     assert "with eagle3" in row and "regenerable" in out, out
     # the outermost recognised items only (the checkpoints go with their run)
     assert sum("with eagle3" in ln for ln in out.splitlines()) == 4, out
+
+
+@pytest.mark.parametrize("path", ["/", "/tmp", "/usr"])
+def test_the_running_system_is_never_planned_and_no_hint_suggests_it(path):
+    rc, out, err = cli("plan", path, "--archive-to", "/nonexistent-backup", "--json")
+    assert rc == 2 and out == "" and "the running system lives on" in err, err
+    assert "vacate plan /" not in err and f"vacate check {path}" in err
+    rc, _out, _err = cli("check", path, "--no-scan", "--no-config", "--json")
+    assert rc in (0, 1, 3)                  # it may still be audited
+
+
+def test_a_volume_holding_vacate_itself_is_not_planned(vol, tmp_path, monkeypatch):
+    import vacate
+
+    monkeypatch.setattr(vacate, "__file__", f"{vol}/models/__init__.py")
+    rc, _out, err = cli("plan", vol, "--archive-to", str(tmp_path / "bk"))
+    assert rc == 2 and "vacate itself" in err, err

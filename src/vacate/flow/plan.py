@@ -7,6 +7,7 @@ import os
 import time
 
 from vacate.flow.carve import carve
+from vacate.flow.running import refuse_running_system
 from vacate.observing.collectors import mounts
 from vacate.observing.observe import observe
 from vacate.decide.plan import PlanRefused, make_plan
@@ -45,6 +46,7 @@ def plan(path: str, *, host: Host | None = None, archive_to: str | None = None,
 
     host = host or Host.local()
     target = mounts.resolve_target(path, host)
+    refuse_running_system(path, target, host)
     if os.path.realpath(path) != target.mountpoint:
         raise UsageError(f"{path} is not a mount point (it is on {target.mountpoint}): a plan "
                          "retires a whole volume", hint=f"vacate plan {target.mountpoint}")
