@@ -31,3 +31,28 @@ def test_the_readme_check_passes_as_written(tmp_path, files):
     r = subprocess.run(["sh", "-c", script], check=False, capture_output=True, text=True, cwd=arch)
     assert r.returncode == 0, r.stderr
     assert (arch / "OUT" / "models" / "empty-model").is_dir()
+
+
+def test_a_destination_inside_the_source_is_said_so_not_excluded_as_asked(tmp_path):
+    src = tmp_path / "data"
+    src.mkdir()
+    (src / "a.txt").write_text("a\n")
+    rc, out, err = cli("archive", str(src), "--to", str(src / "bk"), "--no-progress")
+    assert rc == 0, err
+    assert "excluded as asked" not in out + err
+    assert "the destination lies inside the source: data/bk/data" in out, out
+    rc, out, err = cli("archive", str(src), "--to", str(tmp_path / "bk2"), "--exclude", "a.txt",
+                       "--no-progress")
+    assert rc == 0 and "excluded as asked: data/a.txt" in out, out + err
+
+
+def test_the_rate_of_a_sparse_file_is_the_rate_of_what_was_hashed(tmp_path):
+    src = tmp_path / "data"
+    src.mkdir()
+    with open(src / "sparse.img", "wb") as f:
+        f.write(b"head")
+        f.truncate(256 << 20)
+    rc, out, err = cli("archive", str(src), "--to", str(tmp_path / "bk"), "--no-progress")
+    assert rc == 0, err
+    assert "268.4 MB hashed, holes included" in out, out
+    assert "/s hashed)" in out, out
