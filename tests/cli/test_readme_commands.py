@@ -30,8 +30,6 @@ def test_the_install_and_demo_line_runs_as_root_without_sudo(tmp_path):
             os.makedirs(clone / os.path.dirname(f), exist_ok=True)
             shutil.copy2(os.path.join(ROOT, f), clone / f)
     # no sudo on PATH: the line must not need it as root
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     path = ":".join(d for d in os.environ["PATH"].split(":")
                     if not os.path.exists(os.path.join(d, "sudo")))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
