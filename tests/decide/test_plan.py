@@ -51,7 +51,10 @@ def test_the_deepest_match_wins_and_the_rest_of_its_item_keeps_its_action(obs):
     plan = make_plan(obs, archive_to="/backup", overrides=[("delete", "models/Qwen3.5-*")])
     by = {i.path: i for i in plan.items}
     assert by[MODEL].action == "delete" and by[MODEL].reason == "asked: --delete models/Qwen3.5-*"
-    assert by["/data/models"].action == "archive" and by["/data/models"].exclude == (MODEL,)
+    # models/ holds nothing else: nothing is left to archive, so no step is spent on it
+    assert by["/data/models"].action == "keep" and by["/data/models"].exclude == (MODEL,)
+    assert "nothing is left in it to archive" in by["/data/models"].reason
+    assert not any(s.params.get("item") == "/data/models" for s in plan.steps)
     # a literal beats a glob at the same depth; deeper beats shallower
     plan = make_plan(obs, archive_to="/backup", overrides=[
         ("delete", "models/*"), ("keep", "models/Qwen3.5-397B-A17B-NVFP4"), ("delete", "eagle3"),

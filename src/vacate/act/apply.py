@@ -14,6 +14,7 @@ progress goes to the ``progress`` callback.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass
 
@@ -118,16 +119,23 @@ def check_machine(plan: Plan, host: Host) -> None:
                       f"({facts.hostname or 'unnamed'}); this is {here}: nothing was changed")
 
 
-def check_plan(plan: Plan) -> None:
-    """Refuse a plan that cannot be applied as it stands, or that was edited beyond its
-    items' actions."""
+def check_plan(plan: Plan, plan_path: str = "PLAN") -> None:
+    """Refuse a plan that cannot be applied as it stands, or whose steps are not the ones
+    its items make (an item's action edited by hand: ``plan --from`` makes them again)."""
     if plan.blocked:
         raise Refused("the plan cannot be applied: " + "; ".join(plan.blocked))
     edits = edited_steps(plan)
     if edits:
+        new = _edited_name(plan_path)
         raise Refused("the plan's steps are not the ones its items make (only items' actions "
-                      "may be edited): " + "; ".join(edits),
-                      hint="make the plan again with vacate plan")
+                      "may be edited, and then the steps made again): " + "; ".join(edits)
+                      + f". To apply the items' actions as edited: vacate plan --from "
+                      f"{plan_path} -o {new}, review it, then vacate apply {new}")
+
+
+def _edited_name(plan_path: str) -> str:
+    root, ext = os.path.splitext(plan_path)
+    return f"{root}.new{ext}"
 
 
 def _identities(plan: Plan):
@@ -173,7 +181,7 @@ def apply(plan_path: str, *, host: Host | None = None, dry_run: bool = False, pr
         states = states_of(check_belongs(journal_path, sha))
         check_machine(plan, host)
         _check_places(plan, plan_path, host, set(states))
-        check_plan(plan)
+        check_plan(plan, plan_path)
         stale_lines = staleness(plan, host, set(states))
         if stale_lines:
             raise Refused("the plan is stale, nothing was changed: " + "; ".join(stale_lines),

@@ -442,6 +442,16 @@ def sums_file(entries) -> bytes:
                     if e.type in ("file", "hardlink") and e.sha256)
 
 
+CHECK_FILES = '  (cd OUT && sha256sum -c "$OLDPWD/SHA256SUMS")'
+CHECK_NO_FILES = ("  # no regular file is in this archive (SHA256SUMS is empty, and sha256sum -c\n"
+                  "  # of an empty list fails): the parts' check above is the whole check")
+
+
+def readme_check(sums: bytes) -> str:
+    """The README's line that checks the restored files: none where there are none."""
+    return CHECK_FILES if sums else CHECK_NO_FILES
+
+
 def part_sums_file(parts) -> bytes:
     from vacate.archive.sums import line
     return b"".join(line(p.sha256, p.name.encode()) for p in parts)
@@ -466,7 +476,7 @@ Check the parts (run in this directory):
 Restore everything (as root to keep owners), then check every file:
   mkdir -p OUT
   for p in *.tar.zst; do zstd -dc "$p" | tar -xpf - -C OUT; done
-  (cd OUT && sha256sum -c "$OLDPWD/SHA256SUMS")
+{check}
 
 Notes
   - Directories (with their modes, owners and mtimes) are stored in the last part, so that

@@ -82,6 +82,8 @@ class ArchiveResult:
     reused_upload_bytes: int = 0       # S3: pieces of an interrupted upload not sent again
     missing: tuple[str, ...] = ()      # what the sources hold that is not in the archive
     excluded: tuple[str, ...] = ()     # archive paths left out as asked
+    destination_inside: tuple[str, ...] = ()  # the archive's own directory inside a source
+    bytes_hashed: int = 0              # the files' whole sizes, holes included (all hashed)
     up_to_date: bool = False           # a complete archive was there, the sources unchanged
     changed_since: tuple[str, ...] = ()  # ... or what changed in them since it was made
 
@@ -710,13 +712,20 @@ def _excluded(roots, exclude: list[str], target: Target) -> frozenset[bytes]:
                 raise UsageError(f"--exclude {x}: not below a source",
                                  hint="name a path inside the source")
             out.update(base + b"/" + rel for _, base in roots)
-    if hasattr(target, "root"):          # a local archive inside a source is not archived
+    return frozenset(out | _dest_inside(roots, target))
+
+
+def _dest_inside(roots, target: Target) -> set[bytes]:
+    """The archive's own directory, as archive paths, where it is written inside a source
+    (it is left out: an archive does not hold itself)."""
+    out = set()
+    if hasattr(target, "root"):
         real = os.fsencode(os.path.realpath(target.root))
         for ab, base in roots:
             rab = os.fsencode(os.path.realpath(ab))
             if real.startswith(rab + b"/"):
                 out.add(base + real[len(rab):])
-    return frozenset(out)
+    return out
 
 
 def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1 << 30,
@@ -760,6 +769,7 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
            t0: float) -> ArchiveResult:
     w = _Writer(target, name, part_size, level, threads, progress)
     excl_list = sorted(map(os.fsdecode, excl))
+    own = sorted(map(os.fsdecode, _dest_inside(roots, target)))
     state = _load_state(target, src_list, part_size, excl_list)
     target.cleanup_unfinished(keep=frozenset(
         {mf.part_name(len(state[0]) + 1)} if state else ()))
@@ -820,10 +830,12 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
                     entries=tuple(w.entries), tool=f"vacate {__version__}",
                     extra={"part_size": part_size, "zstd_level": level,
                            "excluded": excl_list, "notes": notes, "left_out": left})
-    target.put(mf.SUMS, b"".join(w.sums))
+    sums = b"".join(w.sums)
+    target.put(mf.SUMS, sums)
     target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
     target.put(mf.README, mf.README_TEXT.format(
-        tool=m.tool, created=created, sources=", ".join(src_list)).encode())
+        tool=m.tool, created=created, sources=", ".join(src_list),
+        check=mf.readme_check(sums)).encode())
     target.put(mf.MANIFEST, m.dumps(w.entry_lines))      # last: marks the archive complete
     _drop_state(target)
     target.cleanup_unfinished()
@@ -834,4 +846,6 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
         changed=tuple(w.changed), warnings=tuple(w.problems),
         elapsed_s=time.monotonic() - t0, reused_upload_bytes=w.reused,
         missing=tuple(p.path for p in w.problems if source.left_out(p)),
-        excluded=tuple(excl_list))
+        excluded=tuple(x for x in excl_list if x not in own),
+        destination_inside=tuple(own),
+        bytes_hashed=sum(e.size for e in m.entries if e.type == "file"))

@@ -41,18 +41,49 @@ def _approve(plan, env: Env) -> None:
         raise UsageError("not approved: nothing was changed")
 
 
+def stopped_at(plan_path: str) -> str:
+    """Where an interrupted apply stopped (the step its journal has begun and not ended)
+    and the command that resumes it."""
+    from vacate.act.journal import path_for, read_records
+
+    try:
+        recs = read_records(path_for(plan_path))
+    except (OSError, ValueError):
+        recs = []
+    open_steps: dict[str, dict] = {}
+    for r in recs:
+        if r.get("event") == "intent":
+            open_steps[r.get("step")] = r
+        elif r.get("event") == "outcome":
+            open_steps.pop(r.get("step"), None)
+    resume = f"vacate apply {plan_path} --yes"
+    if not any(r.get("event") == "intent" for r in recs):
+        return f"stopped before any step: nothing was changed. To apply it: {resume}"
+    if open_steps:
+        step = list(open_steps)[-1]
+        return (f"stopped in step {step}, begun and not finished (the journal says so; it is "
+                f"checked again, never taken as done). To resume: {resume}")
+    return f"stopped between steps (the journal says which are done). To resume: {resume}"
+
+
 def run(args, env: Env) -> int:
     from vacate.act import apply as ap
     from vacate.output import apply_view, jsonfmt
 
     if not args.dry_run and not args.yes:
         plan, _sha = ap.load(args.plan)
-        ap.check_plan(plan)
+        ap.check_plan(plan, args.plan)
         _approve(plan, env)
     console = env.console(stderr=True)
-    with apply_view.progress(env) as progress:
-        result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, progress=progress,
-                          on_step=lambda r: apply_view.step_line(r, console))
+    try:
+        with apply_view.progress(env) as progress:
+            result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run,
+                              progress=progress,
+                              on_step=lambda r: apply_view.step_line(r, console))
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) or type(e).__name__ == "_Terminated":
+            e.add_note(stopped_at(args.plan))
+        raise
     if args.json:
         from vacate.output.report import report_of
 

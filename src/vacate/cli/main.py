@@ -74,7 +74,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 class _Terminated(Exception):
-    pass
+    """SIGTERM or SIGHUP, raised where the process is so that cleanup runs (exit 143)."""
 
 
 def _on_term(signum, frame):
@@ -117,12 +117,19 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=env.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("vacate: interrupted", file=env.stderr)
+    except KeyboardInterrupt as e:
+        print("vacate: interrupted (Ctrl-C)" + _where(e), file=env.stderr)
         return 130
     except _Terminated as e:
-        print(f"vacate: stopped by {e}", file=env.stderr)
+        print(f"vacate: stopped by {e}" + _where(e), file=env.stderr)
         return 143
+
+
+def _where(e: BaseException) -> str:
+    """What the command was doing when it was stopped, and how to resume it, where the
+    command said so (its notes on the exception)."""
+    notes = getattr(e, "__notes__", ())
+    return "".join(f"\n{n}" for n in notes)
 
 
 # Commands that only read: nothing is left to finish when main() returns, so the process

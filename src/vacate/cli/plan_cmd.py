@@ -10,7 +10,7 @@ import argparse
 
 from vacate import remote
 from vacate.cli.env import Env
-from vacate.observing.errors import EXIT_OK
+from vacate.observing.errors import EXIT_OK, UsageError
 
 EXIT_INCOMPLETE = 4
 
@@ -18,7 +18,10 @@ EXIT_INCOMPLETE = 4
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan the retirement of a volume: per item keep / archive / "
                                     "delete, then the ordered teardown (changes nothing)")
-    p.add_argument("path", help="the volume's mount point")
+    p.add_argument("path", nargs="?", help="the volume's mount point")
+    p.add_argument("--from", dest="from_plan", metavar="EDITED",
+                   help="a plan file whose items' actions were edited by hand: make its steps "
+                        "again from them (with -o NEW to write it)")
     p.add_argument("--archive-to", metavar="DEST",
                    help="where archived items go (a directory or s3://bucket/prefix; not on "
                         "the volume)")
@@ -40,6 +43,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, env: Env) -> int:
+    if args.from_plan:
+        from vacate.cli import plan_from
+
+        return plan_from.run(args, env)
+    if not args.path:
+        raise UsageError("vacate plan needs the volume's mount point (or --from EDITED)")
     from vacate.flow.plan import plan
 
     overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]

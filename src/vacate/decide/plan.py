@@ -91,7 +91,7 @@ def override_for(rel: str, overrides: list[tuple[str, str]]) -> tuple[str, str] 
 
 
 def default_action(u: ItemUsage) -> tuple[str, str]:
-    """(action, why) for an item nobody asked about."""
+    """(action, why) for an item nobody asked about: the why says why this action."""
     c = u.item.classification
     if c is not None and c.kind == "filesystem-artifact":
         return "keep", "filesystem artifact"
@@ -100,23 +100,34 @@ def default_action(u: ItemUsage) -> tuple[str, str]:
     if c is None or c.recoverable is None:
         return "archive", "not known to be obtainable again"
     if c.guess:
-        return "archive", f"{c.recoverable} by its name only (a guess)"
+        return "archive", (f"only its name says it is {c.recoverable} (a guess): kept safe "
+                           "in the archive")
     if c.recoverable == "regenerable":
         return "archive", ("regenerable, but regenerating may need what is deleted here and "
                            "GPU-days")
-    return "archive", f"{c.recoverable}"
+    if c.recoverable == "re-downloadable":
+        return "archive", ("no one source to download it again is known for it as a whole "
+                           "(only for some items inside it)")
+    return "archive", "unique: nothing else holds it"
+
+
+def known_source(c) -> str | None:
+    """Where the item can be had again, when that is known rather than guessed."""
+    return c.source if c is not None and c.source and not c.guess else None
 
 
 def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
-             source: str | None = None, snapshot: bool = False) -> str:
-    """What it would take to have the item again. ``source``: where something inside it
-    comes from, when the item itself names none; ``snapshot``: one is taken before the
-    deletes."""
+             source: str | None = None, snapshot: bool = False,
+             known: str | None = None) -> str:
+    """What it would take to have the item again. ``known``: where the item itself comes
+    from, when not a guess; ``source``: where something inside it comes from, when the item
+    itself names none; ``snapshot``: one is taken before the deletes. A guessed source is
+    never offered as the way back."""
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
     if action == "delete":
-        if it.source:
-            return f"download again: {it.source}"
+        if known:
+            return f"download again: {known}"
         if source:
             return f"download again (what was recognised inside it): {source}"
         if it.recoverable == "regenerable":
@@ -160,6 +171,7 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                 continue      # goes with the plan item around it
         included[it.path] = decided[it.path][0]
         around[it.path] = outer
+    _nothing_to_archive(usages, decided, included, around)
     out = []
     for u in usages:
         it, c = u.item, u.item.classification
@@ -176,13 +188,32 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             identity=identities.get(it.path),
             entries=entries.get(it.path) if action == "delete" else None)
         excl = tuple(p for p, o in around.items() if o == it.path)
-        inner = next((u.item.classification.source for u in usages
-                      if u.item.classification is not None and u.item.classification.source
+        inner = next((known_source(u.item.classification) for u in usages
+                      if known_source(u.item.classification)
                       and is_under(u.item.path, it.path)), None)
         snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS
         out.append(_with(pi, exclude=excl, get_back=get_back(action, pi, archive_to, target,
-                                                             inner, snap)))
+                                                             inner, snap, known_source(c))))
     return tuple(out)
+
+
+def _nothing_to_archive(usages, decided: dict, included: dict, around: dict) -> None:
+    """An item to archive that holds no file once the items inside it with another action
+    are left out (``models/`` when its only model is deleted) is kept instead: an archive of
+    nothing is a step spent for nothing, and its empty ``SHA256SUMS`` fails the stock
+    ``sha256sum -c``."""
+    files = {u.item.path: u.item.stats.files for u in usages}
+    for path, action in included.items():
+        if action != "archive":
+            continue
+        inner = [p for p, o in around.items() if o == path]
+        if files[path] - sum(files[p] for p in inner) > 0:
+            continue
+        why = ("nothing is left in it to archive: " +
+               ", ".join(f"{os.path.basename(p)} is to {included[p]}" for p in inner)
+               if inner else "it holds no files: nothing to archive")
+        decided[path] = ("keep", why)
+        included[path] = "keep"
 
 
 def _with(p: PlanItem, **kw) -> PlanItem:

@@ -13,6 +13,8 @@ import os
 import time
 
 from vacate.decide.plan import PlanRefused, make_plan
+from vacate.flow.carve import carve
+from vacate.flow.running import refuse_running_system
 from vacate.observing.errors import UsageError
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Identity, Plan
@@ -53,6 +55,7 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
 
     where = where or Local(host)
     target = where.call("target", path=path)
+    refuse_running_system(path, target, where.call("system_devices"))
     if target.path != target.mountpoint:
         raise UsageError(f"{path} is not a mount point (it is on {target.mountpoint}): a plan "
                          "retires a whole volume", hint=f"vacate plan {target.mountpoint}")
@@ -66,7 +69,8 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     for what, p in checks:
         if p and on_target(where, p, target):
             raise UsageError(f"{what} {p} is on the volume being retired")
-    obs = where.observe(path)
+    obs = carve(where.observe(path), list(overrides),
+                stat_file=lambda p: where.call("file_stats", path=p))
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                           snapshot=snapshot, mask_references=mask_references)

@@ -105,6 +105,31 @@ def entries_file(host: Host, path: str, *, dev: int) -> dict:
             "data": base64.b64encode(buf.getvalue()).decode("ascii")}
 
 
+def system_devices(host: Host) -> dict:
+    """:func:`vacate.observing.system.system_devices`."""
+    from vacate.observing.system import system_devices as devices
+
+    return devices(host)
+
+
+def file_stats(host: Host, path: str):
+    """A file's own :class:`~vacate.observing.model.inventory.Stats` (None for a directory
+    or what cannot be read)."""
+    import stat
+
+    from vacate.observing.model.inventory import Stats
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    return Stats(apparent_bytes=st.st_size, disk_bytes=st.st_blocks * 512, files=1, dirs=0,
+                 newest_mtime=st.st_mtime, newest_atime=st.st_atime)
+
+
 OPS = {"hello": hello, "observe": observe, "target": target, "free_bytes": free_bytes,
        "record_entries": record_entries, "record_item": record_item,
-       "entries_file": entries_file}
+       "entries_file": entries_file, "system_devices": system_devices,
+       "file_stats": file_stats}

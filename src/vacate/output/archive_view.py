@@ -79,7 +79,8 @@ def archive_doc(r) -> dict:
         "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
         "resumed_parts": r.resumed_parts, "reused_upload_bytes": r.reused_upload_bytes,
         "changed_while_read": list(r.changed), "missing": list(r.missing),
-        "excluded": list(r.excluded), "up_to_date": r.up_to_date,
+        "excluded": list(r.excluded), "destination_inside": list(r.destination_inside),
+        "bytes_hashed": r.bytes_hashed, "up_to_date": r.up_to_date,
         "changed_since": list(r.changed_since),
         "warnings": [w.as_json() for w in r.warnings], "elapsed_s": round(r.elapsed_s, 3),
     }
@@ -128,13 +129,17 @@ def render_archive(r, console) -> None:
     if r.up_to_date or r.changed_since:
         _render_again(r, console)
         return
+    hashed = max(r.bytes_hashed, r.bytes_read)
+    holes = (f" ({human_bytes(hashed)} hashed, holes included)" if hashed > r.bytes_read
+             else "")
     console.print(f"[bold]{r.location}[/]: {len(r.parts)} part(s), {r.entries:,} entries "
-                  f"({r.files:,} files), {human_bytes(r.bytes_read)} read -> "
+                  f"({r.files:,} files), {human_bytes(r.bytes_read)} read{holes} -> "
                   f"{human_bytes(r.bytes_written)} written in {r.elapsed_s:.1f} s "
-                  f"({_rate(r.bytes_read, r.elapsed_s)})")
+                  f"({_rate(hashed, r.elapsed_s)}{' hashed' if holes else ''})")
     if r.resumed_parts:
         console.print(f"resumed: {r.resumed_parts} part(s) were already complete")
-    for w in r.warnings[:30]:
+    # what was left out on purpose is said below, once
+    for w in [w for w in r.warnings if w.code != "excluded"][:30]:
         console.print(f"[yellow]warning:[/] {w.message}")
     if r.changed:
         console.print(f"[red]{len(r.changed)} file(s) changed while being read[/]; their "
@@ -146,6 +151,9 @@ def render_archive(r, console) -> None:
             console.print(f"  [red]missing[/] {p}", highlight=False)
         if len(r.missing) > 30:
             console.print(f"  ... and {len(r.missing) - 30} more (see --json)")
+    for d in r.destination_inside:
+        console.print(f"the destination lies inside the source: {d} (this archive) is left "
+                      "out of it", highlight=False)
     if r.excluded:
         console.print(f"excluded as asked: {', '.join(r.excluded[:10])}"
                       + (" ..." if len(r.excluded) > 10 else ""), highlight=False)

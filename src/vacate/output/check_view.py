@@ -50,6 +50,9 @@ def _size(stats) -> str:
 
 
 def render(result: CheckResult, console) -> None:
+    """The summary first (the verdict, each blocker with its next step, what could not be
+    told), then the detail: the notes (each said once), the items, who uses the volume as a
+    whole."""
     t = result.target
     via = result.host.via if result.host is not None else ""
     if result.ct is not None:
@@ -60,6 +63,17 @@ def render(result: CheckResult, console) -> None:
     console.print((f"[bold]{escape(via)}:[/] " if via else "") + f"[bold]{escape(t.path)}[/] on {t.mount.source} ({t.mount.fstype})  "
                   f"{human_bytes(t.used_bytes)} used of {human_bytes(t.size_bytes)}")
     by_id = {c.id: c for c in result.consumers}
+    _verdict(result, console)
+    console.print("\n[bold]detail[/]")
+    once = {}
+    for w in result.warnings:
+        if not w.blocks_verdict:
+            once.setdefault((w.code, w.path) if w.path else w.message, w.message)
+    rest = list(once.values())
+    for w in rest[:10]:
+        console.print(f"[yellow]note:[/] {w}")
+    if len(rest) > 10:
+        console.print(f"[yellow]... and {len(rest) - 10} more notes (see --json)[/]")
     table = Table(show_edge=False)
     for col, just in (("path", "left"), ("size", "right"), ("last used", "right"),
                       ("what it is", "left"), ("status", "left"), ("used by", "left")):
@@ -85,6 +99,9 @@ def render(result: CheckResult, console) -> None:
     if result.whole_volume:
         console.print("[bold]the volume itself[/] is used by: "
                       + _used_by(result.whole_volume, by_id, limit=6))
+
+
+def _verdict(result: CheckResult, console) -> None:
     v = result.verdict
     if v.safe_to_unmount is True:
         console.print("[bold green]safe to unmount[/]: nothing uses it")
@@ -98,8 +115,3 @@ def render(result: CheckResult, console) -> None:
         console.print(f"  [red]-[/] {b.reason}\n      next: [bold]{render_actions(b.actions)}[/]")
     for p in v.unknowns[:10]:
         console.print(f"  [yellow]?[/] {p.message}")
-    rest = [w for w in result.warnings if not w.blocks_verdict]
-    for w in rest[:10]:
-        console.print(f"[yellow]note:[/] {w.message}")
-    if len(rest) > 10:
-        console.print(f"[yellow]... and {len(rest) - 10} more notes (see --json)[/]")

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from vacate.observing.model.plan import Plan
+from vacate.decide.inside import inside
 from vacate.output.actions import command
 from vacate.observing.units import human_bytes, human_duration
 
@@ -29,6 +30,21 @@ def _size(it) -> str:
     return human_bytes(it.disk_bytes)
 
 
+def _inside_row(t, plan: Plan, it, x) -> None:
+    """A recognised item that goes with ``it``: what it is, and what it would take on its
+    own (the override that makes it so)."""
+    st = x.item.stats
+    c = x.item.classification
+    rel = os.path.relpath(x.item.path, plan.target_path)
+    what = c.label + (f" ({c.recoverable})" if c.recoverable else "")
+    own = f"on its own: {x.suggested}, {x.why}"
+    if x.suggested != it.action:
+        own += f"; {x.override} to plan it so"
+    t.add_row(f"[dim]  {escape(rel)}{'/' if x.item.is_dir else ''}[/]",
+              f"[dim]with {escape(os.path.relpath(it.path, plan.target_path))}[/]",
+              f"[dim]{_size(st)}[/]", f"[dim]{escape(what)}[/]", f"[dim]{escape(own)}[/]")
+
+
 def render(plan: Plan, console, *, steps: bool = True) -> None:
     console.print(f"[bold]plan to retire {escape(plan.target_path)}[/] ({plan.fstype}, mount "
                   f"{plan.mount_id}, device {plan.mount_dev})")
@@ -36,12 +52,15 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
     for col, just in (("item", "left"), ("action", "left"), ("size", "right"),
                       ("why", "left"), ("to get it back", "left")):
         t.add_column(col, justify=just)
+    within = inside(plan)
     for it in plan.items:
         t.add_row(escape(os.path.relpath(it.path, plan.target_path)) + ("/" if it.files != 1
                                                                         or it.kind == "directory"
                                                                         else ""),
                   f"[{ACTION_STYLE[it.action]}]{it.action}[/]", _size(it), escape(it.reason),
                   escape(it.get_back))
+        for x in within.get(it.path, ()):
+            _inside_row(t, plan, it, x)
     console.print(t)
     if plan.archive_to:
         console.print(f"archive: {human_bytes(plan.archive_bytes)} to "

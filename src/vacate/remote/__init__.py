@@ -77,8 +77,16 @@ def _decode_recorded(v):
         raise codec.Malformed("", f"not a recorded item: {e}") from None
 
 
+def _decode_stats(v):
+    from vacate.observing.model import codec
+    from vacate.observing.model.inventory import Stats
+
+    return None if v is None else codec.decode(Stats, v)
+
+
 DECODE = {"observe": _decode_observation, "target": _decode_target,
-          "record_entries": _decode_entries, "record_item": _decode_recorded}
+          "record_entries": _decode_entries, "record_item": _decode_recorded,
+          "file_stats": _decode_stats}
 
 
 class Remote:

@@ -36,6 +36,9 @@ class VolumeView:
     where: str                                   # "host", "lxc:129", "docker:web", ...
     prefixes: tuple[tuple[str, str], ...]        # (prefix as spelled there, host path)
     pid: int | None = None                       # a container's init pid (host pid namespace)
+    # mount points (as spelled there) of other filesystems below the volume: what lies
+    # strictly below one (/dev/null when the volume is /) is not on the volume
+    beyond: tuple[str, ...] = ()
 
     @property
     def in_container(self) -> bool:
@@ -53,6 +56,8 @@ class VolumeView:
                 best = (pre, host)
         if best is None:
             return None
+        if any(p != b and _under(p, b) for b in self.beyond):
+            return None
         return _rebase(p, best[0], best[1])
 
     def paths_in_text(self, text: str) -> list[tuple[str, str]]:
@@ -66,8 +71,9 @@ class VolumeView:
                 if i < 0:
                     break
                 start = i + 1
-                if i > 0 and text[i - 1] not in " \t\"'=:,;([{<>|\n" and pre != "/":
-                    continue   # the prefix is the tail of a longer word (/mydata)
+                if i > 0 and text[i - 1] not in " \t\"'=:,;([{<>|\n":
+                    continue   # the prefix is the tail of a longer word (/mydata, the
+                    # /null of /dev/null)
                 m = _END.search(text, i + 1)
                 tok = text[i:m.start() if m else len(text)]
                 if pre != "/" and tok != pre and not tok.startswith(pre.rstrip("/") + "/"):
@@ -116,7 +122,11 @@ def host_view(target: Target, mounts: tuple[Mount, ...] = ()) -> VolumeView:
     mount of its filesystem in the host's mountinfo (``mounts``; defaults to the target's own
     list of other mounts)."""
     mounts = mounts or (target.mount, *target.other_mounts)
-    return _view_from_mounts("host", target, mounts, own=((target.path, target.path),))
+    v = _view_from_mounts("host", target, mounts, own=((target.path, target.path),))
+    t = target.mount
+    beyond = tuple(m.mountpoint for m in target.nested_mounts
+                   if (m.major, m.minor) != (t.major, t.minor))
+    return VolumeView(v.where, v.prefixes, beyond=beyond)
 
 
 def container_view(where: str, target: Target, container_mounts: tuple[Mount, ...],

@@ -1,0 +1,42 @@
+"""The README's first command works as it stands on a fresh copy of the repository, as root
+on a machine without sudo (a container, a CI runner): a virtual environment, pip install,
+then the demo. (The whole suite would not fit CI's time there: only the install and demo.)"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def _first_commands() -> list[str]:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        block = f.read().split("```sh\n", 1)[1].split("```", 1)[0]
+    return [ln for ln in block.splitlines() if ln.strip()]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_install_and_demo_line_runs_as_root_without_sudo(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("git"):
+        pytest.skip("needs root and git")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    clone = tmp_path / "vacate"
+    for f in files:
+        if os.path.isfile(os.path.join(ROOT, f)):
+            os.makedirs(clone / os.path.dirname(f), exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, f), clone / f)
+    # no sudo on PATH: the line must not need it as root
+    path = ":".join(d for d in os.environ["PATH"].split(":")
+                    if not os.path.exists(os.path.join(d, "sudo")))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = path
+    line = _first_commands()[0]
+    assert "sudo vacate" not in line and ".venv/bin/vacate demo" in line
+    r = subprocess.run(["sh", "-c", line], cwd=clone, env=env, capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "not safe to unmount" in r.stdout and "lock-dir" in r.stdout
