@@ -59,3 +59,25 @@ def _both_ways(path: str, flags: tuple[str, ...], timeout: float) -> tuple[int, 
         raise AssertionError("check and check --from differ:\n" + "\n".join(_diff(a, b))[:6000])
     assert direct.returncode == saved.returncode, (direct.stderr, saved.stderr)
     return direct.returncode, a
+
+
+def same_document(look_a, look_b, *, drop=("elapsed_s",), tries: int = 3) -> tuple[dict, dict]:
+    """Two looks (functions returning a CompletedProcess of a ``--json`` command) that must
+    give the same document but for the keys in ``drop``: asserted, taking both again (up to
+    ``tries`` times) where the machine changed between them (another test's container, an
+    ext4 volume settling its free space). Returns the two documents."""
+    import os
+
+    for attempt in range(tries):
+        os.sync()
+        ra, rb = look_a(), look_b()
+        a, b = _doc(ra), _doc(rb)
+        for d in (a, b):
+            for k in drop:
+                d.pop(k, None)
+        if a == b and ra.returncode == rb.returncode:
+            return a, b
+        if attempt == tries - 1:
+            raise AssertionError("the documents differ:\n" + "\n".join(_diff(a, b))[:6000]
+                                 + f"\n(exit {ra.returncode} and {rb.returncode})")
+    raise AssertionError("unreachable")
