@@ -71,6 +71,9 @@ class Layout:
 
 @dataclass
 class _Node:
+    """One place of the volume while the map is laid out: a directory from the scan's
+    per-directory table, a directory's own files as one place, or a recognised item."""
+
     path: str
     name: str
     bytes: int
