@@ -167,6 +167,23 @@ def test_check_ct_sees_the_container_from_the_host_in_one_observation(ct129):
     assert first.startswith("CT 129: /data is ") and vol.mountpoint in first
     # pct was asked only whether the container runs; nothing was run inside it
     assert host.calls() and all(c.startswith("status 129") for c in host.calls())
+    # a plan made so places each step where it runs: the unit is stopped inside CT 129
+    plan = vol.mountpoint + ".plan"
+    r = subprocess.run([*VACATE, "plan", "--ct", "129", "/data", "--archive-to",
+                        os.path.dirname(vol.mountpoint) + "/bk", "-o", plan, "--json"],
+                       capture_output=True, text=True, timeout=300, env=host.environ())
+    assert r.returncode in (0, 4), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["observation"]["host"]["via"] == "CT 129"
+    assert doc["observation"]["ct"]["path"] == "/data"
+    stops = [s for s in doc["steps"] if s["kind"] == "stop-unit"
+             and "sglang-qwen.service" in s["argv"]]
+    assert stops and stops[0]["argv"][:3] == ["pct", "exec", "129"], doc["steps"]
+    # applied only where it was made for (the acting issue carries it out from here)
+    r = subprocess.run([*VACATE, "apply", plan, "--yes"], capture_output=True, text=True,
+                       timeout=120, env=host.environ())
+    assert r.returncode == 2 and "made for CT 129" in r.stderr
+    assert box.systemctl("is-active", "sglang-qwen.service").stdout.strip() == "active"
 
 
 @pytest.mark.root

@@ -54,7 +54,7 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     from vacate.remote import Local
 
     where = where or Local(host)
-    target = where.call("target", path=path)
+    target = where.call("target", path=path, ct=where.ct)
     refuse_running_system(path, target, where.call("system_devices"))
     if target.path != target.mountpoint:
         raise UsageError(f"{path} is not a mount point (it is on {target.mountpoint}): a plan "

@@ -206,10 +206,8 @@ def stopped_sources(host: Host, ctid: str, text: str, target) -> tuple[tuple, tu
     return in_stopped_container(host, target, ctid, host.path(root), tuple(prefixes))
 
 
-def observe(host: Host, ctid: str, path: str, **kw):
-    """The observation of ``path`` as container ``ctid`` sees it, from the host."""
-    from vacate.observing.observe import observe as look
-
+def view_of(host: Host, ctid: str, path: str) -> tuple[CtView, str]:
+    """How container ``ctid``'s ``path`` maps to the host (and the config's text)."""
     ctid = check_ctid(str(ctid))
     if not path.startswith("/"):
         raise UsageError(f"--ct {ctid}: {path!r}: name the path as the container spells it, "
@@ -225,9 +223,17 @@ def observe(host: Host, ctid: str, path: str, **kw):
     else:
         host_path, how = through_config(host, ctid, text, path)
         init = None
+    return CtView(ctid, path, host_path, init is not None, init, how,
+                  host.spell(config_path(host, ctid)), digest), text
+
+
+def observe(host: Host, ctid: str, path: str, **kw):
+    """The observation of ``path`` as container ``ctid`` sees it, from the host."""
+    from vacate.observing.observe import observe as look
+
+    view, text = view_of(host, ctid, path)
+    ctid, init, host_path = view.ctid, view.init_pid, view.host_path
     obs = look(host_path, host=host, **kw)
-    view = CtView(ctid, path, host_path, init is not None, init, how,
-                  host.spell(config_path(host, ctid)), digest)
     extra, problems = (), ()
     if init is None and obs.users and obs.configured:
         extra, problems = stopped_sources(host, ctid, text, obs.target)

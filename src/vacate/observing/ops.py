@@ -52,12 +52,17 @@ def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True
                 recognise_items=recognise, keep_largest=keep_largest)
 
 
-def target(host: Host, path: str, *, nearest: bool = False):
-    """The :class:`~vacate.observing.model.mount.Target` holding ``path``; ``nearest``: of
-    the nearest directory above it that exists (for a destination not made yet)."""
+def target(host: Host, path: str, *, nearest: bool = False, ct: str | None = None):
+    """The :class:`~vacate.observing.model.mount.Target` holding ``path`` (``path`` as
+    container ``ct`` spells it, where given); ``nearest``: of the nearest directory above it
+    that exists (for a destination not made yet)."""
     from vacate.observing.collectors import mounts
     from vacate.observing.fsio import existing_parent
 
+    if ct is not None:
+        from vacate.observing.ct import view_of
+
+        path = view_of(host, ct, path)[0].host_path
     return mounts.resolve_target(existing_parent(path) if nearest else path, host)
 
 
