@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 
 from vacate.observing.errors import UsageError
 from vacate.observing.host import Host
-from vacate.observing.model.codec import Malformed
 from vacate.observing.model.plan import Plan
 
 
@@ -29,18 +28,6 @@ class Replanned:
     plan: Plan
     changes: tuple[str, ...]
     looked_again: tuple[str, ...]
-
-
-def _load(path: str) -> Plan:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(1 << 32)
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        return Plan.loads(raw.decode("ascii", "surrogateescape"))
-    except Malformed as e:
-        raise UsageError(f"{path}: {e}") from None
 
 
 def _has_journal(plan_path: str) -> bool:
@@ -96,7 +83,7 @@ def _carry_entries(refs, edited: str, store: str) -> None:
 def replan(edited: str, *, host: Host | None = None,
            outputs: tuple[str, ...] = ()) -> Replanned:
     """The plan in ``edited`` with its steps derived from its items' actions as edited."""
-    from vacate.act.apply import staleness
+    from vacate.act.apply import load, staleness
     from vacate.decide.plan import PlanRefused, make_plan
     from vacate.flow.plan import entries_store, identity_of, on_target
     from vacate.observing.collectors import mounts
@@ -110,7 +97,7 @@ def replan(edited: str, *, host: Host | None = None,
             raise UsageError(f"{p} has a journal ({p}.journal): an apply of it began, and a "
                              "plan that was applied is never made again",
                              hint="make a new plan of the volume: vacate plan MOUNTPOINT")
-    plan = _load(edited)
+    plan = load(edited)[0]
     target = plan.observation.target
     stale = staleness(plan, host, set())
     if stale:
