@@ -103,6 +103,17 @@ def _stats_of(it):
     return Stats(it.apparent_bytes, it.disk_bytes, it.files)
 
 
+def _loop_left(target) -> dict | None:
+    """The loop device the volume was on, where the kernel does not detach it by itself (it
+    was attached by hand, without autoclear): it keeps its backing file open after the
+    unmount, and the command that detaches it."""
+    loop = target.loop
+    if loop is None or loop.autoclear:
+        return None
+    return {"device": loop.device, "backing_file": loop.backing_file,
+            "command": ["losetup", "-d", loop.device]}
+
+
 def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> dict:
     """The report of ``plan`` and the journal ``records`` of applying it (None or empty: not
     applied; ``would`` lists the steps). ``parts``: how an archive's member -> part table
@@ -168,7 +179,8 @@ def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> 
             "left": [{"id": x["id"], "kind": x["kind"], "summary": x["summary"],
                       "command": x["command"]} for x in steps if x["status"] == "pending"]
             if applied else [],
-            "references": [r for r in refs if not r.get("fixed")]},
+            "references": [r for r in refs if not r.get("fixed")],
+            "loop_device": _loop_left(obs.target)},
         "would": [] if applied and all(x["status"] != "pending" for x in steps) else
         [{"id": x["id"], "kind": x["kind"], "summary": x["summary"], "command": x["command"]}
          for x in steps if x["status"] == "pending"],

@@ -73,6 +73,12 @@ def summary(doc: dict, console) -> None:
         console.print(Text.assemble((f"  {what}: ", "red"), shown(f["id"]), " ",
                                     shown(f["detail"]), " (fix it, then run vacate apply "
                                                         "again: it resumes)"))
+    loop = r.get("loop_device")
+    if loop and doc.get("complete"):
+        console.print(Text.assemble(("  still attached: ", "yellow"), shown(loop["device"]),
+                                    " keeps ", shown(loop["backing_file"]),
+                                    " open (detach it: ", shown(shlex.join(loop["command"])),
+                                    ")"))
     for x in r["references"]:
         console.print(Text.assemble(("  still refers to it: ", "yellow"), shown(x["at"]),
                                     " names ", shown(x["path"]), " (", shown(went(x)), ")"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from vacate.observing.collectors import guarded
 from vacate.observing.errors import NotFound, Unanswered, VacateError
@@ -100,7 +101,27 @@ def resolve_target(path: str, host: Host | None = None) -> Target:
     except OSError as e:        # (a helper's ENOENT arrives as FileNotFoundError, above)
         raise VacateError(f"{path}: cannot stat: {e.strerror}") from None
     abspath = real
-    return _target(abspath, mount_of(mounts, abspath), mounts, st_dev, space)
+    m = mount_of(mounts, abspath)
+    return replace(_target(abspath, m, mounts, st_dev, space), loop=loop_backing(host, m))
+
+
+def loop_backing(host: Host, m: Mount):
+    """The loop device ``m`` is on, with its backing file, or None (not a loop device, or
+    its sysfs entry unreadable)."""
+    from vacate.observing.model.mount import LoopBacking
+
+    if not m.source.startswith("/dev/loop"):
+        return None
+    base = host.sys_path("dev", "block", f"{m.major}:{m.minor}", "loop")
+    try:
+        with open(os.path.join(base, "backing_file"), encoding="utf-8",
+                  errors="surrogateescape") as f:
+            backing = f.read(8192).rstrip("\n")
+        with open(os.path.join(base, "autoclear")) as f:
+            autoclear = f.read(8).strip() == "1"
+    except OSError:
+        return None
+    return LoopBacking(m.source, backing, autoclear)
 
 
 def _target(abspath: str, m: Mount, mounts: tuple[Mount, ...], st_dev: int,

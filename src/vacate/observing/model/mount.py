@@ -55,6 +55,17 @@ class Mount:
 
 
 @dataclass(frozen=True, **SLOTS)
+class LoopBacking:
+    """The loop device a volume is on, as ``/sys/block/loopN/loop`` says: the file behind
+    it and whether the kernel detaches it at the last unmount (``autoclear``, as ``mount -o
+    loop`` sets it; a device attached by hand with ``losetup`` stays)."""
+
+    device: str
+    backing_file: str
+    autoclear: bool
+
+
+@dataclass(frozen=True, **SLOTS)
 class Target:
     """The volume under audit: the path asked for and the mount that holds it."""
 
@@ -69,6 +80,7 @@ class Target:
     zfs_dataset: str | None
     nested_mounts: tuple[Mount, ...]    # mounted below path: they block an unmount
     other_mounts: tuple[Mount, ...]     # the same filesystem mounted elsewhere (binds)
+    loop: LoopBacking | None = None     # the volume is on a loop device
 
     @property
     def mountpoint(self) -> str:
@@ -92,4 +104,6 @@ class Target:
             "atime_note": self.atime_note,
             "nested_mounts": [m.as_json() for m in self.nested_mounts],
             "other_mounts": [m.as_json() for m in self.other_mounts],
+            **({"loop": {"device": self.loop.device, "backing_file": self.loop.backing_file,
+                         "autoclear": self.loop.autoclear}} if self.loop else {}),
         }

@@ -26,7 +26,7 @@ from vacate.observing.model.inventory import (
     ScanResult,
     Stats,
 )
-from vacate.observing.model.mount import Mount, Target
+from vacate.observing.model.mount import LoopBacking, Mount, Target
 from vacate.observing.model.usage import Consumer, ContainerRoot, Evidence
 from vacate.observing.model.walk import DirTable
 
@@ -153,7 +153,7 @@ def _scan_decode(data, where: str) -> dict:
 
 ScanResult.encode_fields = _scan_fields          # (slots classes take class attributes)
 ScanResult.decode_fields = staticmethod(_scan_decode)
-codec.register(Mount, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
+codec.register(Mount, LoopBacking, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
                Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Observation)
 
 
