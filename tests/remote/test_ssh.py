@@ -306,3 +306,16 @@ def test_payload_is_a_zipapp_of_the_observing_layer(tmp_path, volume):
     assert not [n for n in names if n.startswith("vacate/") and not (
         n == "vacate/__init__.py" or n.startswith("vacate/observing/"))]
 
+
+
+def test_become_runs_the_far_side_through_sudo(server):
+    """``--become``: the far side through ``sudo -n``; where sudo is missing or asks for a
+    password, one line saying so, naming the host (exit 3)."""
+    r = vacate("check", "--json", "--no-scan", "--no-config", "--become", "--host",
+               "vacate-test", "--python", DEBIAN, "/", env=server.environ())
+    if os.path.exists("/usr/bin/sudo"):
+        assert r.returncode in (0, 1, 3) and json.loads(r.stdout)["host"]["via"] == "vacate-test"
+    else:
+        assert r.returncode == 3, r.stderr
+        assert "vacate-test: sudo -n refused" in r.stderr and "sudo" in r.stderr
+        assert "Traceback" not in r.stderr
