@@ -24,6 +24,7 @@ from textual.widgets import Footer, Static
 
 from vacate.output.browse import rows
 from vacate.output.browse.model import STATUSES, Entry, View, Volume
+from vacate.output.browse.screens import CSS as SCREENS_CSS
 from vacate.output.browse.screens import ActionMenu, Ask, Page
 from vacate.output.report_names import shown
 
@@ -59,14 +60,14 @@ class EntryList(ScrollView, can_focus=True):
     class Moved(Message):
         """The cursor moved onto another entry."""
 
-    def __init__(self, vol: Volume, **kw):
+    def __init__(self, vol: Volume, *, now: float | None = None, **kw):
         super().__init__(**kw)
         self.vol = vol
         self.view = View()
         self.entries: list[Entry] = []
         self.biggest = 0
         self._about: dict[str, object] = {}
-        self.now = time.time()
+        self.now = time.time() if now is None else now
 
     def show(self, entries: list[Entry], cursor: int = 0) -> None:
         self.entries = entries
@@ -140,7 +141,7 @@ class Browse(App):
     #detail { height: 9; border-top: solid $accent; padding: 0 1; overflow-y: auto; }
     #cmd { height: 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     Screen.tall #detail { height: 16; }
-    """
+    """ + SCREENS_CSS
     BINDINGS = [
         Binding("enter,right,l", "into", "into"),
         Binding("left,backspace,h", "up", "up"),
@@ -158,8 +159,9 @@ class Browse(App):
     ]
 
     def __init__(self, volume: Volume | None = None, *, load=None, writer=None,
-                 what: str = ""):
+                 what: str = "", now: float | None = None):
         super().__init__()
+        self.now = now            # ages are counted to it (tests fix it); now by default
         self.vol = volume
         self.load = load
         self.writer = writer
@@ -173,7 +175,7 @@ class Browse(App):
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="head")
         if self.vol is not None:
-            yield EntryList(self.vol, id="list")
+            yield EntryList(self.vol, now=self.now, id="list")
         else:
             yield Static(Text(f"observing {shown(self.what)} ...  (the walk, the users, the "
                               "configs; Ctrl-C stops)"), id="list")
@@ -217,7 +219,7 @@ class Browse(App):
         self.cwd = vol.root
         old = self.query_one("#list")
         await old.remove()
-        await self.mount(EntryList(vol, id="list"), after=self.query_one("#head"))
+        await self.mount(EntryList(vol, now=self.now, id="list"), after=self.query_one("#head"))
         self._show_volume()
 
     def _show_volume(self) -> None:

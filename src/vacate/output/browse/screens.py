@@ -16,8 +16,9 @@ MENU = (("keep", "k", "keep: stays on the volume and goes cold with it"),
         ("delete", "d", "delete: removed when the plan is applied"),
         ("unmark", "u", "unmark: back to what the planner decides"))
 
+# the app's stylesheet takes these (a screen's DEFAULT_CSS is scoped to its own children)
 CSS = """
-ModalScreen { align: center middle; }
+ActionMenu, Ask, Page { align: center middle; }
 #box { width: 76; max-width: 100%; height: auto; max-height: 90%; border: round $accent;
        background: $surface; padding: 0 1; }
 #box OptionList { height: auto; border: none; }
@@ -29,7 +30,6 @@ class ActionMenu(ModalScreen):
     """Space: keep, archive, delete or unmark the selected entry, chosen by its first letter
     or with the arrows and Enter. Dismissed with the action, "unmark", or None."""
 
-    DEFAULT_CSS = CSS
     BINDINGS = [Binding(key, f"pick('{name}')", name, show=False) for name, key, _ in MENU] + \
         [Binding("escape,q", "pick(None)", "cancel")]
 
@@ -53,7 +53,6 @@ class ActionMenu(ModalScreen):
 class Ask(ModalScreen):
     """A question answered with ``y``; anything else (``n``, Enter, Escape) is no."""
 
-    DEFAULT_CSS = CSS
     BINDINGS = [Binding("y", "answer(True)", "yes"),
                 Binding("n,enter,escape,q", "answer(False)", "no (default)")]
 
@@ -73,7 +72,6 @@ class Ask(ModalScreen):
 class Page(ModalScreen):
     """A page of text (help, what was written); any of q, Escape, Enter, ? closes it."""
 
-    DEFAULT_CSS = CSS
     BINDINGS = [Binding("escape,q,enter,question_mark", "close", "close")]
 
     def __init__(self, text: Text):
