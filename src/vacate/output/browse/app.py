@@ -252,9 +252,17 @@ class Browse(App):
         t = Text(no_wrap=True, overflow="ellipsis")
         if self.message:
             t.append(self.message, Style(bold=True))
-        elif self.writer is not None and (self.vol.marks or self.vol.loaded_plan is None):
-            t.append("$ " + self.writer.command(self.vol), Style(dim=True))
+        elif self.vol.marks or self.vol.loaded_plan is None:
+            t.append("$ " + self._command(), Style(dim=True))
         return t
+
+    def _command(self) -> str:
+        """The ``vacate plan`` command line that makes the plan the marks make."""
+        if self.writer is not None:
+            return self.writer.command(self.vol)
+        from vacate.output.browse.write import command_line
+
+        return command_line(self.vol, None)
 
     def on_entry_list_moved(self, _msg) -> None:
         self.message = ""
@@ -439,7 +447,7 @@ class Browse(App):
         t = Text()
         t.append(f"written to {shown(path)}", Style(bold=True, color="green"))
         t.append(f" (made on {self.writer.where()})\n\nthe same plan in a script:\n")
-        t.append("  " + self.writer.command(self.vol) + "\n\n")
+        t.append("  " + self._command() + "\n\n")
         for line in got.looked_again:
             t.append(shown(line) + "\n", Style(dim=True))
         for it in plan.items:
