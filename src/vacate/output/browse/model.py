@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from vacate.decide import verdict as deciding
 from vacate.decide.plan import PlanRefused, make_plan
 from vacate.flow.carve import carve
 from vacate.observing.model.inventory import Stats
 from vacate.observing.model.observation import Observation
-from vacate.observing.model.walk import ns_to_secs
 from vacate.observing.parsers.paths import is_under
 
 STATUSES = ("active", "referenced", "cold", "disposable", "artifact")
@@ -25,10 +25,10 @@ ACTIONS = ("keep", "archive", "delete")
 SORTS = ("size", "name", "mtime")
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One row of a directory's listing. ``kind`` is ``dir``, ``file`` or ``rest`` (the
-    files of the directory the observation does not name one by one: no path)."""
+    files of the directory the observation does not name one by one: no path). A tuple:
+    a directory of a hundred thousand subdirectories makes as many."""
 
     path: str
     name: str
@@ -94,6 +94,7 @@ class Volume:
             if p != self.root:
                 self._children.setdefault(os.path.dirname(p), []).append(p)
         self._files: dict[str, dict[str, Entry]] = {}
+        self._entries: dict[str, list[Entry]] = {}
         for it in inv.items:
             if not it.is_dir:
                 self._add_file(it.path, it.stats.apparent_bytes, it.stats.disk_bytes,
@@ -118,12 +119,18 @@ class Volume:
         return path in self._rows
 
     def entries(self, path: str) -> list[Entry]:
-        """Every entry of the directory ``path`` (unsorted, unfiltered)."""
+        """Every entry of the directory ``path`` (unsorted, unfiltered; made once)."""
+        got = self._entries.get(path)
+        if got is None:
+            got = self._entries[path] = self._make_entries(path)
+        return got
+
+    def _make_entries(self, path: str) -> list[Entry]:
         out = []
-        for p in self._children.get(path, ()):
-            r = self._rows[p]
-            out.append(Entry(p, os.path.basename(p), "dir", r[1], r[2], r[3],
-                             ns_to_secs(r[5]) if r[5] is not None else None))
+        rows, cut = self._rows, len(path.rstrip("/")) + 1
+        out = [Entry(p, p[cut:], "dir", r[1], r[2], r[3],
+                     r[5] / 1e9 if r[5] is not None else None)
+               for p in self._children.get(path, ()) for r in (rows[p],)]
         files = list(self._files.get(path, {}).values())
         out += files
         row = self._rows.get(path)
@@ -141,7 +148,9 @@ class Volume:
     def listing(self, path: str, view: View) -> list[Entry]:
         """The entries of ``path`` as the screen lists them: filtered, then sorted (the
         "N files" row last)."""
-        rows = [e for e in self.entries(path) if self._passes(e, view)]
+        rows = list(self.entries(path))
+        if view.status is not None or view.kind is not None:
+            rows = [e for e in rows if self._passes(e, view)]
         size = (lambda e: e.apparent_bytes) if view.apparent else (lambda e: e.disk_bytes)
         if view.sort == "name":
             key, rev = (lambda e: e.name), False
