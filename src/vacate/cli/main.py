@@ -27,6 +27,7 @@ COMMANDS = (
     ("plan", "plan_cmd"),
     ("apply", "apply_cmd"),
     ("report", "report_cmd"),
+    ("browse", "browse_cmd"),
     ("archive", "archive_cmd"),
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),

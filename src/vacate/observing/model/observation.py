@@ -137,6 +137,22 @@ def _ns(t: float | None) -> int | None:
     return None if t is None else round(t * 1e9)
 
 
+def _rows_checked(rows):
+    """The drill-down's rows when every one is ``[str, int, int, int, int, int|None,
+    int|None]`` (checked in one pass: a million-file volume has tens of thousands), else
+    None."""
+    if not isinstance(rows, list):
+        return None
+    for r in rows:
+        if type(r) is not list or len(r) != 7 or type(r[0]) is not str:
+            return None
+        a, b, c, d, e, f = r[1:]
+        if not (type(a) is int and type(b) is int and type(c) is int and type(d) is int
+                and (type(e) is int or e is None) and (type(f) is int or f is None)):
+            return None
+    return rows
+
+
 def _scan_decode(data, where: str) -> dict:
     if not isinstance(data, dict):
         raise codec.Malformed(where, "expected an object for the inventory")
@@ -144,9 +160,12 @@ def _scan_decode(data, where: str) -> dict:
     at = f"{where}.dirs"
     if not isinstance(dirs, dict) or dirs.get("columns") != list(DIR_COLUMNS):
         raise codec.Malformed(at, f"expected {{'columns': {list(DIR_COLUMNS)}, 'rows': [...]}}")
-    rows = codec._value(f"tuple[{_ROW}, ...]", dirs.get("rows"), f"{at}.rows")
+    rows = _rows_checked(dirs.get("rows"))
+    if rows is None:        # the generic decoder names what is wrong, and where
+        rows = [list(r) for r in codec._value(f"tuple[{_ROW}, ...]", dirs.get("rows"),
+                                              f"{at}.rows")]
     fields = codec.fields_of(ScanResult, {**data, "dirs": []}, where)
-    fields["dirs"] = DirTable([list(r) for r in rows])
+    fields["dirs"] = DirTable(rows)
     fields["listing"] = None
     return fields
 

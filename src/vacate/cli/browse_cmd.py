@@ -1,0 +1,104 @@
+"""``vacate browse [PATH | OBSERVATION | PLAN]``: the volume as ncdu shows it, with what each
+entry is and what uses it, and the plan made by marking entries (``w`` writes it through
+the planner ``vacate plan`` uses). Never applies anything.
+
+On a PATH it observes first (the screen shows that it does); a saved observation or plan is
+browsed without touching the machine until a plan is written."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from vacate import remote
+from vacate.cli.env import Env
+from vacate.observing.errors import EXIT_OK, UsageError, VacateError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("browse", help="look at the volume as ncdu does, with what each part is "
+                                      "and what uses it, and mark entries to make a plan")
+    p.add_argument("source", nargs="?", default=".",
+                   help="the volume's mount point (observed first), a saved observation "
+                        "(vacate observe -o) or a plan (vacate plan -o); default: .")
+    p.add_argument("--archive-to", metavar="DEST",
+                   help="where archived items go, for the plan written (as vacate plan)")
+    p.add_argument("-o", "--output", metavar="PLAN",
+                   help="the plan file w writes")
+    remote.add_arguments(p)
+    return p
+
+
+def _schema(path: str) -> str | None:
+    """The ``schema`` of a vacate JSON document, or None when ``path`` is not one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+    i = head.find(b'"schema"')
+    if i < 0:
+        return None
+    try:
+        rest = head[i + 8:].split(b'"', 2)
+        return rest[1].decode("ascii")
+    except (IndexError, UnicodeDecodeError):
+        return None
+
+
+def _load_plan(path: str):
+    from vacate.observing.model.codec import Malformed
+    from vacate.observing.model.plan import Plan
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return Plan.loads(raw.decode("ascii", "surrogateescape"))
+    except (Malformed, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: {e}") from None
+
+
+def run(args, env: Env) -> int:
+    if not (env.stdout_isatty and env.stdin_isatty):
+        raise UsageError("vacate browse is a full-screen terminal program, and there is no "
+                         "terminal here",
+                         hint="without one: vacate scan PATH, vacate check PATH, "
+                              "vacate plan PATH --json")
+    from vacate.output.browse.app import Browse
+    from vacate.output.browse.model import Volume
+    from vacate.output.browse.write import Writer
+
+    src = args.source
+    plan_file = None
+    load = None
+    volume = None
+    if os.path.isfile(src):
+        schema = _schema(src) or ""
+        if schema.startswith("vacate.plan/"):
+            plan = _load_plan(src)
+            plan_file = src
+            volume = Volume(plan.observation, plan=plan)
+        elif schema.startswith("vacate.observation/"):
+            from vacate.cli.saved import load_observation
+
+            volume = Volume(load_observation(src, env), archive_to=args.archive_to)
+        else:
+            raise UsageError(f"{src} is neither a vacate observation nor a plan",
+                             hint="vacate observe PATH -o FILE, or vacate plan PATH -o FILE")
+    else:
+        def load():
+            with remote.reach(args, env.host) as where:
+                return Volume(where.observe(src), archive_to=args.archive_to)
+
+    if plan_file and args.archive_to:
+        raise UsageError("a plan keeps its own --archive-to: browse it without one")
+    writer = Writer(lambda: remote.reach(args, env.host), args.output, source=plan_file,
+                    remote=getattr(args, "remote", None), ct=getattr(args, "ct", None))
+    app = Browse(volume, load=load, writer=writer, what=src)
+    got = app.run()
+    if isinstance(got, VacateError):
+        raise got
+    if isinstance(got, Exception):
+        raise VacateError(f"observing {src} failed: {got}")
+    return EXIT_OK
