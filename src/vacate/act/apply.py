@@ -202,16 +202,36 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
                   plan_path=plan_path)
     results = []
     stopped = False
-    for step in plan.steps:
+    for i, step in enumerate(plan.steps):
         if stopped:
             results.append(StepResult(step.id, step.kind, step.summary, "pending"))
             continue
         r = _one(step, ctx, j, states.get(step.id))
+        if r.status == "failed":
+            r = _bring_back(plan, i, r, ctx)
         results.append(r)
         if on_step is not None:
             on_step(r)
         stopped = r.status == "failed"
     return ApplyResult(plan_path, plan, tuple(results))
+
+
+def _bring_back(plan, index: int, r: StepResult, ctx: Context) -> StepResult:
+    """A step failed between a migrated unit's stop and its start: the unit is brought back
+    from the old path (the volume is still there) and the apply stops there."""
+    from dataclasses import replace
+
+    from vacate.act import migrate
+
+    said = []
+    for s in migrate.window_of(plan, index):
+        try:
+            said.append(migrate.bring_back(s, ctx))
+        except (OSError, VacateError, CommandFailed) as e:
+            said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
+    if not said:
+        return r
+    return replace(r, detail=f"{r.detail}; " + "; ".join(said))
 
 
 def _one(step, ctx: Context, j: Journal, before) -> StepResult:

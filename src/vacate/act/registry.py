@@ -13,6 +13,7 @@ from vacate.act import (
     kernel,
     lockdir,
     manual,
+    migrate,
     processes,
     units,
 )
@@ -27,6 +28,7 @@ MODULES = (
     kernel,
     lockdir,
     manual,
+    migrate,
     processes,
     units,
 )

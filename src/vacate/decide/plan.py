@@ -121,6 +121,8 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
     never offered as the way back."""
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
+    if action == "migrate":
+        return f"it is at {it.migrate_to}, read back and in use there"
     if action == "delete":
         if known:
             return f"download again: {known}"
@@ -136,9 +138,13 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
 
 def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[tuple[str, str]],
                archive_to: str | None, identities: dict[str, Identity],
-               entries: dict[str, dict], snapshot: bool = False) -> tuple[PlanItem, ...]:
+               entries: dict[str, dict], snapshot: bool = False,
+               migrations: dict[str, str] | None = None,
+               migrate_free: dict[str, int] | None = None) -> tuple[PlanItem, ...]:
     target = obs.target.path
     pats = [(a, _pattern(target, p)) for a, p in overrides]
+    moves = {_pattern(target, p): d for p, d in (migrations or {}).items()}
+    dest_of: dict[str, str] = {}
     used_pats = set()
     decided: dict[str, tuple[str, str]] = {}
     for u in usages:
@@ -147,6 +153,11 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
         if got is not None:
             used_pats.add(got[1])
             decided[u.item.path] = (got[0], f"asked: --{got[0]} {got[1]}")
+            if got[0] == "migrate":
+                if got[1] not in moves:
+                    raise PlanRefused(f"--migrate {got[1]}: no destination (P=DEST)")
+                dest_of[u.item.path] = moves[got[1]]
+                decided[u.item.path] = ("migrate", f"asked: --migrate {got[1]}={moves[got[1]]}")
         elif u.item.parent is None:
             decided[u.item.path] = default_action(u)
     for a, p in pats:
@@ -183,6 +194,10 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             files=it.stats.files, status=u.status, users=u.users,
             identity=identities.get(it.path),
             entries=entries.get(it.path) if action == "delete" else None)
+        if action == "migrate":
+            dest = dest_of[it.path]
+            pi = _with(pi, migrate_to=os.path.join(dest, os.path.basename(it.path)),
+                       dest_free_bytes=(migrate_free or {}).get(dest))
         excl = tuple(p for p, o in around.items() if o == it.path)
         inner = next((known_source(u.item.classification) for u in usages
                       if known_source(u.item.classification)
@@ -225,7 +240,9 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
               overrides: list[tuple[str, str]] = (), grace_s: float = 10.0,
               snapshot: bool = True, identities: dict[str, Identity] | None = None,
               entries: dict[str, dict] | None = None, mask_references: bool = False,
-              dest_free: int | None = None, created_at: float = 0.0) -> Plan:
+              dest_free: int | None = None, created_at: float = 0.0,
+              migrations: dict[str, str] | None = None,
+              migrate_free: dict[str, int] | None = None) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
     the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
@@ -233,8 +250,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
-                       entries or {}, snapshot)
-    blocked = []
+                       entries or {}, snapshot, migrations, migrate_free)
+    blocked = _check_migrations(obs, items)
     to_archive = [i for i in items if i.action == "archive"]
     subs = {i.path: i for i in items}
     need = sum(i.disk_bytes - sum(subs[e].disk_bytes for e in i.exclude if e in subs)
@@ -266,6 +283,32 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                 created_at=created_at)
 
 
+def _check_migrations(obs: Observation, items) -> list[str]:
+    """A destination on the volume, or inside the item, is refused; one without the space
+    blocks the plan, saying the free space seen."""
+    out = []
+    target = obs.target.path
+    by_dest: dict[str, list[PlanItem]] = {}
+    for it in items:
+        if it.action != "migrate":
+            continue
+        dest = os.path.dirname(it.migrate_to)
+        if is_under(dest, target):
+            raise PlanRefused(f"--migrate: {dest} is on the volume being retired")
+        if is_under(dest, it.path):
+            raise PlanRefused(f"--migrate: {dest} is inside {it.path}")
+        by_dest.setdefault(dest, []).append(it)
+    for dest, its in by_dest.items():
+        need = sum(i.disk_bytes for i in its)
+        free = its[0].dest_free_bytes
+        if free is None:
+            out.append(f"the free space at {dest} is not known: migrating needs {need} bytes")
+        elif need > free:
+            out.append(f"{dest} has {free} bytes free; migrating "
+                       f"{', '.join(i.path for i in its)} needs {need}")
+    return out
+
+
 def rebuild(plan: Plan) -> Plan:
     """The plan made again from what it records (its observation, its items' actions as a
     person left them, the identities it took): what apply compares a plan file with, so
@@ -277,7 +320,12 @@ def rebuild(plan: Plan) -> Plan:
                      mask_references=plan.mask_references,
                      identities={it.path: it.identity for it in plan.items if it.identity},
                      entries={it.path: it.entries for it in plan.items if it.entries},
-                     created_at=plan.created_at)
+                     created_at=plan.created_at,
+                     migrations={_rel(target, it.path): os.path.dirname(it.migrate_to)
+                                 for it in plan.items if it.migrate_to},
+                     migrate_free={os.path.dirname(it.migrate_to): it.dest_free_bytes
+                                   for it in plan.items
+                                   if it.migrate_to and it.dest_free_bytes is not None})
 
 
 def edited_steps(plan: Plan) -> list[str]:

@@ -24,6 +24,7 @@ from vacate.act.gpu import GpuParams
 from vacate.act.kind import as_params
 from vacate.act.lockdir import LockParams
 from vacate.act.manual import ManualParams
+from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
 from vacate.act.processes import EndParams
 from vacate.decide.actions import _file_line, container_place
 from vacate.observing.model.action import Action
@@ -152,6 +153,7 @@ class Teardown:
     st: _Steps = field(default_factory=lambda: _Steps())
     stopped_units: set = field(default_factory=set)      # (unit, manager label)
     disabled: set = field(default_factory=set)
+    moved: set = field(default_factory=set)              # migrate items copied after a stop
 
     def __post_init__(self):
         self.by_id = {c.id: c for c in self.obs.consumers}
@@ -402,8 +404,99 @@ def retire(t: Teardown) -> None:
              params=as_params(CheckParams("retired", tg.mount.dev, tg.mount.source)))
 
 
-PHASES = (archive_idle, stop_units, disable_units, disable_stopped, end_holders,
-          release_gpus, stop_containers, kernel_users, archive_rest, snapshot_and_delete,
+def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
+    what = "copy again what changed in" if final else "copy"
+    t.st.add("copy", f"{what} {it.path} to {it.migrate_to}", downtime=final,
+             params=as_params(CopyParams(it.path, it.migrate_to, final)),
+             postcondition={"copy_of": it.path})
+    t.st.add("verify-copy", f"read {it.migrate_to} back from the disk against {it.path}",
+             downtime=final, params=as_params(VerifyCopyParams(it.path, it.migrate_to)),
+             postcondition={"mismatches": 0})
+
+
+def migrate_live(t: Teardown) -> None:
+    """1. Each item to migrate copied and read back while the services still run."""
+    for it in t.items:
+        if it.action == "migrate":
+            _copy_steps(t, it, False)
+
+
+def _unit_refs(t: Teardown, a: Action) -> list[str]:
+    """The paths on the volume the unit of the stop action ``a`` uses or names."""
+    out = []
+    for c in t.obs.consumers:
+        if c.type == "process" and c.attrs.get("unit") == a.subject and \
+                verdict_place(c) == a.where.label() or c.type == "systemd-unit" and c.name == a.subject and \
+                container_place(c.attrs.get("container"), c.attrs.get("user")).label() == \
+                a.where.label():
+            out += c.paths
+    return out
+
+
+def migrate_units(t: Teardown) -> None:
+    """2. Each running unit whose every path on the volume lies in items migrated: stop,
+    copy again what changed, read it back, repoint, start from the new place; it is not
+    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
+    item, is stopped and disabled with the rest, and a person is told why."""
+    moving = [i for i in t.items if i.action == "migrate"]
+    if not moving:
+        return
+    seen = set()
+    for b in t.blockers.values():
+        for a in b.actions:
+            key = (a.subject, a.where.label())
+            if a.kind != "stop-unit" or key in seen:
+                continue
+            seen.add(key)
+            refs = _unit_refs(t, a)
+            used = [i for i in moving if any(is_under(r, i.path) for r in refs)]
+            if not used:
+                continue
+            rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
+            if rest:
+                t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
+                                   ", which is not migrated (or is a directory above what "
+                                   "is): it is not repointed or started; repoint it by hand",
+                         downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
+                continue
+            t.stopped_units.add(key)
+            t.disabled.add(key)
+            pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
+                    and c.attrs.get("unit") == a.subject
+                    and verdict_place(c) == a.where.label()]
+            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                            downtime=True, precondition=a.precondition,
+                            postcondition={"active": False, "pids_gone": pids},
+                            evidence=t.ev.get(a.consumer or "", ()))
+            for it in used:
+                if it.path not in t.moved:
+                    t.moved.add(it.path)
+                    _copy_steps(t, it, True)
+            moves = tuple((i.path, i.migrate_to) for i in used)
+            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
+                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
+                     downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
+                     postcondition={"shows": [n for _o, n in moves]})
+            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
+                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
+                     params=as_params(StartParams(a.subject, stop.id,
+                                                  tuple(i.migrate_to for i in used),
+                                                  t.obs.target.mountpoint)),
+                     postcondition={"active": True, "holds_under": [i.migrate_to
+                                                                    for i in used]})
+
+
+def migrate_rest(t: Teardown) -> None:
+    """6. Items migrated that no repointed unit used: copied again once nothing uses
+    them, and read back."""
+    for it in t.items:
+        if it.action == "migrate" and it.path not in t.moved:
+            t.moved.add(it.path)
+            _copy_steps(t, it, True)
+
+
+PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,
+          release_gpus, stop_containers, kernel_users, archive_rest, migrate_rest, snapshot_and_delete,
           disarm_config, mask_references, retire)
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SCHEMA = "vacate.plan/1"
-ITEM_ACTIONS = ("keep", "archive", "delete")
+ITEM_ACTIONS = ("keep", "archive", "delete", "migrate")
 STEP_KIND = re.compile(r"[a-z][a-z0-9-]{0,40}")     # what each kind is: vacate.act.registry
 
 
@@ -52,7 +52,8 @@ class Identity:
 class PlanItem:
     """One item of the volume and what happens to it. ``action``: keep (stays on the volume,
     untouched, and goes cold with it), archive (copied to the destination and verified; it
-    stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
+    stays on the volume too), migrate (copied to another volume, read back, and what uses it
+    repointed and started from there; it stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
 
     id: str
     path: str
@@ -74,6 +75,9 @@ class PlanItem:
     # sha256, with its size, where its index starts, its entry and directory counts and the
     # item's digest (vacate.entries-file/1; see vacate.observing.entries)
     entries: dict[str, Any] | None = None
+    # a migrate item: its path at the destination, and the free bytes seen there
+    migrate_to: str | None = None
+    dest_free_bytes: int | None = None
 
 
 @dataclass(frozen=True, **SLOTS)
