@@ -70,7 +70,12 @@ def mapped_under(path: str) -> set[int]:
 
 def box_cmd(b, *argv) -> subprocess.CompletedProcess:
     return subprocess.run(["nsenter", "-t", str(b.pid1), "-a", *argv], capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=30, check=False)
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 @pytest.fixture
@@ -119,7 +124,7 @@ def plan_to(vol: str, dest: str, work: str) -> str:
 def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
     b, v, vol, dest, work = story
     unit_before = unit_text(b)
-    admin = {n: open(os.path.join(b.units_dir, "qwen.service.d", n)).read()
+    admin = {n: read(os.path.join(b.units_dir, "qwen.service.d", n))
              for n in ("override.conf", "50-limits.conf")}
     plan_path = plan_to(vol, dest, work)
     plan, _ = ap.load(plan_path)
@@ -144,10 +149,10 @@ def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
     assert unit_text(b) == unit_before
     d = os.path.join(b.units_dir, "qwen.service.d")
     for n, text in admin.items():
-        assert open(os.path.join(d, n)).read() == text
-    ours = sorted(os.listdir(d))[-1]
+        assert read(os.path.join(d, n)) == text
+    ours = max(os.listdir(d))
     assert ours.endswith(migrate.DROPIN)
-    text = open(os.path.join(d, ours)).read()
+    text = read(os.path.join(d, ours))
     # Environment= cleared and written again whole: the admin's variables are kept
     assert f"Environment=\nEnvironment=MODEL={dest}/qwen ADMIN_A=1\n" in text
     env = box_cmd(b, "systemctl", "show", "-p", "Environment", "qwen.service").stdout
@@ -175,12 +180,12 @@ def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
 
 
 def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeypatch):
-    b, v, vol, dest, work = story
+    b, _v, vol, dest, work = story
     plan_path = plan_to(vol, dest, work)
 
     def flip(dest_path):                      # a byte flipped on the disk after the copy
         p = os.path.join(dest_path, "weights.bin")
-        fd = os.open(p, os.O_RDWR | os.O_DIRECT) if False else os.open(p, os.O_RDWR)
+        fd = os.open(p, os.O_RDWR)
         try:
             b0 = os.pread(fd, 1, 4096)
             os.pwrite(fd, bytes([b0[0] ^ 0xFF]), 4096)
@@ -203,7 +208,7 @@ def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeyp
 
 def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path(story,
                                                                                   monkeypatch):
-    b, v, vol, dest, work = story
+    b, _v, vol, dest, work = story
     plan_path = plan_to(vol, dest, work)
     real = migrate._RUN["start-unit"]
 

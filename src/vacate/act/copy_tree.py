@@ -36,6 +36,7 @@ from vacate.observing.fsio import write_atomic
 FICLONE = 0x40049409
 CHUNK = 8 << 20
 FLUSH_S = 2.0
+THREADED_BYTES = 64 << 20
 STATE_VERSION = "vacate.copy-state/1"
 
 
@@ -126,9 +127,8 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
 
 def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> str:
     """Copy one regular file, fsync it; its BLAKE3 from the bytes read from the source."""
-    import blake3
 
-    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    h = _hasher(st.st_size)
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if (os.fstat(sfd).st_ino, os.fstat(sfd).st_dev) != (st.st_ino, st.st_dev):
@@ -187,6 +187,13 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
     finally:
         os.close(sfd)
     return h.hexdigest()
+
+
+def _hasher(size: int):
+    """BLAKE3, on several cores for a large file (one core is faster for a small one)."""
+    import blake3
+
+    return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= THREADED_BYTES else 1)
 
 
 def _zeros(h, n: int) -> None:
@@ -324,7 +331,6 @@ class ReadBack:
 def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> ReadBack:
     """Read every copied file not read back yet from the disk and compare its BLAKE3 with
     the source's; mark those that match. ``hook(dest)``: called before reading (tests)."""
-    import blake3
 
     state = State(state_path(dest), source)
     out = ReadBack()
@@ -342,7 +348,7 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
         try:
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+            h = _hasher(rec["size"])
             buf = bytearray(CHUNK)
             view = memoryview(buf)
             n_total = 0
