@@ -5,13 +5,14 @@ A pass walks the item (never following a symlink, never leaving its filesystem) 
 each entry whose source is not the one the state file recorded: a different inode, size,
 ``mtime_ns`` or ``ctime_ns`` (not rsync's size + mtime). A file is copied as it is: a reflink
 (``FICLONE``) where source and destination share a filesystem that can, else its data ranges
-only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes), then ``fsync``; hardlinks inside the
+only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the
 item stay hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are
 copied where the destination has them. Its BLAKE3 is computed from the bytes read from the
 source as it is copied.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
-seconds and at the end: a ``kill -9`` loses only the files copied since, and a rerun
+seconds and at the end, each time after a ``syncfs`` of the destination (what it records
+as copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses only the files copied since, and a rerun
 recopies a file it finds unrecorded (a partial file is never recorded). Entries the state
 recorded that the source no longer has are removed from the copy (only those: the copy is
 vacate's own).
@@ -61,13 +62,31 @@ def _key(st: os.stat_result) -> list:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+def syncfs(path: str) -> None:
+    """Everything written to the filesystem of ``path`` on the disk (``syncfs``: one flush
+    for many files, written back together rather than one ``fsync`` at a time)."""
+    import ctypes
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    finally:
+        os.close(fd)
+
+
 class State:
     """What each entry of the source was when copied (by its path in the item), with its
-    hash and whether the copy was read back."""
+    hash and whether the copy was read back. An entry copied counts only once its data is
+    on the disk: ``pending`` ones are recorded at the next flush, after a ``syncfs`` of the
+    destination."""
 
     def __init__(self, path: str, source: str):
         self.path, self.source = path, source
         self.entries: dict[str, dict] = {}
+        self.pending: dict[str, dict] = {}
         self._flushed = time.monotonic()
         try:
             with open(path, "rb") as f:
@@ -80,6 +99,10 @@ class State:
     def flush(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._flushed < FLUSH_S:
             return
+        if self.pending:
+            syncfs(os.path.dirname(self.path))
+            self.entries.update(self.pending)
+            self.pending = {}
         doc = {"schema": STATE_VERSION, "source": self.source, "entries": self.entries}
         write_atomic(self.path, json.dumps(doc, ensure_ascii=True).encode("ascii"))
         self._flushed = time.monotonic()
@@ -181,7 +204,6 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                     raise OSError(errno.ESTALE, f"{src} changed while being copied")
             if not cloned:
                 os.ftruncate(dfd, size)
-            os.fsync(dfd)
         finally:
             os.close(dfd)
     finally:
@@ -222,7 +244,7 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
         src = os.path.join(source, rel) if rel else source
         dst = os.path.join(dest, rel) if rel else dest
         seen.add(rel)
-        rec = state.entries.get(rel)
+        rec = state.entries.get(rel) or state.pending.get(rel)
         same = rec is not None and rec.get("key") == _key(st) and os.path.lexists(dst)
         if stat.S_ISREG(st.st_mode):
             result.files += 1
@@ -234,8 +256,9 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
                             os.unlink(dst)
                         os.link(first, dst)
                         result.linked += 1
-                        state.entries[rel] = {**state.entries[_rel(first, dest)],
-                                              "link": _rel(first, dest)}
+                        head = _rel(first, dest)
+                        state.pending[rel] = {**(state.pending.get(head)
+                                                 or state.entries[head]), "link": head}
                     continue
                 links[(st.st_dev, st.st_ino)] = dst
             if same:
@@ -245,20 +268,20 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
             after = os.lstat(src)
             if _key(after) != _key(st):
                 raise OSError(errno.ESTALE, f"{src} changed while being copied")
-            state.entries[rel] = {"type": "file", "key": _key(st), "blake3": digest,
+            state.pending[rel] = {"type": "file", "key": _key(st), "blake3": digest,
                                   "size": st.st_size, "read_back": False}
             result.copied += 1
         elif stat.S_ISDIR(st.st_mode):
             os.makedirs(dst, exist_ok=True)
             dirs.append((src, dst, st))
-            state.entries[rel] = {"type": "dir", "key": _key(st)}
+            state.pending[rel] = {"type": "dir", "key": _key(st)}
         elif stat.S_ISLNK(st.st_mode):
             if not same:
                 if os.path.lexists(dst):
                     os.unlink(dst)
                 os.symlink(os.readlink(src), dst)
                 _meta(src, dst, st, result)
-                state.entries[rel] = {"type": "symlink", "key": _key(st)}
+                state.pending[rel] = {"type": "symlink", "key": _key(st)}
                 result.copied += 1
         else:
             if not same:
@@ -266,9 +289,10 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
                     os.unlink(dst)
                 os.mknod(dst, st.st_mode, st.st_rdev)
                 _meta(src, dst, st, result)
-                state.entries[rel] = {"type": "special", "key": _key(st)}
+                state.pending[rel] = {"type": "special", "key": _key(st)}
                 result.copied += 1
         state.flush()
+    state.flush(force=True)
     for rel in sorted((r for r in state.entries if r not in seen), reverse=True):
         dst = os.path.join(dest, rel)
         try:

@@ -84,8 +84,10 @@ class StartParams:
     away: str
 
 
-KINDS = (Kind("copy", CopyParams), Kind("verify-copy", VerifyCopyParams, proves_itself=True),
-         Kind("repoint-unit", RepointParams), Kind("start-unit", StartParams))
+KINDS = (Kind("copy", CopyParams),
+         Kind("verify-copy", VerifyCopyParams, proves_itself=True, after_earlier=True),
+         Kind("repoint-unit", RepointParams, after_earlier=True),
+         Kind("start-unit", StartParams, after_earlier=True))
 
 
 # -- copy, verify-copy ------------------------------------------------------------------------
