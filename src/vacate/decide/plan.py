@@ -122,7 +122,7 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
     if action == "migrate":
-        return f"it is at {it.migrate_to}, read back and in use there"
+        return f"it is at {it.migrate_to}, copied there and read back from the disk"
     if action == "delete":
         if known:
             return f"download again: {known}"
