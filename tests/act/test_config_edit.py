@@ -14,11 +14,12 @@ import pytest
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context
+from vacate.act.kind import carry_out
+from vacate.decide.plan import make_plan
 from vacate.observing.collectors.configured import cron, exports, fstab
 from vacate.observing.collectors.configured.match import host_view
-from vacate.observing.observe import observe
-from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
+from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: ")
@@ -98,7 +99,7 @@ def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_pa
     stats = {f: os.stat(p) for f, p in files.items()}
     for s in steps:
         assert not config_edit.done(s, ctx) and config_edit.ready(s, ctx) is None
-        out = config_edit.run(s, ctx)
+        out = carry_out(s, ctx)
         assert out.status == "ok", out
         assert config_edit.done(s, ctx)
     assert ctx.commands == []          # no systemd runs this tree: nothing to reload
@@ -127,7 +128,7 @@ def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_pa
 
     after = {f: read(p) for f, p in files.items()}
     for s in steps:                                              # twice is once
-        out = config_edit.run(s, ctx)
+        out = carry_out(s, ctx)
         assert out.status == "skipped", out
     assert {f: read(p) for f, p in files.items()} == after
     assert all(len(backups(p)) == 1 for p in files.values())
@@ -144,7 +145,7 @@ def test_a_line_changed_since_the_plan_is_refused_and_nothing_is_written(tree, t
         f.write(changed)
     why = config_edit.ready(by["/etc/fstab"], ctx)
     assert "line 3 of /etc/fstab is not the line planned" in why and "defaults" in why
-    out = config_edit.run(by["/etc/fstab"], ctx)
+    out = carry_out(by["/etc/fstab"], ctx)
     assert out.status == "failed" and not config_edit.done(by["/etc/fstab"], ctx)
     assert read(fs) == changed and backups(fs) == []
 
@@ -153,7 +154,7 @@ def test_a_line_changed_since_the_plan_is_refused_and_nothing_is_written(tree, t
     moved = b"MAILTO=alice\n" + read(ct)
     with open(ct, "wb") as f:
         f.write(moved)
-    assert config_edit.run(by["/var/spool/cron/crontabs/alice"], ctx).status == "failed"
+    assert carry_out(by["/var/spool/cron/crontabs/alice"], ctx).status == "failed"
     assert read(ct) == moved and backups(ct) == []
 
     # a plan without the line's sha256 (an older observation) does not edit blind
@@ -178,11 +179,11 @@ def test_fstab_edit_reloads_systemd_where_it_runs_the_host(tree, tmp_path):
     plan, steps = edit_steps(tree.obs, str(tmp_path))
     ctx = Context(plan, host=tree.host)
     (s,) = [s for s in steps if s.params["file"] == "/etc/fstab"]
-    out = config_edit.run(s, ctx)
+    out = carry_out(s, ctx)
     assert ctx.commands == [("systemctl", "daemon-reload")]
     if out.status == "failed":
         assert "commented out" in out.detail and config_edit.done(s, ctx)
-        again = config_edit.run(s, ctx)
+        again = carry_out(s, ctx)
         assert ctx.commands[-1] == ("systemctl", "daemon-reload") and len(ctx.commands) == 2
         assert again.status == "failed" and "already" in again.detail
     else:

@@ -16,11 +16,12 @@ from test_config_edit import backups, put, read
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context
+from vacate.act.kind import carry_out
+from vacate.decide.plan import make_plan
 from vacate.observing.collectors.configured import exports, lxc, pve
 from vacate.observing.collectors.configured.match import host_view
-from vacate.observing.observe import observe
-from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
+from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: ")
@@ -156,7 +157,7 @@ def test_an_export_is_commented_out_with_a_backup_and_exports_are_re_read(tree, 
     before, st0 = read(local), os.stat(local)
     ctx = Context(plan, host=tree.host)
     assert not config_edit.done(s, ctx) and config_edit.ready(s, ctx) is None
-    out = config_edit.run(s, ctx)
+    out = carry_out(s, ctx)
     assert out.status == "ok", out
     assert "exportfs -ra" in out.detail and calls(tree) == ["exportfs -ra"]
     assert only_marked(before, read(local), 3)
@@ -167,7 +168,7 @@ def test_an_export_is_commented_out_with_a_backup_and_exports_are_re_read(tree, 
     # twice is once: nothing written again, exportfs told again (a crash may have come
     # between the edit and it)
     after = read(local)
-    again = config_edit.run(s, ctx)
+    again = carry_out(s, ctx)
     assert again.status == "skipped" and read(local) == after and len(backups(local)) == 1
     assert calls(tree) == ["exportfs -ra", "exportfs -ra"]
 
@@ -181,7 +182,7 @@ def test_a_changed_export_line_is_refused_and_nothing_is_written(tree, tmp_path)
         f.write(changed)
     ctx = Context(plan, host=tree.host)
     assert "line 3 of /etc/exports is not the line planned" in config_edit.ready(s, ctx)
-    assert config_edit.run(s, ctx).status == "failed"
+    assert carry_out(s, ctx).status == "failed"
     assert read(local) == changed and backups(local) == [] and calls(tree) == []
 
 
@@ -193,7 +194,7 @@ def test_lxc_mount_entries_are_commented_out_and_the_detail_says_a_running_one_k
     local = tree.files["/var/lib/lxc/web/config"]
     before = read(local)
     ctx = Context(plan, host=tree.host)
-    outs = [config_edit.run(s, ctx) for s in lx]
+    outs = [carry_out(s, ctx) for s in lx]
     assert [o.status for o in outs] == ["ok", "ok"], outs
     # the state was not known here (no lxc-info for this tree): it may be running
     assert all("a running container keeps the mount until it restarts" in o.detail
@@ -221,7 +222,7 @@ def test_a_planned_lxc_line_that_moved_is_refused(tree, tmp_path):
     moved = b"# a comment put in above\n" + read(local)
     with open(local, "wb") as f:
         f.write(moved)
-    out = config_edit.run(s, Context(plan, host=tree.host))
+    out = carry_out(s, Context(plan, host=tree.host))
     assert out.status == "failed" and "not the line planned" in out.detail
     assert read(local) == moved and backups(local) == []
 
@@ -232,14 +233,14 @@ def test_pct_deletes_the_mount_points_of_a_stopped_container(tree, tmp_path):
     (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
     ctx = Context(plan, host=tree.host)
     assert not config_edit.done(s, ctx) and config_edit.ready(s, ctx) is None
-    out = config_edit.run(s, ctx)
+    out = carry_out(s, ctx)
     assert out.status == "ok", out
     assert out.detail == "mp0,mp2 deleted from CT 101"
     assert calls(tree) == ["pct set 101 --delete mp0,mp2"]
     text = read(tree.files["/etc/pve/lxc/101.conf"]).decode()
     assert "mp0:" not in text and "mp2:" not in text and "mp1: /srv/other" in text
     assert config_edit.done(s, ctx)
-    again = config_edit.run(s, ctx)
+    again = carry_out(s, ctx)
     assert again.status == "skipped" and calls(tree) == ["pct set 101 --delete mp0,mp2"]
 
 
@@ -248,14 +249,14 @@ def test_pct_on_a_running_container_is_pending_until_it_restarts(tree, tmp_path)
     plan, steps = plan_of(tree, str(tmp_path))
     (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
     ctx = Context(plan, host=tree.host)
-    out = config_edit.run(s, ctx)
+    out = carry_out(s, ctx)
     assert out.status == "ok", out
     assert "pending until the container restarts" in out.detail and "[pve:pending]" in \
         out.detail
     text = read(tree.files["/etc/pve/lxc/101.conf"]).decode()
     assert f"mp0: {tree.m}/data" in text and "[pve:pending]\ndelete: mp0,mp2" in text
     assert config_edit.done(s, ctx)                 # pending is as far as pct goes now
-    assert config_edit.run(s, ctx).status == "skipped"
+    assert carry_out(s, ctx).status == "skipped"
     assert calls(tree) == ["pct set 101 --delete mp0,mp2"]
 
 
@@ -267,7 +268,7 @@ def test_pct_that_leaves_a_key_fails_the_step(tree, tmp_path):
     (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
     os.environ["FAKE_PVE_ROOT"] = str(tmp_path / "elsewhere")
     put(str(tmp_path / "elsewhere"), "/etc/pve/lxc/101.conf", b"arch: amd64\n")
-    out = config_edit.run(s, Context(plan, host=tree.host))
+    out = carry_out(s, Context(plan, host=tree.host))
     assert out.status == "failed" and "mp0,mp2 is still in /etc/pve/lxc/101.conf" in out.detail
 
 

@@ -13,11 +13,12 @@ from test_config_edit import MARK, backups, put, read
 
 from vacate.act import config_edit
 from vacate.act.base import Context
+from vacate.act.kind import carry_out
+from vacate.decide.plan import make_plan
 from vacate.observing.collectors.configured import smb
 from vacate.observing.collectors.configured.match import host_view
-from vacate.observing.observe import observe
-from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
+from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
 
@@ -65,7 +66,7 @@ def test_the_share_section_is_commented_out_whole(share, tmp_path):
     before = read(conf)
     ctx = Context(plan, host=host)
     assert config_edit.ready(s, ctx) is None and not config_edit.done(s, ctx)
-    out = config_edit.run(s, ctx)
+    out = carry_out(s, ctx)
     assert out.status == "ok", out
     old, new = before.split(b"\n"), read(conf).split(b"\n")
     for i, (a, b) in enumerate(zip(old, new), 1):
@@ -76,7 +77,7 @@ def test_the_share_section_is_commented_out_whole(share, tmp_path):
             assert a == b, i                   # other shares, comments, blanks: untouched
     (bk,) = backups(conf)
     assert read(bk) == before
-    again = config_edit.run(s, ctx)
+    again = carry_out(s, ctx)
     assert again.status == "skipped" and len(backups(conf)) == 1
     # collected again, the share is gone
     found = smb.collect(host, obs.target, host_view(obs.target))[0]
@@ -91,5 +92,5 @@ def test_a_section_changed_since_the_plan_is_refused(share, tmp_path):
         f.write(text)
     ctx = Context(plan, host=host)
     assert "line 10" in config_edit.ready(s, ctx)
-    assert config_edit.run(s, ctx).status == "failed"
+    assert carry_out(s, ctx).status == "failed"
     assert read(conf) == text and not backups(conf)

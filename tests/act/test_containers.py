@@ -12,6 +12,7 @@ import pytest
 
 from vacate.act import containers
 from vacate.act.base import Context
+from vacate.act.kind import carry_out
 from vacate.decide.actions import actions_for
 from vacate.observing.model.plan import Step
 from vacate.observing.model.usage import Consumer
@@ -74,8 +75,8 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
                                                                             monkeypatch):
     from harness.docker_box import IMAGE
 
-    from vacate.observing.observe import observe
     from vacate.decide.plan import make_plan
+    from vacate.observing.observe import observe
 
     vol, box, data_root, made = dockerd
     m = vol.mountpoint
@@ -92,12 +93,12 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
     ctx = Context(plan)
     for s in steps:
         assert not containers.done(s, ctx) and containers.ready(s, ctx) is None
-        out = containers.run(s, ctx)
+        out = carry_out(s, ctx)
         assert out.status == "ok", out
     assert box.inspect("binder", "{{.State.Running}} {{.HostConfig.RestartPolicy.Name}}") == \
         "false no"
     for s in steps:                                   # twice is once
-        assert containers.done(s, ctx) and containers.run(s, ctx).status == "skipped"
+        assert containers.done(s, ctx) and carry_out(s, ctx).status == "skipped"
     box.out("stop", "control")                         # only stopped: comes back with the daemon
 
     again = _restart_daemon(box, data_root, monkeypatch)
@@ -111,7 +112,7 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
     assert containers.done(steps[0], ctx)             # gone: runs nothing, starts nothing
     again.run("binder", IMAGE, "sleep", "infinity")
     assert "is another container now" in containers.ready(steps[0], ctx)
-    assert containers.run(steps[0], ctx).status == "failed"
+    assert carry_out(steps[0], ctx).status == "failed"
     assert again.inspect("binder", "{{.State.Running}}") == "true"
 
 
@@ -131,9 +132,9 @@ def test_lxc_container_is_stopped_with_lxc_stop():
         assert step.action.argv == ("lxc-stop", "-n", box.name)
         ctx = Context(None)
         assert not containers.done(step, ctx) and containers.ready(step, ctx) is None
-        assert containers.run(step, ctx).status == "ok"
+        assert carry_out(step, ctx).status == "ok"
         assert not box.running()
-        assert containers.run(step, ctx).status == "skipped"
+        assert carry_out(step, ctx).status == "skipped"
     finally:
         box.close()
 
@@ -201,13 +202,13 @@ def test_pct_and_qm_shutdown_through_their_interface(pve, monkeypatch):
         ("qm", "shutdown", "200")
     for s in (ct, vm):
         assert not containers.done(s, ctx) and containers.ready(s, ctx) is None
-        assert containers.run(s, ctx).status == "ok"
-        assert containers.done(s, ctx) and containers.run(s, ctx).status == "skipped"
+        assert carry_out(s, ctx).status == "ok"
+        assert containers.done(s, ctx) and carry_out(s, ctx).status == "skipped"
     assert (state / "pct-101").read_text() == "stopped\n"
     assert (state / "qm-200").read_text() == "stopped\n"
 
     (hung,) = as_steps(_pve_consumer("pve-container", 102))
-    out = containers.run(hung, ctx)
+    out = carry_out(hung, ctx)
     assert out.status == "failed" and "got timeout" in out.detail and "pct stop 102" in out.detail
     # an LXC monitor found holding the volume: its container is stopped by pct stop
     monitor = Consumer(id="process:9:1", type="process", name="lxc monitor", live=True,
@@ -218,7 +219,7 @@ def test_pct_and_qm_shutdown_through_their_interface(pve, monkeypatch):
                                                                    "ctid": 102}})
     (stop,) = as_steps(monitor)
     assert stop.action.argv == ("pct", "stop", "102")
-    assert containers.run(stop, ctx).status == "ok" and containers.done(hung, ctx)
+    assert carry_out(stop, ctx).status == "ok" and containers.done(hung, ctx)
 
     # a guest that is gone is done; a manager that is not there is not
     (gone,) = as_steps(_pve_consumer("pve-container", 999))

@@ -12,6 +12,7 @@ from test_procs_captured import FakeNVML as StoryNVML
 
 from vacate.act import gpu
 from vacate.act.base import Context
+from vacate.act.kind import carry_out
 from vacate.act.processes import start_time
 from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
@@ -91,7 +92,7 @@ def test_waits_for_the_driver_to_release_and_signals_nothing(sleeper):
     assert out.status == "ok", out.detail
     assert out.data["held"] == [] and nv.queries == 4
     assert gpu.done(step, ctx) is True
-    assert gpu.run(step, ctx).status == "skipped"
+    assert carry_out(step, ctx).status == "skipped"
     assert start_time(pid) == st                              # never signalled
     assert ctx.commands == []
 
@@ -101,7 +102,7 @@ def test_still_held_after_the_wait_fails_naming_the_gpus(sleeper):
     step, plan = plan_for([sleeper])
     step = replace(step, params={**step.params, "wait_s": 0.1})
     ctx = Context(plan=plan, nvml=FakeNVML({0: [], 1: [pid]}))
-    out = gpu.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "failed"
     assert f"pid {pid}: GPU 1 (GPU-00000001) 40960 MiB" in out.detail
     assert out.data["held"] == [{"pid": pid, "gpu": 1, "uuid": "GPU-00000001",
@@ -119,7 +120,7 @@ def test_a_context_left_by_a_gone_process_counts_a_reused_pid_does_not(sleeper):
     assert gpu.done(step, ctx) is True
     ctx = Context(plan=plan, nvml=FakeNVML({0: [pid, gone]}))
     assert gpu.done(step, ctx) is False
-    out = gpu.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "failed" and f"pid {gone}: GPU 0" in out.detail
     assert f"pid {pid}:" not in out.detail
 
@@ -128,7 +129,7 @@ def test_without_nvml_it_cannot_confirm_and_says_so(sleeper):
     step, plan = plan_for([sleeper])
     ctx = Context(plan=plan, nvml=NoDriver())
     assert gpu.done(step, ctx) is False
-    out = gpu.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "skipped"
     assert out.detail.startswith("no NVML: NVML unavailable: Driver Not Loaded")
 
@@ -145,18 +146,18 @@ def test_without_nvml_an_open_nvidia_device_fails(tmp_path):
     os.symlink("/data/models/x", proc / str(pid) / "fd" / "9")
     step, plan = plan_for([(pid, st)])
     host = Host.under(str(tmp_path))
-    out = gpu.run(step, Context(plan=plan, host=host, nvml=NoDriver()))
+    out = carry_out(step, Context(plan=plan, host=host, nvml=NoDriver()))
     assert out.status == "failed"
     assert f"pid {pid}: /dev/nvidia0, /dev/nvidiactl" in out.detail
     # the same pid as another process (another start time): not the planned one
     step2, plan2 = plan_for([(pid, st + 1)])
-    assert gpu.run(step2, Context(plan=plan2, host=host, nvml=NoDriver())).status == "skipped"
+    assert carry_out(step2, Context(plan=plan2, host=host, nvml=NoDriver())).status == "skipped"
 
 
 def test_pynvml_not_installed(sleeper, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)          # import pynvml fails
     step, plan = plan_for([sleeper])
-    out = gpu.run(step, Context(plan=plan))
+    out = carry_out(step, Context(plan=plan))
     assert out.status == "skipped" and "not installed" in out.detail
 
 

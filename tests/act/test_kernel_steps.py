@@ -15,8 +15,9 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.act import kernel, lockdir
 from vacate.act.base import Context
-from vacate.observing.observe import observe
+from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
 
@@ -88,7 +89,7 @@ def plan_for(mnt, archive_to):
 
 
 def kernel_steps(plan):
-    return [s for s in plan.steps if s.kind in kernel.KINDS]
+    return [s for s in plan.steps if s.kind in {k.name for k in kernel.KINDS}]
 
 
 def test_the_kernel_steps_release_everything_and_twice_is_once(setup):
@@ -106,7 +107,7 @@ def test_the_kernel_steps_release_everything_and_twice_is_once(setup):
     outcomes = []
     for s in steps:
         before = kernel.done(s, ctx)
-        out = kernel.run(s, ctx)
+        out = carry_out(s, ctx)
         outcomes.append((s.id, out.status, out.detail))
         assert out.status in ("ok", "skipped"), outcomes
         assert (out.status == "skipped") == before
@@ -126,17 +127,17 @@ def test_the_kernel_steps_release_everything_and_twice_is_once(setup):
     ran = len(ctx.commands)
     for s in steps:
         assert kernel.done(s, ctx)
-        assert kernel.run(s, ctx).status == "skipped"
+        assert carry_out(s, ctx).status == "skipped"
     assert len(ctx.commands) == ran
 
     # the empty mount point is locked against writes into /
     (lock,) = [s for s in plan.steps if s.kind == "lock-dir"]
     assert not lockdir.done(lock, ctx) and lockdir.ready(lock, ctx) is None
-    assert lockdir.run(lock, ctx).status == "ok"
+    assert carry_out(lock, ctx).status == "ok"
     assert "i" in sh("lsattr", "-d", m).stdout.split()[0]
     with pytest.raises(PermissionError):
         os.open(os.path.join(m, "written-into-root"), os.O_WRONLY | os.O_CREAT, 0o644)
-    assert lockdir.done(lock, ctx) and lockdir.run(lock, ctx).status == "skipped"
+    assert lockdir.done(lock, ctx) and carry_out(lock, ctx).status == "skipped"
 
 
 def test_what_stands_in_the_way_is_refused_and_nothing_lazy_happens(setup):
@@ -149,7 +150,7 @@ def test_what_stands_in_the_way_is_refused_and_nothing_lazy_happens(setup):
     # the loop device is mounted: detaching it is refused before anything runs
     loop = by[("detach-loop", dev)]
     assert "still mounted at " + f"{m}/lmnt" in kernel.ready(loop, ctx)
-    out = kernel.run(loop, ctx)
+    out = carry_out(loop, ctx)
     assert out.status == "failed" and "still mounted" in out.detail
     assert backing(dev) == f"{m}/images/nested.img" and ctx.commands == []
 
@@ -157,7 +158,7 @@ def test_what_stands_in_the_way_is_refused_and_nothing_lazy_happens(setup):
     scratch = next(s for s in plan.steps if s.kind == "unmount" and
                    s.action.argv[-1] == f"{m}/scratch")
     assert kernel.ready(scratch, ctx) is None
-    out = kernel.run(scratch, ctx)
+    out = carry_out(scratch, ctx)
     assert out.status == "failed" and "busy" in out.detail
     assert mounted_at(f"{m}/scratch") and not kernel.done(scratch, ctx)
 
@@ -168,7 +169,7 @@ def test_what_stands_in_the_way_is_refused_and_nothing_lazy_happens(setup):
     finally:
         sh("umount", f"{m}/scratch")
     h.stop("fd")
-    assert kernel.run(scratch, ctx).status == "ok" and not mounted_at(f"{m}/scratch")
+    assert carry_out(scratch, ctx).status == "ok" and not mounted_at(f"{m}/scratch")
 
     # the volume's own unmount is refused while mounts remain on it
     target = next(s for s in plan.steps if s.id.endswith("unmount") and s.postcondition)
@@ -200,7 +201,7 @@ def test_a_loop_device_backed_by_another_file_is_not_ours_and_a_missing_swap_is_
     os.link(f"{m}/images/nested.img", f"{m}/images/same-inode.img")
     other = planned_as(f"{m}/images/other.img")
     assert kernel.done(other, ctx)                         # backed by another file: not ours
-    assert kernel.run(other, ctx).status == "skipped" and ctx.commands == []
+    assert carry_out(other, ctx).status == "skipped" and ctx.commands == []
     same = planned_as(f"{m}/images/same-inode.img")        # spelled otherwise, the same file
     assert not kernel.done(same, ctx)
     assert "still mounted" in kernel.ready(same, ctx)
@@ -223,12 +224,12 @@ def test_lock_dir_never_on_a_mount_point_or_a_directory_with_something_in_it(ext
     step, ctx = lock_step(m), Context(None)
     assert not lockdir.done(step, ctx)
     assert lockdir.ready(step, ctx) == f"{m} is still a mount point"
-    assert lockdir.run(step, ctx).status == "failed" and ctx.commands == []
+    assert carry_out(step, ctx).status == "failed" and ctx.commands == []
     sh("umount", m)
     with open(os.path.join(m, "written-meanwhile"), "w") as f:     # now on the root fs
         f.write("x")
     assert "is not empty (1 entries: written-meanwhile)" in lockdir.ready(step, ctx)
-    out = lockdir.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "failed" and ctx.commands == []
     assert "i" not in sh("lsattr", "-d", m).stdout.split()[0]
     os.unlink(os.path.join(m, "written-meanwhile"))
@@ -246,5 +247,5 @@ def test_lock_dir_where_the_filesystem_has_no_immutable_flag(tmp_path):
         step, ctx = lock_step(d), Context(None)
         assert lockdir.ready(step, ctx) is None
         assert lockdir.done(step, ctx)              # nothing more can be done there
-        out = lockdir.run(step, ctx)
+        out = carry_out(step, ctx)
         assert out.status == "skipped" and "does not support chattr +i" in out.detail

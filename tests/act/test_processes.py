@@ -14,11 +14,12 @@ from harness.holders import Holders
 
 from vacate.act import processes
 from vacate.act.base import Context
-from vacate.observing.observe import observe
+from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import Step
+from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
 
@@ -69,13 +70,13 @@ def test_a_process_that_ends_on_term(held):
     assert step.precondition["pid"] == pid
     ctx = Context(plan=plan)
     assert processes.done(step, ctx) is False and processes.ready(step, ctx) is None
-    out = processes.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "ok", out.detail
     assert out.data["signals"] == ["TERM"] and out.data["killed"] is False
     assert out.data["via"] == "pidfd"
     assert exit_status(h, "fd") == -signal.SIGTERM
     assert processes.done(step, ctx) is True
-    again = processes.run(step, ctx)                 # a rerun signals nothing
+    again = carry_out(step, ctx)                 # a rerun signals nothing
     assert again.status == "skipped" and again.data["signals"] == []
 
 
@@ -85,7 +86,7 @@ def test_a_process_that_ignores_term_is_killed_after_the_grace(held, ctx):
     start = processes.start_time(pid)
     step = step_for(pid, start, grace_s=0.5)
     t0 = time.monotonic()
-    out = processes.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "ok", out.detail
     assert out.data["signals"] == ["TERM", "KILL"] and out.data["killed"] is True
     assert 0.5 <= out.data["waited_s"] < 5 and time.monotonic() - t0 >= 0.5
@@ -113,7 +114,7 @@ def test_a_stopped_process_is_continued_to_run_its_term_handler(held, ctx):
     while processes._stat(pid, Host.local())[0] != b"T":
         assert time.monotonic() < end
         time.sleep(0.01)
-    out = processes.run(step_for(pid, processes.start_time(pid), grace_s=5), ctx)
+    out = carry_out(step_for(pid, processes.start_time(pid), grace_s=5), ctx)
     assert out.status == "ok" and out.data["signals"] == ["TERM", "CONT"], out.data
     assert out.data["waited_s"] < 4
     assert exit_status(h, "handler") == 3              # its own handler ran: no KILL
@@ -123,7 +124,7 @@ def test_without_pidfds_kill_follows_the_recheck(held, ctx, monkeypatch):
     h, vol = held
     pid = h.fd(f"{vol}/models/shard.bin")
     monkeypatch.delattr(os, "pidfd_open")
-    out = processes.run(step_for(pid, processes.start_time(pid)), ctx)
+    out = carry_out(step_for(pid, processes.start_time(pid)), ctx)
     assert out.status == "ok" and out.data["via"] == "kill"
     assert exit_status(h, "fd") == -signal.SIGTERM
 
@@ -135,7 +136,7 @@ def test_another_process_with_the_planned_pid_is_not_signalled(held, ctx):
     step = step_for(pid, start + 1, grace_s=0.1)       # the plan saw another start time
     assert "another process now" in processes.ready(step, ctx)
     assert processes.done(step, ctx) is True           # the planned one is gone
-    out = processes.run(step, ctx)
+    out = carry_out(step, ctx)
     assert out.status == "skipped" and out.data["signals"] == []
     time.sleep(0.2)
     assert alive(pid, start) and h.procs["fd"].poll() is None
@@ -157,7 +158,7 @@ def test_never_vacate_its_ancestors_an_init_or_a_monitor(held, ctx):
         start = processes.start_time(pid)
         step = step_for(pid, start, grace_s=0.1)
         assert why in (processes.ready(step, ctx) or ""), pid
-        out = processes.run(step, ctx)
+        out = carry_out(step, ctx)
         assert out.status == "manual" and out.data["signals"] == [], pid
         assert why in out.detail
         assert alive(pid, start), pid
@@ -167,7 +168,7 @@ def test_never_vacate_its_ancestors_an_init_or_a_monitor(held, ctx):
 def test_a_dry_run_signals_nothing(held, ctx):
     h, vol = held
     pid = h.fd(f"{vol}/models/shard.bin")
-    out = processes.run(step_for(pid, processes.start_time(pid)), replace(ctx, dry_run=True))
+    out = carry_out(step_for(pid, processes.start_time(pid)), replace(ctx, dry_run=True))
     assert out.status == "ok" and out.data["dry_run"] is True and out.data["signals"] == []
     time.sleep(0.1)
     assert h.procs["fd"].poll() is None
@@ -177,7 +178,7 @@ def test_a_step_without_an_identity_fails(ctx):
     step = replace(step_for(os.getpid(), None), precondition={"pid": os.getpid()})
     assert "no pid and start time" in processes.ready(step, ctx)
     assert processes.done(step, ctx) is False
-    assert processes.run(step, ctx).status == "failed"
+    assert carry_out(step, ctx).status == "failed"
 
 
 def wait_child(pid, timeout=10):

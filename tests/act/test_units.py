@@ -14,10 +14,11 @@ from harness.systemd_box import available, start_box
 
 from vacate.act import units
 from vacate.act.base import Context
-from vacate.observing.observe import observe
+from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
 from vacate.observing.model.action import Action, Where
 from vacate.observing.model.plan import Step
+from vacate.observing.observe import observe
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 N = "[Unit]\nDefaultDependencies=no\n"
@@ -132,7 +133,7 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     ctx = Context(plan=plan)
     assert units.done(stop, ctx) is False
     assert units.ready(stop, ctx) is None        # the planned pid is gone: the box is found
-    out = units.run(stop, ctx)
+    out = carry_out(stop, ctx)
     assert out.status == "ok", out.detail
     assert out.data["triggers_stopped"] == ["llm.timer"]
     assert active(b, "llm.service") == "inactive" and active(b, "llm.timer") == "inactive"
@@ -142,7 +143,7 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     assert active(b, "other.service") == "active"
     assert units.done(stop, ctx) is True
     n = len(ctx.commands)
-    assert units.run(stop, ctx).status == "skipped"
+    assert carry_out(stop, ctx).status == "skipped"
     assert commands_run(ctx, n, "stop") == []
 
     # disable: the unit, and the timer that would start it again
@@ -151,7 +152,7 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
                                  argv=("systemctl", "disable", "llm.service")))
     assert enabled(b, "llm.service") == "enabled" and wants_link(b, "llm.service")
     assert units.done(dis, ctx) is False and units.ready(dis, ctx) is None
-    out = units.run(dis, ctx)
+    out = carry_out(dis, ctx)
     assert out.status == "ok", out.detail
     assert out.data["disabled"] == ["llm.service", "llm.timer"]
     assert enabled(b, "llm.service") == "disabled" and enabled(b, "llm.timer") == "disabled"
@@ -160,7 +161,7 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     assert enabled(b, "other.service") == "enabled" and active(b, "other.service") == "active"
     assert units.done(dis, ctx) is True
     n = len(ctx.commands)
-    assert units.run(dis, ctx).status == "skipped"
+    assert carry_out(dis, ctx).status == "skipped"
     assert commands_run(ctx, n, "disable") == []
     assert holders(vol) == set()
 
@@ -170,7 +171,7 @@ def test_a_unit_pulled_in_by_another_units_file_is_manual_unless_the_plan_disabl
     plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
     dis_a = box_step(b, "disable-unit", "a.service")
     ctx = Context(plan=replace(plan, steps=(dis_a,)))
-    out = units.run(dis_a, ctx)
+    out = carry_out(dis_a, ctx)
     assert out.status == "manual", out.detail
     assert "/etc/systemd/system/p.service:3 (Wants=a.service)" in out.detail
     assert f"nsenter -t {b.pid1} -a systemctl mask a.service" in out.detail
@@ -178,13 +179,13 @@ def test_a_unit_pulled_in_by_another_units_file_is_manual_unless_the_plan_disabl
     # what disable can do, it did: the [Install] link is gone
     assert enabled(b, "a.service") == "disabled" and not wants_link(b, "a.service")
     assert units.done(dis_a, ctx) is False
-    assert units.run(dis_a, ctx).status == "manual"          # the same answer again
+    assert carry_out(dis_a, ctx).status == "manual"          # the same answer again
 
     dis_p = box_step(b, "disable-unit", "p.service", (dis_a,))
     ctx = Context(plan=replace(plan, steps=(dis_a, dis_p)))
     assert units.done(dis_a, ctx) is True                      # p.service is the plan's
-    assert units.run(dis_a, ctx).status == "skipped"
-    out = units.run(dis_p, ctx)
+    assert carry_out(dis_a, ctx).status == "skipped"
+    out = carry_out(dis_p, ctx)
     assert out.status == "ok" and out.data["disabled"] == ["p.service"]
     assert active(b, "p.service") == "active"                  # disable does not stop
 
@@ -195,7 +196,7 @@ def test_mask(box):
     # a unit whose own file is in /etc/systemd/system: a mask would replace it
     m = box_step(b, "mask-unit", "m.service")
     ctx = Context(plan=replace(plan, steps=(m,)))
-    out = units.run(m, ctx)
+    out = carry_out(m, ctx)
     assert out.status == "manual", out.detail
     assert "mv /etc/systemd/system/m.service /etc/systemd/system/m.service.vacate-masked" \
         in out.detail
@@ -207,11 +208,11 @@ def test_mask(box):
     b.systemctl("daemon-reload", check=True)
     r = box_step(b, "mask-unit", "r.service")
     assert units.done(r, ctx) is False and units.ready(r, ctx) is None
-    out = units.run(r, ctx)
+    out = carry_out(r, ctx)
     assert out.status == "ok", out.detail
     assert enabled(b, "r.service") == "masked"
     assert os.readlink(os.path.join(b.units_dir, "r.service")) == "/dev/null"
-    assert units.done(r, ctx) is True and units.run(r, ctx).status == "skipped"
+    assert units.done(r, ctx) is True and carry_out(r, ctx).status == "skipped"
     assert b.systemctl("start", "r.service").returncode != 0     # masked: not even by hand
 
 
@@ -221,7 +222,7 @@ def test_ready_says_why_not(box):
     ctx = Context(plan=plan)
     nope = box_step(b, "mask-unit", "no-such.service")
     assert "has no unit no-such.service" in units.ready(nope, ctx)
-    assert units.run(nope, ctx).status == "failed"
+    assert carry_out(nope, ctx).status == "failed"
     # nothing starts a unit that does not exist: disabling or stopping it is done
     for kind in ("disable-unit", "stop-unit"):
         assert units.done(replace(nope, kind=kind), ctx) is True
@@ -239,7 +240,7 @@ def test_a_dry_run_changes_nothing(box):
     ctx = Context(plan=plan, dry_run=True)
     other = box_step(b, "disable-unit", "other.service")
     for kind in ("stop-unit", "disable-unit", "mask-unit"):
-        out = units.run(replace(other, kind=kind), ctx)
+        out = carry_out(replace(other, kind=kind), ctx)
         assert out.status == "ok" and out.data["dry_run"] is True, kind
         assert out.data["would"][-1].endswith(f"{kind.removesuffix('-unit')} other.service")
     assert not [c for c in ctx.commands if {"stop", "disable", "mask"} & set(c)]

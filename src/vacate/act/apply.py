@@ -18,32 +18,16 @@ import os
 import time
 from dataclasses import dataclass
 
-from vacate.act import (
-    archive_step,
-    check_step,
-    config_edit,
-    containers,
-    delete_step,
-    gpu,
-    kernel,
-    lockdir,
-    manual,
-    processes,
-    units,
-)
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.journal import Journal, PlanLock, check_belongs, path_for, states_of
+from vacate.act.kind import carry_out, kind_of, module_of
+from vacate.act.registry import KINDS
 from vacate.decide import stale
 from vacate.decide.plan import edited_steps
 from vacate.observing.errors import EXIT_UNKNOWN, UsageError, VacateError
 from vacate.observing.host import Host
 from vacate.observing.model.codec import Malformed
 from vacate.observing.model.plan import Plan
-
-MODULES = {k: m for m in (archive_step, check_step, config_edit, containers, delete_step, gpu,
-                          kernel, lockdir, manual, processes, units) for k in m.KINDS}
-# steps whose success is their own run (a check, a manual step): no postcondition to re-read
-SELF_PROVING = frozenset({"archive", "verify", "snapshot", "check", "manual"})
 
 
 class Refused(UsageError):
@@ -124,6 +108,10 @@ def check_plan(plan: Plan, plan_path: str = "PLAN") -> None:
     its items make (an item's action edited by hand: ``plan --from`` makes them again)."""
     if plan.blocked:
         raise Refused("the plan cannot be applied: " + "; ".join(plan.blocked))
+    unknown = [f"{s.id} ({s.kind})" for s in plan.steps if s.kind not in KINDS]
+    if unknown:
+        raise Refused("the plan has steps of kinds this vacate does not know: " +
+                      ", ".join(unknown))
     edits = edited_steps(plan)
     if edits:
         new = _edited_name(plan_path)
@@ -139,8 +127,8 @@ def _edited_name(plan_path: str) -> str:
 
 
 def _identities(plan: Plan):
-    from vacate.observing.entries import record_item
     from vacate.flow.plan import identity_of
+    from vacate.observing.entries import record_item
 
     out = {}
     for it in plan.items:
@@ -214,11 +202,13 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
                   plan_path=plan_path)
     results = []
     stopped = False
-    for step in plan.steps:
+    for i, step in enumerate(plan.steps):
         if stopped:
             results.append(StepResult(step.id, step.kind, step.summary, "pending"))
             continue
         r = _one(step, ctx, j, states.get(step.id))
+        if r.status == "failed":
+            r = _bring_back(plan, i, r, ctx)
         results.append(r)
         if on_step is not None:
             on_step(r)
@@ -226,27 +216,36 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
     return ApplyResult(plan_path, plan, tuple(results))
 
 
+def _bring_back(plan, index: int, r: StepResult, ctx: Context) -> StepResult:
+    """A step failed between a migrated unit's stop and its start: the unit is brought back
+    from the old path (the volume is still there) and the apply stops there."""
+    from dataclasses import replace
+
+    from vacate.act import migrate
+
+    said = []
+    for s in migrate.window_of(plan, index):
+        try:
+            said.append(migrate.bring_back(s, ctx))
+        except (OSError, VacateError, CommandFailed) as e:
+            said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
+    if not said:
+        return r
+    return replace(r, detail=f"{r.detail}; " + "; ".join(said))
+
+
 def _one(step, ctx: Context, j: Journal, before) -> StepResult:
-    mod = MODULES[step.kind]
+    kind, mod = kind_of(step), module_of(step)
     t0 = time.time()
     if before is not None and before.event == "outcome" and before.status in ("ok", "skipped") \
-            and step.kind not in ("check", "manual") and _safe(mod.done, step, ctx):
+            and not kind.every_time and _safe(mod.done, step, ctx):
         return StepResult(step.id, step.kind, step.summary, before.status, before.detail,
                           before.started, before.ended, True, before.data)
     j.intent(step.id, step.kind)
     try:
-        if step.kind not in SELF_PROVING and mod.done(step, ctx):
-            out = Outcome("skipped", "already done")
-        else:
-            why = mod.ready(step, ctx)
-            if why:
-                out = Outcome("failed", f"not done: {why}")
-            else:
-                out = mod.run(step, ctx)
-                if out.status == "ok" and step.kind not in SELF_PROVING and \
-                        not mod.done(step, ctx):
-                    out = Outcome("failed", f"{out.detail}; but afterwards it does not hold "
-                                            f"({step.postcondition})", out.data)
+        out = carry_out(step, ctx)
+    except Malformed as e:
+        out = Outcome("failed", f"its parameters do not fit its kind: {e}")
     except CommandFailed as e:
         out = Outcome("failed", str(e))
     except (OSError, VacateError) as e:
@@ -263,12 +262,6 @@ def _safe(fn, *args) -> bool:
         return False
 
 
-# what a step checks before acting that only the steps before it make true (an unmount needs
-# the holders gone, a verify its archive): in a dry run these are only listed
-AFTER_EARLIER = frozenset({"unmount", "detach-loop", "lock-dir", "check", "verify",
-                           "release-gpu"})
-
-
 def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
     """What applying would do: each step not done yet, with what can be told now, and
     nothing changed. Every precondition that does not wait on an earlier step is checked
@@ -281,7 +274,7 @@ def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
     ended: set[str] = set()
     out = []
     for step in plan.steps:
-        mod = MODULES[step.kind]
+        kind, mod = kind_of(step), module_of(step)
         before = states.get(step.id)
         if step.kind != "manual":
             ended |= _ends(step, plan)
@@ -297,7 +290,7 @@ def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
                 why = "would fail: still used by " + ", ".join(
                     f"{c.type} {c.name}" for c in left[:5]) + " (no step before it ends them)"
             note = "after the steps before it: nothing would hold it"
-        elif step.kind in AFTER_EARLIER:
+        elif kind.after_earlier:
             note = "after the steps before it"
         else:
             try:

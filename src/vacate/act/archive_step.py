@@ -13,12 +13,35 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.act.kind import Kind
 from vacate.observing.fsio import existing_parent
 from vacate.observing.model.plan import Step
 
-KINDS = ("archive", "verify")
+
+@dataclass(frozen=True, slots=True)
+class ArchiveParams:
+    """The item, the destination, the archive's name there, the sub-items left out."""
+
+    item: str
+    to: str
+    name: str
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyParams:
+    """The item, its archive's location, what it is checked against."""
+
+    item: str
+    archive: str
+    against: str
+
+
+KINDS = (Kind("archive", ArchiveParams, proves_itself=True),
+         Kind("verify", VerifyParams, proves_itself=True, after_earlier=True))
 
 
 def _target(location: str):

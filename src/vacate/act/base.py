@@ -1,7 +1,8 @@
 """What every kind of action module gives ``apply``, and what ``apply`` gives it.
 
-A module of ``vacate.act`` handles one or a few step kinds (``KINDS``) with three functions,
-each taking the plan's :class:`~vacate.observing.model.plan.Step` and a :class:`Context`:
+A module of ``vacate.act`` declares its step kinds (``KINDS``: :class:`vacate.act.kind.Kind`,
+with their policy and parameters) and three functions, each taking the plan's
+:class:`~vacate.observing.model.plan.Step` and a :class:`Context`:
 
 - ``done(step, ctx) -> bool``: the postcondition holds now (the step's effect is there,
   whether this apply made it or not). Read-only. A rerun after a crash asks this first: a
@@ -9,7 +10,11 @@ each taking the plan's :class:`~vacate.observing.model.plan.Step` and a :class:`
 - ``ready(step, ctx) -> str | None``: the precondition, checked just before acting: None when
   the step may act, else why not (a process's start time changed, a line of a file is not
   the line planned). Read-only.
-- ``run(step, ctx) -> Outcome``: act, idempotently (doing it twice is doing it once).
+- ``run(step, ctx) -> Outcome``: act. It is called only once ``done`` said no and ``ready``
+  said yes (:func:`vacate.act.kind.carry_out` asks them, once); it does not ask again.
+
+Optional: ``skipped(step, ctx)``, the outcome of a step found done (what it says, or what a
+crash left to finish), and ``not_ready(step, ctx, why)``, the outcome of one that may not act.
 
 Only these ``run`` functions change the system, and only through the step's fields: nothing
 here parses a sentence. Commands run through :meth:`Context.run`, which records each one.

@@ -6,11 +6,24 @@ Both only look."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.act.kind import Kind
 from vacate.observing.model.plan import Step
 
-KINDS = ("check",)
+
+@dataclass(frozen=True, slots=True)
+class CheckParams:
+    """What is looked at again: ``freed`` (the space) or ``retired`` (the volume, by its
+    device and source)."""
+
+    what: str
+    mount_dev: str | None = None
+    source: str | None = None
+
+
+KINDS = (Kind("check", CheckParams, proves_itself=True, after_earlier=True, every_time=True),)
 
 
 def _mounts_of(dev: str, host) -> list[tuple[str, str]]:

@@ -27,16 +27,36 @@ import shutil
 import stat
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from vacate.act import pve_set
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import consumer_of
+from vacate.act.kind import Kind
 from vacate.observing.collectors.configured.cron import RUN_PARTS, SPOOLS
 from vacate.observing.fsio import file_kind, read_bounded, write_atomic
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.redact import shown_text
 
-KINDS = ("edit-config",)
+
+@dataclass(frozen=True, slots=True)
+class EditParams:
+    """A line of a file with its sha256 (``lines``: every line of an smb share's section,
+    each ``[number, sha256]``); or, for ``do == "delete-disks"``, a guest's mount points
+    deleted through its tool."""
+
+    file: str | None = None
+    line: int | None = None
+    line_sha256: str | None = None
+    lines: Any = None
+    do: str | None = None
+    tool: str | None = None
+    vmid: str | None = None
+    keys: tuple[str, ...] = ()
+    config: str | None = None
+
+
+KINDS = (Kind("edit-config", EditParams),)
 
 MAX_BYTES = 16 << 20
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: (.*)", re.DOTALL)
@@ -205,21 +225,24 @@ def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
     return ""
 
 
+def skipped(step: Step, ctx: Context) -> Outcome:
+    """Done already: what reads the file is told again, in case a crash came between the
+    edit and that."""
+    if _pve(step):
+        return pve_set.skipped(step, ctx)
+    name, n = step.params.get("file"), step.params.get("line")
+    try:
+        told = _tell(step, ctx, name, ctx.host.path(name))
+    except (CommandFailed, OSError) as e:
+        return Outcome("failed", f"{name}:{n} is commented out already, but: {e}")
+    return Outcome("skipped", f"{name}:{n} is commented out already{told}")
+
+
 def run(step: Step, ctx: Context) -> Outcome:
-    """Back up the file, comment line N out, tell what reads it. Done already: ``skipped``
-    (what reads it is told again, in case a crash came between the edit and that)."""
+    """Back up the file, comment line N out, tell what reads it."""
     if _pve(step):
         return pve_set.run(step, ctx)
     name, n = step.params.get("file"), step.params.get("line")
-    if done(step, ctx):
-        try:
-            told = _tell(step, ctx, name, ctx.host.path(name))
-        except (CommandFailed, OSError) as e:
-            return Outcome("failed", f"{name}:{n} is commented out already, but: {e}")
-        return Outcome("skipped", f"{name}:{n} is commented out already{told}")
-    why = ready(step, ctx)
-    if why:
-        return Outcome("failed", why)
     f, why = _load(step, ctx)
     if f is None:
         return Outcome("failed", why)

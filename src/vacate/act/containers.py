@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import command_step, consumer_of
+from vacate.act.kind import Kind
 from vacate.observing.model.plan import Step
 
-KINDS = ("stop-container",)
+KINDS = (Kind("stop-container"),)
 
 PVE_TOOLS = ("pct", "qm")
 
@@ -159,17 +160,27 @@ def ready(step: Step, ctx: Context) -> str | None:
     return _pair(step)[1](step, ctx)
 
 
-def run(step: Step, ctx: Context) -> Outcome:
-    """The step's command, confirmed by asking the manager again."""
-    is_done, why_not = _pair(step)
+def _said(step: Step) -> tuple[str, str]:
+    """(what done says, what a command that returned without the effect says)."""
     argv = step.action.command
     name = step.action.argv[-1]
     if _engine(step) == "docker" and _updates_policy(step):
-        did, still = f"{name} will not be started again", \
-            f"{name}: docker update returned, and it runs or still has a restart policy"
-    else:
-        did, still = f"{name} stopped", f"{' '.join(argv)} returned, and {name} still runs"
-    out = command_step(step, ctx, is_done, why_not, argv, did=did, still=still)
+        return (f"{name} will not be started again",
+                f"{name}: docker update returned, and it runs or still has a restart policy")
+    return f"{name} stopped", f"{' '.join(argv)} returned, and {name} still runs"
+
+
+def skipped(step: Step, ctx: Context) -> Outcome:
+    return Outcome("skipped", f"{_said(step)[0]} already")
+
+
+def run(step: Step, ctx: Context) -> Outcome:
+    """The step's command, confirmed by asking the manager again."""
+    is_done, _why_not = _pair(step)
+    argv = step.action.command
+    name = step.action.argv[-1]
+    did, still = _said(step)
+    out = command_step(step, ctx, is_done, argv, did=did, still=still)
     if out.status == "failed" and argv[:2] in (("pct", "shutdown"), ("qm", "shutdown")):
         return Outcome("failed", f"{out.detail} ({argv[0]} stop {name} stops it without "
                                  "waiting for its shutdown)", out.data)

@@ -55,6 +55,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.observing.entries import (
     CTIME,
     DEV,
@@ -77,7 +78,6 @@ from vacate.observing.entries import (
     read_only_subvolume,
     record_entries,
 )
-from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
 from vacate.observing.fsio import mount_id
 from vacate.observing.model.common import Problem
 

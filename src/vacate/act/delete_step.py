@@ -16,11 +16,31 @@ the item (what was reviewed is what goes).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.act.kind import Kind
 from vacate.observing.model.plan import PlanItem, Step
 
-KINDS = ("delete", "snapshot")
+
+@dataclass(frozen=True, slots=True)
+class DeleteParams:
+    """The item, and the sub-items left on the volume."""
+
+    item: str
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotParams:
+    """The volume's filesystem, its dataset (ZFS) and the items about to be deleted."""
+
+    fstype: str
+    dataset: str | None
+    items: tuple[str, ...]
+
+
+KINDS = (Kind("delete", DeleteParams), Kind("snapshot", SnapshotParams, proves_itself=True))
 
 
 def _item(step: Step, ctx: Context) -> PlanItem | None:

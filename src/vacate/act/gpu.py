@@ -18,16 +18,29 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.act.kind import Kind, params
 from vacate.act.processes import same_process, start_time
 from vacate.observing.collectors.procs_gpu import load_nvml, nvml_usage
 from vacate.observing.host import Host
+from vacate.observing.model.codec import Malformed
 from vacate.observing.model.plan import Step
 
-KINDS = ("release-gpu",)
-
 WAIT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuParams:
+    """The pids whose GPUs must be released, and how long to wait for the driver."""
+
+    pids: tuple[int, ...]
+    wait_s: float = WAIT_S
+
+
+KINDS = (Kind("release-gpu", GpuParams, after_earlier=True),)
+
 POLL_S = 0.5
 
 
@@ -35,7 +48,7 @@ def _planned(step: Step, ctx: Context) -> dict[int, int | None]:
     """The step's pids with the start times the plan observed (None where it has none)."""
     starts = {c.attrs.get("pid"): c.attrs.get("start_time")
               for c in ctx.plan.observation.consumers if c.type == "process"}
-    return {int(p): starts.get(int(p)) for p in step.params.get("pids", [])}
+    return {int(p): starts.get(int(p)) for p in params(step).pids}
 
 
 def _nvml(ctx: Context):
@@ -102,20 +115,19 @@ def done(step: Step, ctx: Context) -> bool:
 
 def ready(step: Step, ctx: Context) -> str | None:
     """Always ready: the step only looks."""
-    if not isinstance(step.params.get("pids"), list):
-        return "the step names no pids"
+    try:
+        params(step)
+    except Malformed as e:
+        return f"the step names no pids ({e})"
     return None
 
 
 def run(step: Step, ctx: Context) -> Outcome:
     """Poll NVML until none of the pids holds a GPU (up to ``wait_s``); without NVML, look
     for ``/dev/nvidia*`` fds of the planned processes instead."""
-    why = ready(step, ctx)
-    if why is not None:
-        return Outcome("failed", why)
     planned = _planned(step, ctx)
     nvml = _nvml(ctx)
-    wait_s = float(step.params.get("wait_s", WAIT_S))
+    wait_s = params(step).wait_s
     t0 = time.monotonic()
     err = "nvidia-ml-py (pynvml) is not installed" if nvml is None else None
     first = True

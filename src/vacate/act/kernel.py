@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 
 from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kind import Kind
 from vacate.observing.collectors.kernel import _loop_status
 from vacate.observing.collectors.mounts import read_mounts
 from vacate.observing.fsio import read_bounded
@@ -28,7 +29,8 @@ from vacate.observing.model.plan import Step
 from vacate.observing.model.usage import Consumer
 from vacate.observing.parsers import mountinfo
 
-KINDS = ("swapoff", "detach-loop", "unmount", "unexport")
+KINDS = (Kind("swapoff"), Kind("detach-loop", after_earlier=True),
+         Kind("unmount", after_earlier=True), Kind("unexport"))
 
 MAX_TABLE = 64 << 20          # the kernel's tables, mountinfo of thousands of mounts included
 ETAB = "/var/lib/nfs/etab"
@@ -55,19 +57,13 @@ def consumer_of(step: Step, ctx: Context) -> Consumer | None:
     return next((c for c in ctx.plan.observation.consumers if c.id == cid), None)
 
 
-def command_step(step: Step, ctx: Context, is_done: Callable[[Step, Context], bool],
-                 why_not: Callable[[Step, Context], str | None], argv, *,
+def command_step(step: Step, ctx: Context, is_done: Callable[[Step, Context], bool], argv, *,
                  did: str, still: str) -> Outcome:
-    """Run ``argv`` for ``step`` the one way every command step runs: already done is
-    ``skipped``; a precondition that does not hold is ``failed`` with its reason; else the
-    command, and ``ok`` only once the postcondition is seen to hold (a command that failed
-    while the effect is there anyway, a race with someone else, is ``ok`` too). ``did``:
-    what ``ok`` says; ``still``: what a command that returned without the effect says."""
-    if is_done(step, ctx):
-        return Outcome("skipped", f"{did} already")
-    why = why_not(step, ctx)
-    if why:
-        return Outcome("failed", why)
+    """Run ``argv`` for ``step`` the one way every command step runs (apply checked
+    ``done`` and ``ready`` just before): ``ok`` only once the postcondition is seen to hold
+    (a command that failed while the effect is there anyway, a race with someone else, is
+    ``ok`` too). ``did``: what ``ok`` says; ``still``: what a command that returned without
+    the effect says."""
     try:
         ctx.run(argv)
     except CommandFailed as e:
@@ -360,9 +356,13 @@ def ready(step: Step, ctx: Context) -> str | None:
     return _BY_KIND[step.kind][1](step, ctx)
 
 
+def skipped(step: Step, ctx: Context) -> Outcome:
+    return Outcome("skipped", f"{_BY_KIND[step.kind][2](step)} already")
+
+
 def run(step: Step, ctx: Context) -> Outcome:
     """Run the step's command (``swapoff``, ``losetup -d``, ``umount``, ``exportfs -u``)
     and confirm its effect in the kernel's table."""
-    is_done, why_not, did, still = _BY_KIND[step.kind]
-    return command_step(step, ctx, is_done, why_not, step.action.command, did=did(step),
+    is_done, _why_not, did, still = _BY_KIND[step.kind]
+    return command_step(step, ctx, is_done, step.action.command, did=did(step),
                         still=still(step))

@@ -14,12 +14,22 @@ import fcntl
 import os
 import stat
 import sys
+from dataclasses import dataclass
 
 from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kind import Kind, params
 from vacate.observing.collectors.mounts import read_mounts
 from vacate.observing.model.plan import Step
 
-KINDS = ("lock-dir",)
+
+@dataclass(frozen=True, slots=True)
+class LockParams:
+    """The empty mount point to make immutable."""
+
+    path: str
+
+
+KINDS = (Kind("lock-dir", LockParams, after_earlier=True),)
 
 FS_IOC_GETFLAGS = 0x80086601           # _IOR('f', 1, long)
 FS_IMMUTABLE_FL = 0x00000010
@@ -28,7 +38,7 @@ UNSUPPORTED = frozenset({errno.ENOTTY, errno.EOPNOTSUPP, errno.ENOSYS, errno.EIN
 
 
 def _path(step: Step) -> str:
-    return step.params["path"]
+    return params(step).path
 
 
 def _flags(local: str) -> int | None:
@@ -91,18 +101,18 @@ def ready(step: Step, ctx: Context) -> str | None:
     return None
 
 
+def skipped(step: Step, ctx: Context) -> Outcome:
+    path = _path(step)
+    if _flags(ctx.host.path(path)) is None:
+        return Outcome("skipped", _unsupported_note(path))
+    return Outcome("skipped", f"{path} is immutable already")
+
+
 def run(step: Step, ctx: Context) -> Outcome:
     """``chattr +i PATH``; ``skipped`` where it is immutable already or its filesystem has no
     such flag (the detail says which). Something written into it meanwhile undoes the lock."""
     path = _path(step)
     local = ctx.host.path(path)
-    if done(step, ctx):
-        if _flags(local) is None:
-            return Outcome("skipped", _unsupported_note(path))
-        return Outcome("skipped", f"{path} is immutable already")
-    why = ready(step, ctx)
-    if why:
-        return Outcome("failed", why)
     try:
         ctx.run(["chattr", "+i", local])
     except CommandFailed as e:

@@ -26,13 +26,25 @@ import os
 import select
 import signal
 import time
+from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.act.kind import Kind, params
 from vacate.observing.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Step
 
-KINDS = ("end-process",)
+GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class EndParams:
+    """How long to wait after TERM before KILL."""
+
+    grace_s: float
+
+
+KINDS = (Kind("end-process", EndParams),)
 
 KILL_WAIT_S = 10.0           # how long a KILLed process may take to be gone
 MONITORS = ("[lxc monitor]", "containerd-shim", "conmon")
@@ -233,18 +245,25 @@ class _Target:
             self.fd = None
 
 
+def skipped(step: Step, ctx: Context) -> Outcome:
+    pid, start = _identity(step)
+    return Outcome("skipped", f"pid {pid} (started at {start}) is gone",
+                   data={"pid": pid, "signals": [], "killed": False, "waited_s": 0.0})
+
+
+def not_ready(step: Step, ctx: Context, why: str) -> Outcome:
+    """A process the plan identified that cannot be signalled now (another process has its
+    pid, it is an init) is a person's call; a step without an identity is a failure."""
+    pid, start = _identity(step)
+    status = "failed" if pid is None or start is None else "manual"
+    return Outcome(status, why, data={"pid": pid, "signals": []})
+
+
 def run(step: Step, ctx: Context) -> Outcome:
     """TERM, wait ``params["grace_s"]``, KILL if it is still there; the identity re-checked
     before each signal."""
     pid, start = _identity(step)
-    if done(step, ctx):
-        return Outcome("skipped", f"pid {pid} (started at {start}) is gone",
-                       data={"pid": pid, "signals": [], "killed": False, "waited_s": 0.0})
-    why = ready(step, ctx)
-    if why is not None:
-        status = "failed" if pid is None or start is None else "manual"
-        return Outcome(status, why, data={"pid": pid, "signals": []})
-    grace = float(step.params.get("grace_s", 10.0))
+    grace = params(step).grace_s
     if ctx.dry_run:
         return Outcome("ok", f"would send TERM to pid {pid}, wait {grace:g} s, then KILL",
                        data={"pid": pid, "signals": [], "dry_run": True})

@@ -37,6 +37,7 @@ import time
 from dataclasses import replace
 
 from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kind import Kind
 from vacate.act.processes import (
     is_namespace_init,
     namespace_init,
@@ -46,7 +47,7 @@ from vacate.act.processes import (
 from vacate.observing.model.action import Where
 from vacate.observing.model.plan import Step
 
-KINDS = ("stop-unit", "disable-unit", "mask-unit")
+KINDS = (Kind("stop-unit"), Kind("disable-unit"), Kind("mask-unit"))
 
 ENABLED = frozenset({"enabled", "enabled-runtime", "linked", "linked-runtime"})
 RUNTIME = frozenset({"enabled-runtime", "linked-runtime"})
@@ -455,15 +456,13 @@ def done(step: Step, ctx: Context) -> bool:
     return _DONE[step.kind](step, ctx)
 
 
+def skipped(step: Step, ctx: Context) -> Outcome:
+    """Done already: nothing but ``systemctl show`` was run."""
+    return Outcome("skipped", f"{step.kind.removesuffix('-unit')} {_unit(step)}: done already")
+
+
 def run(step: Step, ctx: Context) -> Outcome:
-    """Act, idempotently: a step that is done already is ``skipped`` and runs nothing but
-    ``systemctl show``."""
-    if done(step, ctx):
-        return Outcome("skipped", f"{step.kind.removesuffix('-unit')} "
-                                  f"{_unit(step)}: done already")
-    why = ready(step, ctx)
-    if why is not None:
-        return Outcome("failed", why)
+    """Act (apply checked ``done`` and ``ready`` just before)."""
     unit = _unit(step)
     try:
         return _RUN[step.kind](step, ctx, unit)

@@ -24,6 +24,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "do; change nothing")
     p.add_argument("--json", action="store_true",
                    help="the report (vacate.report/1) on stdout at the end")
+    p.add_argument("--undo", action="store_true",
+                   help="reverse what this plan's apply repointed (as vacate undo PLAN)")
     return p
 
 
@@ -69,6 +71,11 @@ def stopped_at(plan_path: str) -> str:
 def run(args, env: Env) -> int:
     from vacate.act import apply as ap
     from vacate.output import apply_view, jsonfmt
+
+    if args.undo:
+        from vacate.cli import undo_cmd
+
+        return undo_cmd.run(args, env)
 
     if not args.dry_run and not args.yes:
         plan, _sha = ap.load(args.plan)

@@ -26,6 +26,7 @@ COMMANDS = (
     ("observe", "observe_cmd"),
     ("plan", "plan_cmd"),
     ("apply", "apply_cmd"),
+    ("undo", "undo_cmd"),
     ("report", "report_cmd"),
     ("browse", "browse_cmd"),
     ("archive", "archive_cmd"),

@@ -7,6 +7,7 @@ destination, or what uses the volume could not be told); 2 refused or usage."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from vacate import remote
 from vacate.cli.env import Env
@@ -29,6 +30,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
         p.add_argument(f"--{a}", action="append", default=[], metavar="P",
                        help=f"{a} P (relative to PATH or absolute under it; globs allowed; the "
                             "deepest match wins)")
+    p.add_argument("--migrate", action="append", default=[], metavar="P=DEST",
+                   help="copy P to the directory DEST on another volume (metadata kept, read "
+                        "back from the disk), repoint the systemd units that use it by a "
+                        "drop-in of vacate's own and start them from there")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between TERM and KILL when ending a holder (default 10)")
     p.add_argument("--no-snapshot", action="store_true",
@@ -52,11 +57,17 @@ def run(args, env: Env) -> int:
     from vacate.flow.plan import plan
 
     overrides = [(a, p) for a in ("keep", "archive", "delete") for p in getattr(args, a)]
+    migrations = {}
+    for m in args.migrate:
+        src, sep, dest = m.partition("=")
+        if not sep or not src or not dest.startswith("/"):
+            raise UsageError(f"--migrate {m}: expected P=DEST with DEST an absolute directory")
+        migrations[src] = os.path.normpath(dest)
     with remote.reach(args, env.host) as where:
         result = plan(args.path, where=where, archive_to=args.archive_to,
                       overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
                       outputs=(args.output,) if args.output else (),
-                      mask_references=args.mask_references)
+                      mask_references=args.mask_references, migrations=migrations)
     text = result.dumps()
     if args.output:
         from vacate.observing.fsio import write_atomic

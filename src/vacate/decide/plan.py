@@ -19,20 +19,16 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from dataclasses import replace
 
 from vacate.decide import verdict
-from vacate.decide.actions import _file_line, container_place
-from vacate.observing.model.action import Action
+from vacate.decide.teardown import SNAPSHOT_FS, Teardown, archive_location, teardown
 from vacate.observing.model.observation import Observation
-from vacate.observing.model.plan import Identity, Plan, PlanItem, Step
-from vacate.observing.model.usage import CheckResult, Consumer, ItemUsage
+from vacate.observing.model.plan import Identity, Plan, PlanItem
+from vacate.observing.model.usage import ItemUsage
 from vacate.observing.parsers.paths import is_under
 
 HASH_BYTES_PER_S = 1.2e9      # SHA-256 of holes and data, one core (the archive's floor)
-SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
-CONTAINERS = frozenset({"docker-container", "lxc-container", "pve-container", "pve-vm"})
 
 
 class PlanRefused(ValueError):
@@ -125,6 +121,8 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
     never offered as the way back."""
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
+    if action == "migrate":
+        return f"it is at {it.migrate_to}, copied there and read back from the disk"
     if action == "delete":
         if known:
             return f"download again: {known}"
@@ -140,9 +138,13 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
 
 def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[tuple[str, str]],
                archive_to: str | None, identities: dict[str, Identity],
-               entries: dict[str, dict], snapshot: bool = False) -> tuple[PlanItem, ...]:
+               entries: dict[str, dict], snapshot: bool = False,
+               migrations: dict[str, str] | None = None,
+               migrate_free: dict[str, int] | None = None) -> tuple[PlanItem, ...]:
     target = obs.target.path
     pats = [(a, _pattern(target, p)) for a, p in overrides]
+    moves = {_pattern(target, p): d for p, d in (migrations or {}).items()}
+    dest_of: dict[str, str] = {}
     used_pats = set()
     decided: dict[str, tuple[str, str]] = {}
     for u in usages:
@@ -151,6 +153,11 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
         if got is not None:
             used_pats.add(got[1])
             decided[u.item.path] = (got[0], f"asked: --{got[0]} {got[1]}")
+            if got[0] == "migrate":
+                if got[1] not in moves:
+                    raise PlanRefused(f"--migrate {got[1]}: no destination (P=DEST)")
+                dest_of[u.item.path] = moves[got[1]]
+                decided[u.item.path] = ("migrate", f"asked: --migrate {got[1]}={moves[got[1]]}")
         elif u.item.parent is None:
             decided[u.item.path] = default_action(u)
     for a, p in pats:
@@ -187,6 +194,10 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             files=it.stats.files, status=u.status, users=u.users,
             identity=identities.get(it.path),
             entries=entries.get(it.path) if action == "delete" else None)
+        if action == "migrate":
+            dest = dest_of[it.path]
+            pi = _with(pi, migrate_to=os.path.join(dest, os.path.basename(it.path)),
+                       dest_free_bytes=(migrate_free or {}).get(dest))
         excl = tuple(p for p, o in around.items() if o == it.path)
         inner = next((known_source(u.item.classification) for u in usages
                       if known_source(u.item.classification)
@@ -220,320 +231,18 @@ def _with(p: PlanItem, **kw) -> PlanItem:
     return replace(p, **kw)
 
 
-# -- the teardown ------------------------------------------------------------------------------
-class _Steps:
-    def __init__(self):
-        self.steps: list[Step] = []
 
-    def add(self, kind: str, summary: str, *, action: Action | None = None, downtime=False,
-            **kw) -> Step:
-        n = len(self.steps) + 1
-        s = Step(id=f"{n:02d}-{kind}", kind=kind, summary=summary, action=action,
-                 downtime=downtime, **kw)
-        self.steps.append(s)
-        return s
-
-
-def archive_name(it: PlanItem) -> str:
-    """The archive's name at the destination: the item's path on the volume, ``/`` as
-    ``_``."""
-    return it.id.removeprefix("item:").replace("/", "_")
-
-
-def archive_location(archive_to: str, it: PlanItem) -> str:
-    """Where the item's archive lies (a directory, or an ``s3://`` prefix)."""
-    return f"{archive_to.rstrip('/')}/{archive_name(it)}"
-
-
-def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
-    for it in items:
-        where = archive_location(archive_to, it)
-        st.add("archive", f"archive {it.path} to {archive_to}", downtime=downtime,
-               params={"item": it.path, "to": archive_to, "name": archive_name(it),
-                       "exclude": list(it.exclude)},
-               precondition={"identity": it.identity is not None},
-               postcondition={"archive": where, "complete": True})
-        st.add("verify", f"verify the archive of {it.path} read back from {archive_to}",
-               downtime=downtime,
-               params={"item": it.path, "archive": where, "against": it.path},
-               postcondition={"mismatches": 0})
-
-
-def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
-    return any(by_id[c].live for c in u.users if c in by_id)
-
-
-LINE_EDITS = frozenset({"fstab", "cron", "nfs-export"})     # one line, named by the consumer
-PVE_MOUNT_POINT = re.compile(r"mp\d+")
-
-
-def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
-    """The steps that disarm one configuration consumer: ``edit-config`` where vacate can
-    make the edit on this host and check it first (a line with its sha256 from the
-    observation; ``pct set --delete`` of container mount points), else ``manual``. A file
-    inside a container is edited there by a person (vacate edits the host's)."""
-    a = c.attrs
-    own = x.kind == "edit-config" and not a.get("container")
-    if own and c.type in LINE_EDITS and a.get("line_sha256"):
-        st.add("edit-config", f"{c.type} {c.name}", action=x, downtime=True,
-               params={"file": x.params.get("file"), "line": x.params.get("line"),
-                       "line_sha256": a["line_sha256"]}, evidence=c.evidence)
-        return
-    if own and c.type == "lxc-container" and a.get("mount_entries"):
-        lines = {f"{e['file']}:{e['line']}" for e in a["mount_entries"]}
-        for e in a["mount_entries"]:
-            at = f"{e['file']}:{e['line']}"
-            st.add("edit-config", f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
-                   downtime=True, params={"file": e["file"], "line": e["line"],
-                                          "line_sha256": e["line_sha256"]},
-                   evidence=tuple(v for v in c.evidence if v.source == at))
-        rest = tuple(v for v in c.evidence if v.source not in lines)
-        if not rest:
-            return
-        x = replace(x, subject=rest[0].source, params={**x.params, **_file_line(rest[0].source)})
-        st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
-               params={"file": x.params.get("file"), "line": x.params.get("line"),
-                       "line_sha256": None}, evidence=rest)
-        return
-    if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
-        first = a["section_lines"][0][0]
-        st.add("edit-config", f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
-               params={"file": a["file"], "line": first,
-                       "line_sha256": a["section_lines"][0][1],
-                       "lines": a["section_lines"]}, evidence=c.evidence)
-        return
-    keys = list(x.params.get("keys") or [])
-    if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
-            and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
-        # mpN only: deleting an unusedN key destroys the volume it names
-        st.add("edit-config", f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
-               downtime=True, params={"do": "delete-disks", "tool": "pct",
-                                      "vmid": str(a.get("vmid")), "keys": keys,
-                                      "config": a["config"]}, evidence=c.evidence)
-        return
-    st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
-           params={"file": x.params.get("file"), "line": x.params.get("line"),
-                   "line_sha256": a.get("line_sha256")}, evidence=c.evidence)
-
-
-def teardown(obs: Observation, items: tuple[PlanItem, ...], *, archive_to: str | None,
-             grace_s: float, snapshot: bool, mask_references: bool = False,
-             result: CheckResult | None = None) -> tuple[Step, ...]:
-    """The ordered steps (``result``: the check of ``obs``, when the caller has it)."""
-    result = result or verdict.check(obs)
-    by_id = {c.id: c for c in obs.consumers}
-    ev = {c.id: c.evidence for c in obs.consumers}
-    st = _Steps()
-    to_archive = [i for i in items if i.action == "archive"]
-    # 1. what nothing uses now is archived while the services still run
-    if archive_to:
-        _archive_steps(st, [i for i in to_archive if not _live_users(i, by_id)], archive_to,
-                       False)
-    blockers = {b.consumer: b for b in result.verdict.blockers}
-    # 2. units: stop in the manager that runs them, then disable what starts them
-    stopped_units: set[tuple[str, str]] = set()
-    for b in blockers.values():
-        for a in b.actions:
-            key = (a.subject, a.where.label())
-            if a.kind == "stop-unit" and key not in stopped_units:
-                stopped_units.add(key)
-                pids = [c.attrs["pid"] for c in obs.consumers if c.type == "process"
-                        and c.attrs.get("unit") == a.subject
-                        and verdict_place(c) == a.where.label()]
-                st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
-                       downtime=True, precondition=a.precondition,
-                       postcondition={"active": False, "pids_gone": pids},
-                       evidence=ev.get(a.consumer or "", ()))
-    disabled: set[tuple[str, str]] = set()
-    for b in blockers.values():
-        for a in b.actions:
-            if a.kind != "disable-unit":
-                continue
-            key = (a.subject, a.where.label())
-            if a.params.get("now") and key not in stopped_units:
-                stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
-                              a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-                stopped_units.add(key)
-                st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
-                       downtime=True, postcondition={"active": False},
-                       evidence=ev.get(a.consumer or "", ()))
-            if key in disabled:
-                continue
-            disabled.add(key)
-            dis = Action("disable-unit", a.subject, tuple(x for x in a.argv if x != "--now"),
-                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-            st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
-                   downtime=True, postcondition={"enabled": False},
-                   evidence=ev.get(a.consumer or "", ()))
-    # a unit stopped for its processes is disabled too, whether or not its files name the
-    # volume: an enabled server would come back at boot (disabling one that is not enabled
-    # is nothing)
-    for step in list(st.steps):
-        if step.kind != "stop-unit" or step.action is None:
-            continue
-        a = step.action
-        key = (a.subject, a.where.label())
-        if key not in disabled:
-            disabled.add(key)
-            dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
-                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-            st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
-                   downtime=True, postcondition={"enabled": False}, evidence=step.evidence)
-    # 3. the remaining holders
-    inits = {ct.init_pid for ct in obs.containers}
-    gpu_pids = []
-    for c in obs.consumers:
-        if c.type != "process":
-            continue
-        a = c.attrs
-        if a.get("gpus"):
-            gpu_pids.append(a["pid"])
-        acts = blockers[c.id].actions if c.id in blockers else ()
-        if any(x.kind == "stop-unit" for x in acts):
-            continue
-        pid = a.get("pid")
-        for x in acts:
-            if x.kind == "stop-container":
-                st.add("stop-container", f"stop container {x.subject}", action=x,
-                       downtime=True, postcondition={"running": False},
-                       evidence=c.evidence)
-            elif x.kind == "end-process":
-                if pid == 1 or pid in inits or a.get("lxc_monitor"):
-                    st.add("manual", f"{c.name} (pid {pid}) is the init of a namespace: stop "
-                                     "its container or machine instead", downtime=True,
-                           params={"consumer": c.id}, evidence=c.evidence)
-                    continue
-                st.add("end-process", f"end {c.name} (pid {pid}): TERM, wait {grace_s:g} s, "
-                                      "KILL", action=x, downtime=True,
-                       params={"grace_s": grace_s}, precondition=x.precondition,
-                       postcondition={"gone": True}, evidence=c.evidence)
-    # 4. GPUs: the driver's view, from the host
-    if gpu_pids:
-        st.add("release-gpu", f"confirm no GPU is held by pid {', '.join(map(str, gpu_pids))}",
-               downtime=True, params={"pids": gpu_pids}, postcondition={"held": []})
-    # 5. kernel users and what starts them again: containers first (their own mounts of it
-    # go with them), swap, loop devices (their mounts, then the device), the other mounts
-    # innermost first, the exports being served now
-    users = [c for c in obs.consumers if c.id in blockers]
-    for c in users:
-        if c.type not in CONTAINERS:
-            continue
-        for x in blockers[c.id].actions:
-            if x.kind == "stop-container":
-                st.add("stop-container", f"stop {c.type} {x.subject}", action=x,
-                       downtime=True, precondition=x.precondition, evidence=c.evidence)
-            elif x.kind == "remove-container":      # docker: it must not come back by itself
-                x = Action("stop-container", x.subject,
-                           ("docker", "update", "--restart=no", x.subject),
-                           params={"engine": "docker", "restart_policy": "no"},
-                           consumer=x.consumer)
-                st.add("stop-container", f"no restart for docker container {x.subject}",
-                       action=x, downtime=True, evidence=c.evidence)
-    mount_of = {}            # (mountpoint, place) -> the mount consumer's unmount
-    for c in users:
-        if c.type == "mount":
-            for x in blockers[c.id].actions:
-                mount_of[(x.subject, x.where.label())] = (x, c)
-    unmounted: set = set()
-
-    def unmount(x: Action, c: Consumer) -> None:
-        key = (x.subject, x.where.label())
-        if key in unmounted:
-            return
-        unmounted.add(key)
-        x, c = mount_of.get(key, (x, c))
-        st.add("unmount", f"unmount {x.subject} ({x.where.label()})", action=x, downtime=True,
-               precondition=x.precondition, evidence=c.evidence)
-
-    for c in users:
-        if c.type == "swap":
-            for x in blockers[c.id].actions:
-                st.add("swapoff", f"swapoff {x.subject}", action=x, downtime=True,
-                       precondition=x.precondition, evidence=c.evidence)
-    for c in users:
-        if c.type == "loop-device":
-            for x in blockers[c.id].actions:
-                if x.kind == "unmount":
-                    unmount(x, c)
-                else:
-                    st.add("detach-loop", f"detach {x.subject}", action=x, downtime=True,
-                           precondition=x.precondition, evidence=c.evidence)
-    for x, c in sorted(mount_of.values(), key=lambda xc: -xc[0].subject.count("/")):
-        unmount(x, c)
-    for c in users:
-        if c.type == "nfs-export" and c.live:
-            for x in blockers[c.id].actions:
-                st.add("unexport", f"stop exporting {x.subject}", action=x, downtime=True,
-                       precondition=x.precondition, evidence=c.evidence)
-    # 6. the rest of the archives, now that nothing uses them
-    if archive_to:
-        _archive_steps(st, [i for i in to_archive if _live_users(i, by_id)], archive_to, True)
-    # 7-8. snapshot, then delete
-    deletes = [i for i in items if i.action == "delete"]
-    fstype = obs.target.mount.fstype
-    if deletes and snapshot and fstype in SNAPSHOT_FS:
-        st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
-               params={"fstype": fstype, "dataset": obs.target.zfs_dataset,
-                       "items": [i.path for i in deletes]},
-               postcondition={"exists": True})
-    for it in deletes:
-        st.add("delete", f"delete {it.path} ({it.files} files)", downtime=True,
-               params={"item": it.path, "exclude": list(it.exclude)},
-               precondition={"identity": it.identity is not None},
-               postcondition={"gone": True})
-    if deletes:
-        st.add("check", "compare the space freed with what was expected", downtime=True,
-               params={"what": "freed"})
-    # 9. configuration that would mount or use the volume again
-    for c in obs.consumers:
-        if c.id not in blockers or c.type not in ("fstab", "cron", "smb-share", "nfs-export",
-                                                  "lxc-container", "pve-container", "pve-vm",
-                                                  "symlink", "config-file"):
-            continue
-        if c.type == "nfs-export" and c.live:
-            continue
-        for x in blockers[c.id].actions:
-            if x.kind in ("stop-container", "remove-container"):
-                continue             # stopped with the kernel users
-            _config_steps(st, c, x)
-    # units that still name what goes away: masked only when asked (the report lists them)
-    if mask_references:
-        gone = [i.path for i in items if i.action in ("archive", "delete")]
-        for c in obs.consumers:
-            if c.type != "systemd-unit" or c.id in blockers or not any(
-                    is_under(p, g) for p in c.paths for g in gone):
-                continue
-            place = container_place(c.attrs.get("container"), c.attrs.get("user"))
-            x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
-                       precondition={"unit": c.name}, consumer=c.id)
-            st.add("mask-unit", f"mask {c.name} ({place.label()}): it names what goes away",
-                   action=x, downtime=True, evidence=c.evidence)
-    # 10. unmount, lock the mount point, look again
-    t = obs.target
-    st.add("unmount", f"unmount {t.mountpoint}", downtime=True,
-           action=Action("unmount", t.mountpoint, ("umount", t.mountpoint),
-                         precondition={"mount_id": t.mount.mount_id}),
-           precondition={"mount_id": t.mount.mount_id, "dev": t.mount.dev},
-           postcondition={"mounted": False})
-    st.add("lock-dir", f"make the empty {t.mountpoint} immutable (chattr +i)", downtime=True,
-           params={"path": t.mountpoint}, postcondition={"immutable": True})
-    st.add("check", "look again by the recorded mount identity: nothing uses it, nothing "
-                    "mounts it again", downtime=True,
-           params={"what": "retired", "mount_dev": t.mount.dev, "source": t.mount.source})
-    return tuple(st.steps)
-
-
-def verdict_place(c: Consumer) -> str:
-    from vacate.decide.actions import unit_place
-
-    return unit_place(c).label()
+def _with(p: PlanItem, **kw) -> PlanItem:
+    return replace(p, **kw)
 
 
 def make_plan(obs: Observation, *, archive_to: str | None = None,
               overrides: list[tuple[str, str]] = (), grace_s: float = 10.0,
               snapshot: bool = True, identities: dict[str, Identity] | None = None,
               entries: dict[str, dict] | None = None, mask_references: bool = False,
-              dest_free: int | None = None, created_at: float = 0.0) -> Plan:
+              dest_free: int | None = None, created_at: float = 0.0,
+              migrations: dict[str, str] | None = None,
+              migrate_free: dict[str, int] | None = None) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
     the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
@@ -541,8 +250,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
-                       entries or {}, snapshot)
-    blocked = []
+                       entries or {}, snapshot, migrations, migrate_free)
+    blocked = _check_migrations(obs, items)
     to_archive = [i for i in items if i.action == "archive"]
     subs = {i.path: i for i in items}
     need = sum(i.disk_bytes - sum(subs[e].disk_bytes for e in i.exclude if e in subs)
@@ -556,8 +265,8 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
-    steps = teardown(obs, items, archive_to=archive_to, grace_s=grace_s, snapshot=snapshot,
-                     mask_references=mask_references, result=result)
+    steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
+                              result.verdict))
     deletes = [i for i in items if i.action == "delete"]
     snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
     by_path = {i.path: i for i in items}
@@ -574,6 +283,32 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                 created_at=created_at)
 
 
+def _check_migrations(obs: Observation, items) -> list[str]:
+    """A destination on the volume, or inside the item, is refused; one without the space
+    blocks the plan, saying the free space seen."""
+    out = []
+    target = obs.target.path
+    by_dest: dict[str, list[PlanItem]] = {}
+    for it in items:
+        if it.action != "migrate":
+            continue
+        dest = os.path.dirname(it.migrate_to)
+        if is_under(dest, target):
+            raise PlanRefused(f"--migrate: {dest} is on the volume being retired")
+        if is_under(dest, it.path):
+            raise PlanRefused(f"--migrate: {dest} is inside {it.path}")
+        by_dest.setdefault(dest, []).append(it)
+    for dest, its in by_dest.items():
+        need = sum(i.disk_bytes for i in its)
+        free = its[0].dest_free_bytes
+        if free is None:
+            out.append(f"the free space at {dest} is not known: migrating needs {need} bytes")
+        elif need > free:
+            out.append(f"{dest} has {free} bytes free; migrating "
+                       f"{', '.join(i.path for i in its)} needs {need}")
+    return out
+
+
 def rebuild(plan: Plan) -> Plan:
     """The plan made again from what it records (its observation, its items' actions as a
     person left them, the identities it took): what apply compares a plan file with, so
@@ -585,7 +320,12 @@ def rebuild(plan: Plan) -> Plan:
                      mask_references=plan.mask_references,
                      identities={it.path: it.identity for it in plan.items if it.identity},
                      entries={it.path: it.entries for it in plan.items if it.entries},
-                     created_at=plan.created_at)
+                     created_at=plan.created_at,
+                     migrations={_rel(target, it.path): os.path.dirname(it.migrate_to)
+                                 for it in plan.items if it.migrate_to},
+                     migrate_free={os.path.dirname(it.migrate_to): it.dest_free_bytes
+                                   for it in plan.items
+                                   if it.migrate_to and it.dest_free_bytes is not None})
 
 
 def edited_steps(plan: Plan) -> list[str]:

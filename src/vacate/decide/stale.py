@@ -56,8 +56,8 @@ def differences(plan: Plan, now: Observation | None, identities: dict[str, Ident
         out.append(f"a new user of the volume: {b.reason}")
     touched = {s.params.get("item") for s in plan.steps if s.id in started}
     for it in plan.items:
-        if it.action == "keep" or it.path in touched:
-            continue
+        if it.action in ("keep", "migrate") or it.path in touched:
+            continue     # a migrate item may change: each pass copies what changed
         got = identities.get(it.path)
         if got is None:
             out.append(f"{it.path} (to {it.action}) is gone")

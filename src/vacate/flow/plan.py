@@ -46,7 +46,8 @@ def entries_store() -> str:
 
 def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | None = None,
          overrides: list[tuple[str, str]] = (), grace_s: float = 10.0, snapshot: bool = True,
-         outputs: tuple[str, ...] = (), mask_references: bool = False) -> Plan:
+         outputs: tuple[str, ...] = (), mask_references: bool = False,
+         migrations: dict[str, str] | None = None) -> Plan:
     """The plan to retire the volume mounted at ``path``, looked at through ``where`` (a
     :mod:`vacate.remote` reach: this machine's ``host`` by default, or another over ssh).
     ``outputs``: files the plan and its journal will be written to here (refused on the
@@ -62,7 +63,11 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     local_dest = archive_to if archive_to and "://" not in archive_to else None
     here = isinstance(where, Local) and where.ct is None
     store = os.path.dirname(os.path.abspath(outputs[0])) if outputs else entries_store()
-    checks = [("--archive-to", local_dest)]
+    migrations = dict(migrations or {})
+    overrides = [*overrides, *(("migrate", p) for p in migrations
+                               if ("migrate", p) not in overrides)]
+    checks = [("--archive-to", local_dest)] + [("--migrate destination", d)
+                                               for d in migrations.values()]
     if here:       # the plan and its entries files are written here; only here can they meet
         checks += [("the plan file", o) for o in outputs] + [("the entries files' directory",
                                                               store)]
@@ -73,7 +78,8 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                 stat_file=lambda p: where.call("file_stats", path=p))
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                          snapshot=snapshot, mask_references=mask_references)
+                          snapshot=snapshot, mask_references=mask_references,
+                          migrations=migrations)
     except PlanRefused as e:
         raise UsageError(str(e)) from None
     identities, entries = {}, {}
@@ -90,4 +96,6 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                      snapshot=snapshot, identities=identities, entries=entries,
                      mask_references=mask_references,
-                     dest_free=free, created_at=time.time())
+                     dest_free=free, created_at=time.time(), migrations=migrations,
+                     migrate_free={d: where.call("free_bytes", path=d)
+                                   for d in set(migrations.values())})

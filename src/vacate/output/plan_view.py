@@ -13,7 +13,7 @@ from vacate.decide.inside import inside
 from vacate.output.actions import command
 from vacate.observing.units import human_bytes, human_duration
 
-ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red"}
+ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red", "migrate": "green"}
 
 
 def step_line(s) -> str:
@@ -70,6 +70,13 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
         console.print(f"space freed by the deletes: {human_bytes(plan.expected_freed_bytes)}"
                       + (" (a snapshot holds it until destroyed)"
                          if plan.snapshot and plan.fstype in ("zfs", "btrfs") else ""))
+    for it in plan.items:
+        if it.action == "migrate":
+            free = "not known" if it.dest_free_bytes is None else \
+                human_bytes(it.dest_free_bytes)
+            console.print(f"migrate: {escape(os.path.relpath(it.path, plan.target_path))} "
+                          f"({human_bytes(it.disk_bytes)}) to {escape(it.migrate_to)}; free "
+                          f"there when planned: {free}")
     if not steps:
         return
     console.print("\n[bold]steps[/]")

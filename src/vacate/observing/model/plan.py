@@ -14,10 +14,10 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model import codec
 from vacate.observing.model.action import Action
 from vacate.observing.model.common import Problem
@@ -29,12 +29,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SCHEMA = "vacate.plan/1"
-ITEM_ACTIONS = ("keep", "archive", "delete")
-STEP_KINDS = (
-    "stop-unit", "disable-unit", "end-process", "release-gpu", "swapoff", "detach-loop",
-    "unmount", "unexport", "stop-container", "archive", "verify", "snapshot", "delete",
-    "edit-config", "mask-unit", "lock-dir", "manual", "check",
-)
+ITEM_ACTIONS = ("keep", "archive", "delete", "migrate")
+STEP_KIND = re.compile(r"[a-z][a-z0-9-]{0,40}")     # what each kind is: vacate.act.registry
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -56,7 +52,8 @@ class Identity:
 class PlanItem:
     """One item of the volume and what happens to it. ``action``: keep (stays on the volume,
     untouched, and goes cold with it), archive (copied to the destination and verified; it
-    stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
+    stays on the volume too), migrate (copied to another volume, read back, and what uses it
+    repointed and started from there; it stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
 
     id: str
     path: str
@@ -78,6 +75,9 @@ class PlanItem:
     # sha256, with its size, where its index starts, its entry and directory counts and the
     # item's digest (vacate.entries-file/1; see vacate.observing.entries)
     entries: dict[str, Any] | None = None
+    # a migrate item: its path at the destination, and the free bytes seen there
+    migrate_to: str | None = None
+    dest_free_bytes: int | None = None
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -148,8 +148,8 @@ class Plan:
                 raise codec.Malformed(f"items[{i}].action", f"{it.action!r} is not one of "
                                                             f"{', '.join(ITEM_ACTIONS)}")
         for i, st in enumerate(plan.steps):
-            if st.kind not in STEP_KINDS:
-                raise codec.Malformed(f"steps[{i}].kind", f"unknown step kind {st.kind!r}")
+            if not STEP_KIND.fullmatch(st.kind):
+                raise codec.Malformed(f"steps[{i}].kind", f"not a step kind: {st.kind!r}")
             raw = doc["steps"][i]
             if st.action is not None and (
                     raw.get("argv", list(st.action.command)) != list(st.action.command) or

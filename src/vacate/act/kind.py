@@ -1,0 +1,109 @@
+"""What a kind of step is, said once by the module that acts it, and the one way a step is
+carried out.
+
+Each module of ``vacate.act`` declares ``KINDS``: one :class:`Kind` per step kind it handles,
+with its policy and its parameters as a small frozen dataclass (the plan file keeps them as
+a JSON object; :func:`params` reads them back through the codec, checked against the
+fields' types). ``vacate.act.registry`` lists the modules: adding a kind is its module and
+one line there.
+
+The policy:
+
+- ``proves_itself``: the step's own run is the proof (an archive read back, a check, a
+  manual step): no postcondition is read before or after it.
+- ``after_earlier``: its precondition holds only once the steps before it have acted (an
+  unmount needs its holders gone): a dry run lists it rather than checks it.
+- ``every_time``: never taken as done from an earlier run (a check looks again, a manual step
+  is asked again).
+
+:func:`carry_out` is the one place that asks ``done`` and ``ready``: already done is
+``skipped``; a precondition that does not hold is ``failed``; else the module's ``run``
+acts, and (unless the kind proves itself) its postcondition must hold afterwards. A
+module's ``run`` only acts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from vacate.act.base import Context, Outcome
+from vacate.observing.model import codec
+from vacate.observing.model.plan import Step
+
+
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    """A kind whose step says everything in its action (the unit, the mount, the pid)."""
+
+
+codec.register(NoParams)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One step kind: its name, its parameters' class and its policy (see the module)."""
+
+    name: str
+    params: type = NoParams
+    proves_itself: bool = False
+    after_earlier: bool = False
+    every_time: bool = False
+
+
+def as_params(value) -> dict:
+    """A params value as the step's JSON object: fields left at their default are left out
+    (an older plan without them reads the same)."""
+    out = {}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if f.default is not dataclasses.MISSING and v == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+            continue
+        out[f.name] = codec.encode(v)
+    return out
+
+
+def kind_of(step: Step) -> Kind:
+    from vacate.act.registry import KINDS
+
+    return KINDS[step.kind][0]
+
+
+def module_of(step: Step):
+    from vacate.act.registry import KINDS
+
+    return KINDS[step.kind][1]
+
+
+def params(step: Step):
+    """The step's parameters as its kind's frozen value; :class:`codec.Malformed` when they
+    do not fit it."""
+    k = kind_of(step)
+    if k.params is NoParams:
+        return NoParams()
+    codec.register(k.params)
+    return codec.decode(k.params, step.params, f"steps[{step.id}].params")
+
+
+def carry_out(step: Step, ctx: Context) -> Outcome:
+    """Carry out one step: done already is ``skipped`` (the module's ``skipped`` may say
+    more, or finish what a crash interrupted: telling cron again); a precondition that does
+    not hold is ``failed``, with why; else the module acts, and an ``ok`` that leaves its
+    postcondition unmet is ``failed``."""
+    k, mod = kind_of(step), module_of(step)
+    if not k.proves_itself and mod.done(step, ctx):
+        said = getattr(mod, "skipped", None)
+        return said(step, ctx) if said is not None else Outcome("skipped", "already done")
+    why = mod.ready(step, ctx)
+    if why:
+        failed = getattr(mod, "not_ready", None)
+        return failed(step, ctx, why) if failed is not None else \
+            Outcome("failed", f"not done: {why}")
+    out = mod.run(step, ctx)
+    if out.status == "ok" and not k.proves_itself and not ctx.dry_run and \
+            not mod.done(step, ctx):
+        return Outcome("failed", f"{out.detail}; but afterwards it does not hold "
+                                 f"({step.postcondition})", out.data)
+    return out

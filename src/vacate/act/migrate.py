@@ -1,0 +1,517 @@
+"""Migrate: an item copied to another volume and read back, the units that use it repointed
+by a drop-in of vacate's own, and started again from the new place.
+
+- ``copy``: one pass of :func:`vacate.act.copy_tree.copy_pass` (the first while the service
+  still runs; the ``final`` one after it stopped copies only what changed since). Done: the
+  state file records the source exactly as it is now.
+- ``verify-copy``: every copied file not read back yet is read back from the disk and its
+  BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
+  anything is repointed. Done: every file of the copy was read back since it last changed.
+- ``repoint-unit``: a drop-in ``/etc/systemd/system/UNIT.d/zz-vacate-migrate.conf`` (more
+  ``z`` while another drop-in would sort after it) in the unit's own manager, reached the
+  way its stop step reaches it. Each setting whose effective value names the item is
+  written whole with the path replaced: a list setting (``ExecStart=``, ``Environment=``)
+  cleared with an empty assignment first, then every value of it again (clearing
+  ``Environment=`` alone would drop the admin's variables); then ``daemon-reload``. Done:
+  the drop-in is there and ``systemctl show`` reports the new paths and none of the old.
+- ``start-unit``: ``systemctl start``; done: the unit is active and its processes hold
+  files under the new place and nothing on the old volume.
+
+A failure between a unit's stop and its start brings it back from the old path
+(:func:`bring_back`: vacate's drop-in removed, ``daemon-reload``, start): apply calls it.
+``vacate undo PLAN`` removes exactly the drop-ins this apply wrote (:func:`undo`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass
+
+from vacate.act import copy_tree
+from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kind import Kind, params
+from vacate.observing.model.plan import Step
+from vacate.observing.parsers.paths import is_under
+
+DROPIN = "vacate-migrate.conf"
+MARK = "# written by vacate (migrate): remove this file to undo\n"
+LIST_KEYS = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop",
+             "ExecStopPost", "ExecCondition", "Environment", "EnvironmentFile",
+             "ReadWritePaths", "ReadOnlyPaths", "BindPaths", "BindReadOnlyPaths",
+             "RequiresMountsFor")
+SINGLE_KEYS = ("WorkingDirectory", "RootDirectory", "RootImage")
+UNIT_SECTION = frozenset({"RequiresMountsFor"})
+START_WAIT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class CopyParams:
+    """The item, its new path, and whether this is the pass after the stop."""
+
+    item: str
+    to: str
+    final: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyCopyParams:
+    item: str
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class RepointParams:
+    """The unit; the step that stopped it (its manager is reached the same way); each
+    ``(old, new)`` path."""
+
+    unit: str
+    stop_step: str
+    moves: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StartParams:
+    """The unit, the step that stopped it, the new places its processes must use, the
+    volume they must not."""
+
+    unit: str
+    stop_step: str
+    into: tuple[str, ...]
+    away: str
+
+
+KINDS = (Kind("copy", CopyParams),
+         Kind("verify-copy", VerifyCopyParams, proves_itself=True, after_earlier=True),
+         Kind("repoint-unit", RepointParams, after_earlier=True),
+         Kind("start-unit", StartParams, after_earlier=True))
+
+
+# -- copy, verify-copy ------------------------------------------------------------------------
+def _finished_and_gone(step: Step, ctx: Context) -> bool:
+    """An earlier run finished the step and the source is gone since (the volume was
+    unmounted after it): nothing can have changed it."""
+    return ctx.finished_earlier(step) is not None and \
+        not os.path.lexists(ctx.host.path(params(step).item))
+
+
+def _copy_done(step: Step, ctx: Context) -> bool:
+    p = params(step)
+    if _finished_and_gone(step, ctx):
+        return True
+    return not copy_tree.unchanged(ctx.host.path(p.item), ctx.host.path(p.to))
+
+
+def _verify_done(step: Step, ctx: Context) -> bool:
+    p = params(step)
+    if _finished_and_gone(step, ctx):
+        return True
+    src, dst = ctx.host.path(p.item), ctx.host.path(p.to)
+    return ctx.finished_earlier(step) is not None and not copy_tree.unchanged(src, dst) and \
+        copy_tree.all_read_back(src, dst)
+
+
+def _copy_ready(step: Step, ctx: Context) -> str | None:
+    p = params(step)
+    if not os.path.lexists(ctx.host.path(p.item)):
+        return f"{p.item} is not there to copy"
+    parent = os.path.dirname(p.to.rstrip("/"))
+    if not os.access(ctx.host.path(parent) if os.path.isdir(ctx.host.path(parent))
+                     else _existing(ctx.host.path(parent)), os.W_OK):
+        return f"{parent}: not writable"
+    return None
+
+
+def _existing(path: str) -> str:
+    while not os.path.isdir(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _copy(step: Step, ctx: Context) -> Outcome:
+    p = params(step)
+    total = next((i.apparent_bytes for i in ctx.plan.items if i.path == p.item), 0) or 1
+    done = [0]
+
+    def tell(n: int) -> None:
+        done[0] += n
+        ctx.tell(step, done[0], total, "copying")
+
+    os.makedirs(ctx.host.path(os.path.dirname(p.to.rstrip("/"))), exist_ok=True)
+    r = copy_tree.copy_pass(ctx.host.path(p.item), ctx.host.path(p.to), tell=tell)
+    data = {"files": r.files, "copied": r.copied, "bytes": r.bytes_copied,
+            "reflinked": r.reflinked, "hardlinked": r.linked, "removed": r.removed,
+            "warnings": r.warnings[:20], "to": p.to}
+    what = "the pass after the stop" if p.final else "copied"
+    return Outcome("ok", f"{what}: {r.copied} of {r.files} files, {r.bytes_copied} bytes to "
+                         f"{p.to}" + (f" ({r.reflinked} reflinked)" if r.reflinked else ""),
+                   data)
+
+
+def read_back_hook(dest: str) -> None:
+    """Called just before a copy is read back (tests flip a byte on the disk here)."""
+
+
+def _verify(step: Step, ctx: Context) -> Outcome:
+    p = params(step)
+    src, dst = ctx.host.path(p.item), ctx.host.path(p.to)
+    stale = copy_tree.unchanged(src, dst)
+    if stale:
+        return Outcome("failed", f"the copy at {p.to} is not of {p.item} as it is now: "
+                                 + ", ".join(stale[:5]))
+    r = copy_tree.read_back(src, dst, hook=read_back_hook)
+    data = {"files": r.files, "bytes": r.bytes_read,
+            "mismatches": [{"path": a, "why": b} for a, b in r.mismatches[:20]]}
+    if r.mismatches:
+        return Outcome("failed", "the copy read back from the disk differs from the source: "
+                       + "; ".join(f"{a}: {b}" for a, b in r.mismatches[:5]), data)
+    return Outcome("ok", f"{r.files} files ({r.bytes_read} bytes) read back from the disk "
+                         f"at {p.to}: each as the source was read", data)
+
+
+# -- the unit's manager -----------------------------------------------------------------------
+def _stop_step(step: Step, ctx: Context) -> Step:
+    sid = params(step).stop_step
+    got = next((s for s in ctx.plan.steps if s.id == sid), None)
+    if got is None or got.kind != "stop-unit":
+        raise CommandFailed(("plan",), 2, f"step {sid} is not the unit's stop")
+    return got
+
+
+def _manager(step: Step, ctx: Context):
+    from vacate.act import units
+
+    return units._Manager(units.place(_stop_step(step, ctx), ctx), ctx)
+
+
+def _in_manager(m, argv, input: str | None = None, check: bool = True):
+    return m.ctx.run(m.where.wrap(tuple(argv)), input=input, check=check)
+
+
+def _dropin_dir(unit: str) -> str:
+    return f"/etc/systemd/system/{unit}.d"
+
+
+def _dropin_name(existing: list[str]) -> str:
+    """A name that sorts after every drop-in there (systemd reads them in name order, the
+    last setting wins)."""
+    name = "zz-" + DROPIN
+    others = [os.path.basename(x) for x in existing if not x.endswith(DROPIN)]
+    while any(o >= name for o in others):
+        name = "z" + name
+    return name
+
+
+def _ours(props: dict) -> str | None:
+    return next((x for x in props.get("DropInPaths", "").split() if x.endswith(DROPIN)), None)
+
+
+def effective(lines: list[tuple[str, int, str]]) -> dict[str, list[str]]:
+    """Each setting's effective values from the unit's files in the order systemd reads
+    them (``systemctl cat``): an empty assignment clears a list."""
+    out: dict[str, list[str]] = {}
+    cont = ""
+    for _path, _n, text in lines:
+        t = text.rstrip()
+        if t.endswith("\\"):
+            cont += t[:-1] + " "
+            continue
+        t, cont = cont + t, ""
+        s = t.strip()
+        if not s or s[0] in "#;[":
+            continue
+        k, sep, v = s.partition("=")
+        if not sep:
+            continue
+        k, v = k.strip(), v.strip()
+        if k in LIST_KEYS:
+            if v == "":
+                out[k] = []
+            else:
+                out.setdefault(k, []).append(v)
+        elif k in SINGLE_KEYS:
+            out[k] = [v]
+    return out
+
+
+def _pattern(old: str) -> re.Pattern:
+    return re.compile(re.escape(old.rstrip("/")) + r"(?=$|[/\s\"':;,=])")
+
+
+def replaced(value: str, moves) -> str:
+    for old, new in moves:
+        value = _pattern(old).sub(new.rstrip("/"), value)
+    return value
+
+
+def dropin_text(eff: dict[str, list[str]], moves) -> tuple[str, list[str]]:
+    """The drop-in, and the settings it rewrites."""
+    keys = [k for k, vs in eff.items() if any(replaced(v, moves) != v for v in vs)]
+    sections: dict[str, list[str]] = {"Unit": [], "Service": []}
+    for k in keys:
+        sec = sections["Unit" if k in UNIT_SECTION else "Service"]
+        if k in LIST_KEYS:
+            sec.append(f"{k}=")
+        sec += [f"{k}={replaced(v, moves)}" for v in eff[k]]
+    text = MARK
+    for name, lines in sections.items():
+        if lines:
+            text += f"[{name}]\n" + "\n".join(lines) + "\n"
+    return text, keys
+
+
+def _show(m, unit: str, keys) -> dict[str, str]:
+    r = _in_manager(m, ("systemctl", "show", "-p", ",".join(keys), "--", unit))
+    out = {}
+    for line in r.stdout.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out.setdefault(k, "")
+            out[k] += v
+    return out
+
+
+def _repoint_missing(step: Step, ctx: Context) -> list[str]:
+    p = params(step)
+    m = _manager(step, ctx)
+    props = m.show(p.unit)
+    ours = _ours(props)
+    if ours is None:
+        return ["no drop-in of vacate's"]
+    eff = effective(m.cat(p.unit))
+    out = []
+    shown = _show(m, p.unit, [k for k in eff if k in LIST_KEYS + SINGLE_KEYS] or ["Id"])
+    for k, v in shown.items():
+        if any(_pattern(old).search(v) for old, _new in p.moves):
+            out.append(f"systemctl show reports {k} still naming the old path")
+    if not any(any(_pattern(new).search(v) for _o, new in p.moves) for v in shown.values()):
+        out.append("systemctl show reports none of the new paths")
+    return out
+
+
+def _repoint_done(step: Step, ctx: Context) -> bool:
+    try:
+        return not _repoint_missing(step, ctx)
+    except CommandFailed:
+        return False
+
+
+def _repoint_ready(step: Step, ctx: Context) -> str | None:
+    p = params(step)
+    from vacate.act import units
+
+    try:
+        m = _manager(step, ctx)
+        props = m.show(p.unit)
+    except (units._NoManager, CommandFailed) as e:
+        return str(e)
+    if props.get("LoadState") != "loaded":
+        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+    if props.get("ActiveState") not in units.ACTIVE_NOT:
+        return f"{p.unit} is {props.get('ActiveState')}: it is repointed only while stopped"
+    return None
+
+
+def _repoint(step: Step, ctx: Context) -> Outcome:
+    p = params(step)
+    m = _manager(step, ctx)
+    props = m.show(p.unit)
+    eff = effective([x for x in m.cat(p.unit) if not x[0].endswith(DROPIN)])
+    text, keys = dropin_text(eff, p.moves)
+    if not keys:
+        return Outcome("failed", f"no setting of {p.unit} names {', '.join(o for o, _ in p.moves)}"
+                                 " any more")
+    d = _dropin_dir(p.unit)
+    existing = [x for x in props.get("DropInPaths", "").split()]
+    old = _ours(props)
+    name = os.path.basename(old) if old and os.path.dirname(old) == d else \
+        _dropin_name(existing)
+    path = f"{d}/{name}"
+    tmp = f"{d}/.{name}.tmp"
+    script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
+              f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
+              f"sync {shlex.quote(d)}")
+    _in_manager(m, ("sh", "-c", script), input=text)
+    _in_manager(m, ("systemctl", "daemon-reload"))
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    data = {"unit": p.unit, "manager": m.where.label(), "dropin": path, "sha256": sha,
+            "settings": keys, "before": {k: eff[k] for k in keys},
+            "after": {k: [replaced(v, p.moves) for v in eff[k]] for k in keys},
+            "undo": shlex.join(m.where.wrap(("rm", path))) + " && " +
+            shlex.join(m.where.wrap(("systemctl", "daemon-reload")))}
+    return Outcome("ok", f"{p.unit} repointed by {path} ({', '.join(keys)})", data)
+
+
+# -- start-unit -------------------------------------------------------------------------------
+def _unit_pids(m, unit: str, ctx: Context) -> list[int]:
+    shown = _show(m, unit, ("MainPID", "ControlGroup"))
+    cg = shown.get("ControlGroup", "")
+    pids: list[int] = []
+    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/systemd"):
+        try:
+            with open(ctx.host.path(root + cg + "/cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        if pids:
+            break
+    if not pids and shown.get("MainPID", "0") not in ("", "0") and m.where.kind == "host":
+        pids = [int(shown["MainPID"])]
+    return pids
+
+
+def _files_of(pid: int, ctx: Context) -> set[str]:
+    out = set()
+    try:
+        with open(ctx.host.proc_path(pid, "maps"), "rb") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith(b"/"):
+                    out.add(parts[5].rstrip(b"\n").decode("utf-8", "surrogateescape")
+                            .removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    try:
+        fds = ctx.host.proc_path(pid, "fd")
+        for n in os.listdir(fds):
+            try:
+                out.add(os.readlink(os.path.join(fds, n)))
+            except OSError:
+                continue
+        out.add(os.readlink(ctx.host.proc_path(pid, "cwd")))
+    except OSError:
+        pass
+    return out
+
+
+def _start_missing(step: Step, ctx: Context) -> list[str]:
+    p = params(step)
+    m = _manager(step, ctx)
+    props = m.show(p.unit)
+    if props.get("ActiveState") != "active":
+        return [f"{p.unit} is {props.get('ActiveState')} ({props.get('SubState')})"]
+    pids = _unit_pids(m, p.unit, ctx)
+    if not pids:
+        return [f"{p.unit} is active with no process found"]
+    files = set()
+    for pid in pids:
+        files |= _files_of(pid, ctx)
+    out = []
+    old = sorted(f for f in files if is_under(f, p.away))
+    if old:
+        out.append(f"its processes still hold {', '.join(old[:3])} on {p.away}")
+    if not any(is_under(f, new) for f in files for new in p.into):
+        out.append(f"its processes hold nothing under {', '.join(p.into)} yet")
+    return out
+
+
+def _start_done(step: Step, ctx: Context) -> bool:
+    try:
+        return not _start_missing(step, ctx)
+    except CommandFailed:
+        return False
+
+
+def _start_ready(step: Step, ctx: Context) -> str | None:
+    p = params(step)
+    from vacate.act import units
+
+    try:
+        m = _manager(step, ctx)
+        props = m.show(p.unit)
+    except (units._NoManager, CommandFailed) as e:
+        return str(e)
+    if props.get("LoadState") != "loaded":
+        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+    return None
+
+
+def _start(step: Step, ctx: Context) -> Outcome:
+    p = params(step)
+    m = _manager(step, ctx)
+    cmd = m.command("start", p.unit)
+    ctx.run(cmd)
+    deadline = time.monotonic() + START_WAIT_S
+    missing = _start_missing(step, ctx)
+    while missing and time.monotonic() < deadline:
+        time.sleep(0.2)
+        missing = _start_missing(step, ctx)
+    data = {"unit": p.unit, "manager": m.where.label(), "commands": [list(cmd)]}
+    if missing:
+        return Outcome("failed", f"{shlex.join(cmd)} ran, and " + "; ".join(missing), data)
+    return Outcome("ok", f"{p.unit} runs again, from {', '.join(p.into)}", data)
+
+
+# -- the interface ----------------------------------------------------------------------------
+_DONE = {"copy": _copy_done, "verify-copy": _verify_done, "repoint-unit": _repoint_done,
+         "start-unit": _start_done}
+_READY = {"copy": _copy_ready, "verify-copy": lambda s, c: None, "repoint-unit": _repoint_ready,
+          "start-unit": _start_ready}
+_RUN = {"copy": _copy, "verify-copy": _verify, "repoint-unit": _repoint, "start-unit": _start}
+
+
+def done(step: Step, ctx: Context) -> bool:
+    return _DONE[step.kind](step, ctx)
+
+
+def ready(step: Step, ctx: Context) -> str | None:
+    return _READY[step.kind](step, ctx)
+
+
+def run(step: Step, ctx: Context) -> Outcome:
+    if ctx.dry_run:
+        return Outcome("ok", f"would {step.summary}")
+    return _RUN[step.kind](step, ctx)
+
+
+# -- when a step fails between a stop and its start; undo --------------------------------------
+def window_of(plan, failed_index: int) -> list[Step]:
+    """The start-unit steps whose unit was stopped before the failed step and is not started
+    yet: each is brought back from the old path."""
+    ids = {s.id: i for i, s in enumerate(plan.steps)}
+    out = []
+    for i, s in enumerate(plan.steps):
+        if s.kind != "start-unit" or i < failed_index:
+            continue
+        stop = ids.get(s.params.get("stop_step"), len(plan.steps))
+        if stop < failed_index:
+            out.append(s)
+    return out
+
+
+def bring_back(step: Step, ctx: Context) -> str:
+    """The unit of ``step`` started again from the old path: vacate's drop-in removed,
+    ``daemon-reload``, start. What was done, in words."""
+    p = params(step)
+    m = _manager(step, ctx)
+    props = m.show(p.unit)
+    ours = _ours(props)
+    said = []
+    if ours:
+        _in_manager(m, ("rm", "-f", ours))
+        said.append(f"removed {ours}")
+    _in_manager(m, ("systemctl", "daemon-reload"))
+    _in_manager(m, ("systemctl", "start", p.unit))
+    said.append(f"started {p.unit} from the old path")
+    return ", ".join(said)
+
+
+def undo_dropin(plan, step: Step, data: dict, ctx: Context) -> str:
+    """Remove the drop-in a ``repoint-unit`` step wrote (refused, named, when it was edited
+    since); ``daemon-reload``. Nothing else is touched."""
+    m = _manager(step, ctx)
+    path = data.get("dropin")
+    if not path or not path.endswith(DROPIN):
+        return f"{step.id}: no drop-in recorded"
+    r = _in_manager(m, ("cat", path), check=False)
+    if r.returncode != 0:
+        return f"{path} is not there (removed already)"
+    if hashlib.sha256(r.stdout.encode()).hexdigest() != data.get("sha256"):
+        raise CommandFailed(("cat", path), 1, f"{path} was edited since vacate wrote it: "
+                                              "left as it is")
+    _in_manager(m, ("rm", "-f", path))
+    _in_manager(m, ("systemctl", "daemon-reload"))
+    return f"removed {path} ({params(step).unit}: back to its own settings)"

@@ -1,0 +1,36 @@
+"""Every kind of step apply knows: the modules that act them, one line each. A kind is
+declared in its module's ``KINDS`` (see :mod:`vacate.act.kind`)."""
+
+from __future__ import annotations
+
+from vacate.act import (
+    archive_step,
+    check_step,
+    config_edit,
+    containers,
+    delete_step,
+    gpu,
+    kernel,
+    lockdir,
+    manual,
+    migrate,
+    processes,
+    units,
+)
+
+MODULES = (
+    archive_step,
+    check_step,
+    config_edit,
+    containers,
+    delete_step,
+    gpu,
+    kernel,
+    lockdir,
+    manual,
+    migrate,
+    processes,
+    units,
+)
+
+KINDS = {k.name: (k, m) for m in MODULES for k in m.KINDS}

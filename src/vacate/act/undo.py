@@ -1,0 +1,60 @@
+"""``vacate undo PLAN``: reverse what an apply of the plan repointed, from its journal.
+
+Each ``repoint-unit`` step the journal records as done names the drop-in it wrote and that
+drop-in's sha256: the drop-in is removed (refused, named, when it was edited since) and the
+unit's manager reloaded. Nothing else is touched: the admin's own drop-ins stay, the copy
+stays where it was made, no unit is started or stopped (a unit started again afterwards
+runs from the old path). Each removal is journaled (intent, outcome) like a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vacate.act import migrate
+from vacate.act.base import CommandFailed, Context
+from vacate.act.journal import Journal, PlanLock, check_belongs, path_for
+from vacate.observing.errors import VacateError
+from vacate.observing.host import Host
+
+
+@dataclass(frozen=True, slots=True)
+class Undone:
+    """One repointing reversed (``status`` ok / skipped / failed), with what was done."""
+
+    step: str
+    unit: str
+    status: str
+    detail: str
+
+
+def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
+    """Reverse the repointings the journal of ``plan_path`` records (newest first)."""
+    from vacate.act.apply import check_machine, load
+
+    host = host or Host.local()
+    plan, sha = load(plan_path)
+    check_machine(plan, host)
+    by_id = {s.id: s for s in plan.steps}
+    out = []
+    with PlanLock(plan_path):
+        recs = check_belongs(path_for(plan_path), sha)
+        wrote: dict[str, dict] = {}
+        for r in recs:
+            if r.get("event") == "outcome" and r.get("status") == "ok" and \
+                    by_id.get(r.get("step")) is not None and \
+                    by_id[r["step"]].kind == "repoint-unit" and r.get("data", {}).get("dropin"):
+                wrote[r["step"]] = r["data"]
+        ctx = Context(plan=plan, host=host, plan_path=plan_path)
+        with Journal(path_for(plan_path), sha) as j:
+            for sid, data in reversed(list(wrote.items())):
+                step = by_id[sid]
+                j.intent(f"undo:{sid}", "undo-repoint")
+                try:
+                    said = migrate.undo_dropin(plan, step, data, ctx)
+                    status = "skipped" if "not there" in said else "ok"
+                except (CommandFailed, OSError, VacateError) as e:
+                    said, status = getattr(e, "output", None) or str(e), "failed"
+                j.outcome(f"undo:{sid}", status, said, {"dropin": data.get("dropin")})
+                out.append(Undone(sid, data.get("unit", ""), status, said))
+    return tuple(out)

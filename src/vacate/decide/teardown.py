@@ -1,0 +1,507 @@
+"""The teardown: the ordered steps that retire the volume, one function per phase, each
+reading the observation and what the phases before it decided (:class:`Teardown`), each
+adding its steps with the evidence that led to them. Pure.
+
+The phases, in order (:data:`PHASES`): archive and verify what nothing uses while the
+services still run; stop the units whose processes use the volume, then disable what would
+start them; end the remaining holders (TERM, wait, KILL); confirm the GPUs are released;
+kernel users (containers, swap, loop devices, nested and other mounts, exports); archive
+and verify the rest; snapshot, delete; configuration that would mount or use the volume
+again; units that still name what goes away (masked when asked); unmount, lock the empty
+mount point, and look again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from vacate.act.archive_step import ArchiveParams, VerifyParams
+from vacate.act.check_step import CheckParams
+from vacate.act.config_edit import EditParams
+from vacate.act.delete_step import DeleteParams, SnapshotParams
+from vacate.act.gpu import GpuParams
+from vacate.act.kind import as_params
+from vacate.act.lockdir import LockParams
+from vacate.act.manual import ManualParams
+from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
+from vacate.act.processes import EndParams
+from vacate.decide.actions import _file_line, container_place
+from vacate.observing.model.action import Action
+from vacate.observing.model.observation import Observation
+from vacate.observing.model.plan import PlanItem, Step
+from vacate.observing.model.usage import Consumer, Verdict
+from vacate.observing.parsers.paths import is_under
+
+SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
+CONTAINERS = frozenset({"docker-container", "lxc-container", "pve-container", "pve-vm"})
+
+
+class _Steps:
+    def __init__(self):
+        self.steps: list[Step] = []
+
+    def add(self, kind: str, summary: str, *, action: Action | None = None, downtime=False,
+            **kw) -> Step:
+        n = len(self.steps) + 1
+        s = Step(id=f"{n:02d}-{kind}", kind=kind, summary=summary, action=action,
+                 downtime=downtime, **kw)
+        self.steps.append(s)
+        return s
+
+
+def archive_name(it: PlanItem) -> str:
+    """The archive's name at the destination: the item's path on the volume, ``/`` as
+    ``_``."""
+    return it.id.removeprefix("item:").replace("/", "_")
+
+
+def archive_location(archive_to: str, it: PlanItem) -> str:
+    """Where the item's archive lies (a directory, or an ``s3://`` prefix)."""
+    return f"{archive_to.rstrip('/')}/{archive_name(it)}"
+
+
+def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
+    for it in items:
+        where = archive_location(archive_to, it)
+        st.add("archive", f"archive {it.path} to {archive_to}", downtime=downtime,
+               params=as_params(ArchiveParams(it.path, archive_to, archive_name(it),
+                                              it.exclude)),
+               precondition={"identity": it.identity is not None},
+               postcondition={"archive": where, "complete": True})
+        st.add("verify", f"verify the archive of {it.path} read back from {archive_to}",
+               downtime=downtime,
+               params=as_params(VerifyParams(it.path, where, it.path)),
+               postcondition={"mismatches": 0})
+
+
+def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
+    return any(by_id[c].live for c in u.users if c in by_id)
+
+
+LINE_EDITS = frozenset({"fstab", "cron", "nfs-export"})     # one line, named by the consumer
+PVE_MOUNT_POINT = re.compile(r"mp\d+")
+
+
+def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
+    """The steps that disarm one configuration consumer: ``edit-config`` where vacate can
+    make the edit on this host and check it first (a line with its sha256 from the
+    observation; ``pct set --delete`` of container mount points), else ``manual``. A file
+    inside a container is edited there by a person (vacate edits the host's)."""
+    a = c.attrs
+    own = x.kind == "edit-config" and not a.get("container")
+    if own and c.type in LINE_EDITS and a.get("line_sha256"):
+        st.add("edit-config", f"{c.type} {c.name}", action=x, downtime=True,
+               params=as_params(EditParams(x.params.get("file"), x.params.get("line"),
+                                           a["line_sha256"])), evidence=c.evidence)
+        return
+    if own and c.type == "lxc-container" and a.get("mount_entries"):
+        lines = {f"{e['file']}:{e['line']}" for e in a["mount_entries"]}
+        for e in a["mount_entries"]:
+            at = f"{e['file']}:{e['line']}"
+            st.add("edit-config", f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
+                   downtime=True,
+                   params=as_params(EditParams(e["file"], e["line"], e["line_sha256"])),
+                   evidence=tuple(v for v in c.evidence if v.source == at))
+        rest = tuple(v for v in c.evidence if v.source not in lines)
+        if not rest:
+            return
+        x = replace(x, subject=rest[0].source, params={**x.params, **_file_line(rest[0].source)})
+        st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
+               params=as_params(ManualParams(x.params.get("file"), x.params.get("line"))),
+               evidence=rest)
+        return
+    if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
+        first = a["section_lines"][0][0]
+        st.add("edit-config", f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
+               params=as_params(EditParams(a["file"], first, a["section_lines"][0][1],
+                                           lines=a["section_lines"])), evidence=c.evidence)
+        return
+    keys = list(x.params.get("keys") or [])
+    if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
+            and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
+        # mpN only: deleting an unusedN key destroys the volume it names
+        st.add("edit-config", f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
+               downtime=True,
+               params=as_params(EditParams(do="delete-disks", tool="pct",
+                                           vmid=str(a.get("vmid")), keys=tuple(keys),
+                                           config=a["config"])), evidence=c.evidence)
+        return
+    st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
+           params=as_params(ManualParams(x.params.get("file"), x.params.get("line"),
+                                         a.get("line_sha256"))), evidence=c.evidence)
+
+
+def verdict_place(c: Consumer) -> str:
+    from vacate.decide.actions import unit_place
+
+    return unit_place(c).label()
+
+
+@dataclass
+class Teardown:
+    """What the phases read (the observation, the items, the options, the verdict) and
+    what they decide as they go: the steps so far, the units stopped and disabled."""
+
+    obs: Observation
+    items: tuple[PlanItem, ...]
+    archive_to: str | None
+    grace_s: float
+    snapshot: bool
+    mask_references: bool
+    verdict: Verdict
+    st: _Steps = field(default_factory=lambda: _Steps())
+    stopped_units: set = field(default_factory=set)      # (unit, manager label)
+    disabled: set = field(default_factory=set)
+    moved: set = field(default_factory=set)              # migrate items copied after a stop
+
+    def __post_init__(self):
+        self.by_id = {c.id: c for c in self.obs.consumers}
+        self.ev = {c.id: c.evidence for c in self.obs.consumers}
+        self.blockers = {b.consumer: b for b in self.verdict.blockers}
+        self.to_archive = [i for i in self.items if i.action == "archive"]
+        self.users = [c for c in self.obs.consumers if c.id in self.blockers]
+
+
+def archive_idle(t: Teardown) -> None:
+    """1. What nothing uses now is archived while the services still run."""
+    if t.archive_to:
+        _archive_steps(t.st, [i for i in t.to_archive if not _live_users(i, t.by_id)],
+                       t.archive_to, False)
+
+
+def stop_units(t: Teardown) -> None:
+    """2. Units whose processes use the volume, stopped in the manager that runs them."""
+    for b in t.blockers.values():
+        for a in b.actions:
+            key = (a.subject, a.where.label())
+            if a.kind == "stop-unit" and key not in t.stopped_units:
+                t.stopped_units.add(key)
+                pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
+                        and c.attrs.get("unit") == a.subject
+                        and verdict_place(c) == a.where.label()]
+                t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                         downtime=True, precondition=a.precondition,
+                         postcondition={"active": False, "pids_gone": pids},
+                         evidence=t.ev.get(a.consumer or "", ()))
+
+
+def disable_units(t: Teardown) -> None:
+    """2. What would start them again, disabled (a ``disable --now`` of a unit not stopped
+    yet is a stop, then a disable)."""
+    for b in t.blockers.values():
+        for a in b.actions:
+            if a.kind != "disable-unit":
+                continue
+            key = (a.subject, a.where.label())
+            if a.params.get("now") and key not in t.stopped_units:
+                stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
+                              a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                t.stopped_units.add(key)
+                t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
+                         downtime=True, postcondition={"active": False},
+                         evidence=t.ev.get(a.consumer or "", ()))
+            if key in t.disabled:
+                continue
+            t.disabled.add(key)
+            dis = Action("disable-unit", a.subject, tuple(x for x in a.argv if x != "--now"),
+                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+            t.st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+                     downtime=True, postcondition={"enabled": False},
+                     evidence=t.ev.get(a.consumer or "", ()))
+
+
+def disable_stopped(t: Teardown) -> None:
+    """2. A unit stopped for its processes is disabled too, whether or not its files name
+    the volume: an enabled server would come back at boot (disabling one that is not
+    enabled is nothing)."""
+    for step in list(t.st.steps):
+        if step.kind != "stop-unit" or step.action is None:
+            continue
+        a = step.action
+        key = (a.subject, a.where.label())
+        if key not in t.disabled:
+            t.disabled.add(key)
+            dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
+                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+            t.st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+                     downtime=True, postcondition={"enabled": False}, evidence=step.evidence)
+
+
+def end_holders(t: Teardown) -> None:
+    """3. The remaining holders: their containers stopped, or TERM, wait, KILL (never the
+    init of a namespace: a person stops its container or machine)."""
+    inits = {ct.init_pid for ct in t.obs.containers}
+    for c in t.obs.consumers:
+        if c.type != "process":
+            continue
+        a = c.attrs
+        acts = t.blockers[c.id].actions if c.id in t.blockers else ()
+        if any(x.kind == "stop-unit" for x in acts):
+            continue
+        pid = a.get("pid")
+        for x in acts:
+            if x.kind == "stop-container":
+                t.st.add("stop-container", f"stop container {x.subject}", action=x,
+                         downtime=True, postcondition={"running": False},
+                         evidence=c.evidence)
+            elif x.kind == "end-process":
+                if pid == 1 or pid in inits or a.get("lxc_monitor"):
+                    t.st.add("manual", f"{c.name} (pid {pid}) is the init of a namespace: "
+                                       "stop its container or machine instead", downtime=True,
+                             params=as_params(ManualParams(consumer=c.id)),
+                             evidence=c.evidence)
+                    continue
+                t.st.add("end-process", f"end {c.name} (pid {pid}): TERM, wait "
+                                        f"{t.grace_s:g} s, KILL", action=x, downtime=True,
+                         params=as_params(EndParams(t.grace_s)), precondition=x.precondition,
+                         postcondition={"gone": True}, evidence=c.evidence)
+
+
+def release_gpus(t: Teardown) -> None:
+    """4. GPUs: the driver's view, from the host."""
+    pids = [c.attrs["pid"] for c in t.obs.consumers
+            if c.type == "process" and c.attrs.get("gpus")]
+    if pids:
+        t.st.add("release-gpu", f"confirm no GPU is held by pid {', '.join(map(str, pids))}",
+                 downtime=True, params=as_params(GpuParams(tuple(pids))),
+                 postcondition={"held": []})
+
+
+def stop_containers(t: Teardown) -> None:
+    """5. Containers that use the volume (their own mounts of it go with them); a docker
+    container must not come back by itself."""
+    for c in t.users:
+        if c.type not in CONTAINERS:
+            continue
+        for x in t.blockers[c.id].actions:
+            if x.kind == "stop-container":
+                t.st.add("stop-container", f"stop {c.type} {x.subject}", action=x,
+                         downtime=True, precondition=x.precondition, evidence=c.evidence)
+            elif x.kind == "remove-container":
+                x = Action("stop-container", x.subject,
+                           ("docker", "update", "--restart=no", x.subject),
+                           params={"engine": "docker", "restart_policy": "no"},
+                           consumer=x.consumer)
+                t.st.add("stop-container", f"no restart for docker container {x.subject}",
+                         action=x, downtime=True, evidence=c.evidence)
+
+
+def kernel_users(t: Teardown) -> None:
+    """5. Swap, loop devices (their mounts, then the device), the other mounts innermost
+    first, the exports being served now."""
+    mount_of = {}            # (mountpoint, place) -> the mount consumer's unmount
+    for c in t.users:
+        if c.type == "mount":
+            for x in t.blockers[c.id].actions:
+                mount_of[(x.subject, x.where.label())] = (x, c)
+    unmounted: set = set()
+
+    def unmount(x: Action, c: Consumer) -> None:
+        key = (x.subject, x.where.label())
+        if key in unmounted:
+            return
+        unmounted.add(key)
+        x, c = mount_of.get(key, (x, c))
+        t.st.add("unmount", f"unmount {x.subject} ({x.where.label()})", action=x,
+                 downtime=True, precondition=x.precondition, evidence=c.evidence)
+
+    for c in t.users:
+        if c.type == "swap":
+            for x in t.blockers[c.id].actions:
+                t.st.add("swapoff", f"swapoff {x.subject}", action=x, downtime=True,
+                         precondition=x.precondition, evidence=c.evidence)
+    for c in t.users:
+        if c.type == "loop-device":
+            for x in t.blockers[c.id].actions:
+                if x.kind == "unmount":
+                    unmount(x, c)
+                else:
+                    t.st.add("detach-loop", f"detach {x.subject}", action=x, downtime=True,
+                             precondition=x.precondition, evidence=c.evidence)
+    for x, c in sorted(mount_of.values(), key=lambda xc: -xc[0].subject.count("/")):
+        unmount(x, c)
+    for c in t.users:
+        if c.type == "nfs-export" and c.live:
+            for x in t.blockers[c.id].actions:
+                t.st.add("unexport", f"stop exporting {x.subject}", action=x, downtime=True,
+                         precondition=x.precondition, evidence=c.evidence)
+
+
+def archive_rest(t: Teardown) -> None:
+    """6. The rest of the archives, now that nothing uses them."""
+    if t.archive_to:
+        _archive_steps(t.st, [i for i in t.to_archive if _live_users(i, t.by_id)],
+                       t.archive_to, True)
+
+
+def snapshot_and_delete(t: Teardown) -> None:
+    """7-8. A snapshot before the deletes (ZFS, btrfs), the deletes, the space freed."""
+    deletes = [i for i in t.items if i.action == "delete"]
+    fstype = t.obs.target.mount.fstype
+    if deletes and t.snapshot and fstype in SNAPSHOT_FS:
+        t.st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
+                 params=as_params(SnapshotParams(fstype, t.obs.target.zfs_dataset,
+                                                 tuple(i.path for i in deletes))),
+                 postcondition={"exists": True})
+    for it in deletes:
+        t.st.add("delete", f"delete {it.path} ({it.files} files)", downtime=True,
+                 params=as_params(DeleteParams(it.path, it.exclude)),
+                 precondition={"identity": it.identity is not None},
+                 postcondition={"gone": True})
+    if deletes:
+        t.st.add("check", "compare the space freed with what was expected", downtime=True,
+                 params=as_params(CheckParams("freed")))
+
+
+CONFIG_TYPES = frozenset({"fstab", "cron", "smb-share", "nfs-export", "lxc-container",
+                          "pve-container", "pve-vm", "symlink", "config-file"})
+
+
+def disarm_config(t: Teardown) -> None:
+    """9. Configuration that would mount or use the volume again."""
+    for c in t.obs.consumers:
+        if c.id not in t.blockers or c.type not in CONFIG_TYPES:
+            continue
+        if c.type == "nfs-export" and c.live:
+            continue
+        for x in t.blockers[c.id].actions:
+            if x.kind in ("stop-container", "remove-container"):
+                continue             # stopped with the kernel users
+            _config_steps(t.st, c, x)
+
+
+def mask_references(t: Teardown) -> None:
+    """Units that still name what goes away: masked only when asked (the report lists
+    them)."""
+    if not t.mask_references:
+        return
+    gone = [i.path for i in t.items if i.action in ("archive", "delete")]
+    for c in t.obs.consumers:
+        if c.type != "systemd-unit" or c.id in t.blockers or not any(
+                is_under(p, g) for p in c.paths for g in gone):
+            continue
+        place = container_place(c.attrs.get("container"), c.attrs.get("user"))
+        x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
+                   precondition={"unit": c.name}, consumer=c.id)
+        t.st.add("mask-unit", f"mask {c.name} ({place.label()}): it names what goes away",
+                 action=x, downtime=True, evidence=c.evidence)
+
+
+def retire(t: Teardown) -> None:
+    """10. Unmount, lock the mount point, look again."""
+    tg = t.obs.target
+    t.st.add("unmount", f"unmount {tg.mountpoint}", downtime=True,
+             action=Action("unmount", tg.mountpoint, ("umount", tg.mountpoint),
+                           precondition={"mount_id": tg.mount.mount_id}),
+             precondition={"mount_id": tg.mount.mount_id, "dev": tg.mount.dev},
+             postcondition={"mounted": False})
+    t.st.add("lock-dir", f"make the empty {tg.mountpoint} immutable (chattr +i)",
+             downtime=True, params=as_params(LockParams(tg.mountpoint)),
+             postcondition={"immutable": True})
+    t.st.add("check", "look again by the recorded mount identity: nothing uses it, nothing "
+                      "mounts it again", downtime=True,
+             params=as_params(CheckParams("retired", tg.mount.dev, tg.mount.source)))
+
+
+def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
+    what = "copy again what changed in" if final else "copy"
+    t.st.add("copy", f"{what} {it.path} to {it.migrate_to}", downtime=final,
+             params=as_params(CopyParams(it.path, it.migrate_to, final)),
+             postcondition={"copy_of": it.path})
+    t.st.add("verify-copy", f"read {it.migrate_to} back from the disk against {it.path}",
+             downtime=final, params=as_params(VerifyCopyParams(it.path, it.migrate_to)),
+             postcondition={"mismatches": 0})
+
+
+def migrate_live(t: Teardown) -> None:
+    """1. Each item to migrate copied and read back while the services still run."""
+    for it in t.items:
+        if it.action == "migrate":
+            _copy_steps(t, it, False)
+
+
+def _unit_refs(t: Teardown, a: Action) -> list[str]:
+    """The paths on the volume the unit of the stop action ``a`` uses or names."""
+    out = []
+    for c in t.obs.consumers:
+        if c.type == "process" and c.attrs.get("unit") == a.subject and \
+                verdict_place(c) == a.where.label() or c.type == "systemd-unit" and c.name == a.subject and \
+                container_place(c.attrs.get("container"), c.attrs.get("user")).label() == \
+                a.where.label():
+            out += c.paths
+    return out
+
+
+def migrate_units(t: Teardown) -> None:
+    """2. Each running unit whose every path on the volume lies in items migrated: stop,
+    copy again what changed, read it back, repoint, start from the new place; it is not
+    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
+    item, is stopped and disabled with the rest, and a person is told why."""
+    moving = [i for i in t.items if i.action == "migrate"]
+    if not moving:
+        return
+    seen = set()
+    for b in t.blockers.values():
+        for a in b.actions:
+            key = (a.subject, a.where.label())
+            if a.kind != "stop-unit" or key in seen:
+                continue
+            seen.add(key)
+            refs = _unit_refs(t, a)
+            used = [i for i in moving if any(is_under(r, i.path) for r in refs)]
+            if not used:
+                continue
+            rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
+            if rest:
+                t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
+                                   ", which is not migrated (or is a directory above what "
+                                   "is): it is not repointed or started; repoint it by hand",
+                         downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
+                continue
+            t.stopped_units.add(key)
+            t.disabled.add(key)
+            pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
+                    and c.attrs.get("unit") == a.subject
+                    and verdict_place(c) == a.where.label()]
+            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                            downtime=True, precondition=a.precondition,
+                            postcondition={"active": False, "pids_gone": pids},
+                            evidence=t.ev.get(a.consumer or "", ()))
+            for it in used:
+                if it.path not in t.moved:
+                    t.moved.add(it.path)
+                    _copy_steps(t, it, True)
+            moves = tuple((i.path, i.migrate_to) for i in used)
+            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
+                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
+                     downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
+                     postcondition={"shows": [n for _o, n in moves]})
+            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
+                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
+                     params=as_params(StartParams(a.subject, stop.id,
+                                                  tuple(i.migrate_to for i in used),
+                                                  t.obs.target.mountpoint)),
+                     postcondition={"active": True, "holds_under": [i.migrate_to
+                                                                    for i in used]})
+
+
+def migrate_rest(t: Teardown) -> None:
+    """6. Items migrated that no repointed unit used: copied again once nothing uses
+    them, and read back."""
+    for it in t.items:
+        if it.action == "migrate" and it.path not in t.moved:
+            t.moved.add(it.path)
+            _copy_steps(t, it, True)
+
+
+PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,
+          release_gpus, stop_containers, kernel_users, archive_rest, migrate_rest, snapshot_and_delete,
+          disarm_config, mask_references, retire)
+
+
+def teardown(t: Teardown) -> tuple[Step, ...]:
+    """The ordered steps: each phase in turn."""
+    for phase in PHASES:
+        phase(t)
+    return tuple(t.st.steps)

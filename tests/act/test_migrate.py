@@ -1,0 +1,231 @@
+"""Migrate, for real: a ``Restart=always`` unit of a booted systemd (PID 1 of private
+namespaces) mmaps a model on a loop volume; ``plan --migrate`` then ``apply`` copy the model
+to another directory, read it back, repoint the unit by a drop-in of vacate's own, start it
+from there, and retire the volume. The unit file and the admin's drop-ins are left as they
+were; ``undo`` removes exactly vacate's drop-in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+from harness.systemd_box import available, start_box
+
+from vacate.act import apply as ap
+from vacate.act import copy_tree, migrate
+from vacate.act.undo import undo
+from vacate.flow.plan import plan as make_plan_file
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
+
+PY = "/usr/bin/python3"
+N = "[Unit]\nDefaultDependencies=no\n"
+INSTALL = "[Install]\nWantedBy=vacate-box.target\n"
+SERVER = ("import mmap, os, sys, time\n"
+          "d = os.environ['MODEL']\n"
+          "f = open(os.path.join(d, 'weights.bin'), 'rb')\n"
+          "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+          "time.sleep(1e9)\n")
+
+
+def unit_files(vol: str, work: str) -> dict:
+    return {
+        "qwen.service": f"{N}[Service]\nRestart=always\nRestartSec=0.1\n"
+                        f"Environment=MODEL={vol}/models/qwen ADMIN_A=1\n"
+                        f"ExecStart={PY} {work}/server.py\n{INSTALL}",
+        # the admin's own drop-ins: vacate's must sort after both, and leave them alone
+        "qwen.service.d/override.conf": "[Service]\nEnvironment=ADMIN_B=2\n",
+        "qwen.service.d/50-limits.conf": "[Service]\nLimitNOFILE=4096\n",
+    }
+
+
+def wait_for(cond, what, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def mapped_under(path: str) -> set[int]:
+    """Pids that map or hold a file under ``path``."""
+    out = set()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/maps") as f:
+                if any(f" {path}/" in line for line in f):
+                    out.add(int(p))
+        except OSError:
+            continue
+    return out
+
+
+def box_cmd(b, *argv) -> subprocess.CompletedProcess:
+    return subprocess.run(["nsenter", "-t", str(b.pid1), "-a", *argv], capture_output=True,
+                          text=True, timeout=30, check=False)
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+@pytest.fixture
+def story():
+    from harness.volumes import can_loop_mount, make_volume
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume("ext4", size_mb=64)
+    work = tempfile.mkdtemp(prefix="vacate-migrate-")
+    try:
+        vol = v.mountpoint
+        os.makedirs(f"{vol}/models/qwen/sub")
+        with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
+            f.write(os.urandom(3 << 20))
+        with open(f"{vol}/models/qwen/config.json", "w") as f:
+            f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
+        os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
+        with open(f"{work}/server.py", "w") as f:
+            f.write(SERVER)
+        dest = os.path.join(work, "shared", "models")
+        os.makedirs(dest)
+        b = start_box(unit_files(vol, work), enable=("qwen.service",))
+        try:
+            wait_for(lambda: mapped_under(vol), "the server to map the model")
+            yield b, v, vol, dest, work
+        finally:
+            b.close()
+    finally:
+        v.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def unit_text(b) -> str:
+    with open(os.path.join(b.units_dir, "qwen.service")) as f:
+        return f.read()
+
+
+def plan_to(vol: str, dest: str, work: str) -> str:
+    path = os.path.join(work, "plan.json")
+    p = make_plan_file(vol, migrations={"models/qwen": dest}, outputs=(path,))
+    with open(path, "w") as f:
+        f.write(p.dumps())
+    return path
+
+
+def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
+    b, v, vol, dest, work = story
+    unit_before = unit_text(b)
+    admin = {n: read(os.path.join(b.units_dir, "qwen.service.d", n))
+             for n in ("override.conf", "50-limits.conf")}
+    plan_path = plan_to(vol, dest, work)
+    plan, _ = ap.load(plan_path)
+    (item,) = [i for i in plan.items if i.action == "migrate"]
+    assert item.migrate_to == f"{dest}/qwen" and item.dest_free_bytes > 0
+    kinds = [s.kind for s in plan.steps]
+    # copied and read back while it runs; then stop, copy again, read back, repoint, start
+    assert kinds[:2] == ["copy", "verify-copy"]
+    assert kinds[2:8] == ["stop-unit", "copy", "verify-copy", "repoint-unit", "start-unit",
+                          "unmount"][:6] or kinds[2:7] == ["stop-unit", "copy", "verify-copy",
+                                                           "repoint-unit", "start-unit"]
+    assert "disable-unit" not in kinds                  # it keeps running, from DEST
+
+    r = ap.apply(plan_path)
+    assert r.failed is None, [(s.id, s.status, s.detail) for s in r.steps]
+    # the unit runs from DEST, nothing maps the old volume, the volume is gone
+    assert box_cmd(b, "systemctl", "is-active", "qwen.service").stdout.strip() == "active"
+    assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
+    assert not mapped_under(vol)
+    assert not os.path.ismount(vol)
+    # the unit file and the admin's drop-ins are byte-identical; vacate's sorts last
+    assert unit_text(b) == unit_before
+    d = os.path.join(b.units_dir, "qwen.service.d")
+    for n, text in admin.items():
+        assert read(os.path.join(d, n)) == text
+    ours = max(os.listdir(d))
+    assert ours.endswith(migrate.DROPIN)
+    text = read(os.path.join(d, ours))
+    # Environment= cleared and written again whole: the admin's variables are kept
+    assert f"Environment=\nEnvironment=MODEL={dest}/qwen ADMIN_A=1\n" in text
+    env = box_cmd(b, "systemctl", "show", "-p", "Environment", "qwen.service").stdout
+    assert f"MODEL={dest}/qwen" in env and "ADMIN_A=1" in env and "ADMIN_B=2" in env
+    # the copy: hardlinks kept, every file read back
+    assert os.stat(f"{dest}/qwen/config.json").st_ino == \
+        os.stat(f"{dest}/qwen/sub/config.json").st_ino
+    assert copy_tree.all_read_back(item.path, f"{dest}/qwen") or not os.path.exists(item.path)
+
+    # a second apply changes nothing
+    again = ap.apply(plan_path)
+    assert again.failed is None
+
+    # undo: exactly vacate's drop-in removed; with the old volume back the unit starts from it
+    done = undo(plan_path)
+    assert [u.status for u in done] == ["ok"]
+    assert sorted(os.listdir(d)) == sorted(admin)
+    subprocess.run(["chattr", "-i", vol], check=False)
+    subprocess.run(["mount", v.device, vol], check=True)
+    if box_cmd(b, "mountpoint", "-q", vol).returncode != 0:     # no propagation into it
+        box_cmd(b, "mount", v.device, vol)
+    box_cmd(b, "systemctl", "restart", "qwen.service")
+    assert wait_for(lambda: mapped_under(vol), "the server to map the old path again")
+    assert unit_text(b) == unit_before
+
+
+def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeypatch):
+    b, _v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+
+    def flip(dest_path):                      # a byte flipped on the disk after the copy
+        p = os.path.join(dest_path, "weights.bin")
+        fd = os.open(p, os.O_RDWR)
+        try:
+            b0 = os.pread(fd, 1, 4096)
+            os.pwrite(fd, bytes([b0[0] ^ 0xFF]), 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(migrate, "read_back_hook", flip)
+    r = ap.apply(plan_path)
+    assert r.failed is not None and r.failed.kind == "verify-copy"
+    assert f"{dest}/qwen/weights.bin" in r.failed.detail
+    kinds_done = [s.kind for s in r.steps if s.status in ("ok", "skipped")]
+    assert "repoint-unit" not in kinds_done and "stop-unit" not in kinds_done
+    # the service still runs from the old path
+    assert box_cmd(b, "systemctl", "is-active", "qwen.service").stdout.strip() == "active"
+    assert mapped_under(vol)
+    assert not [n for n in os.listdir(os.path.join(b.units_dir, "qwen.service.d"))
+                if n.endswith(migrate.DROPIN)]
+
+
+def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path(story,
+                                                                                  monkeypatch):
+    b, _v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+    real = migrate._RUN["start-unit"]
+
+    def broken(step, ctx):
+        raise OSError(5, "start failed on purpose")
+
+    monkeypatch.setitem(migrate._RUN, "start-unit", broken)
+    r = ap.apply(plan_path)
+    assert r.failed is not None and r.failed.kind == "start-unit"
+    assert "started qwen.service from the old path" in r.failed.detail
+    assert box_cmd(b, "systemctl", "is-active", "qwen.service").stdout.strip() == "active"
+    assert wait_for(lambda: mapped_under(vol), "the server back on the old path")
+    assert not [n for n in os.listdir(os.path.join(b.units_dir, "qwen.service.d"))
+                if n.endswith(migrate.DROPIN)]
+    # the rerun finishes the migration
+    monkeypatch.setitem(migrate._RUN, "start-unit", real)
+    again = ap.apply(plan_path)
+    assert again.failed is None, [(s.id, s.status, s.detail) for s in again.steps]
+    assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server on the copy")
+    assert not os.path.ismount(vol)
