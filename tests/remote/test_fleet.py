@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -150,7 +151,7 @@ def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
     (tmp_path / "host_vars" / "db1.yml").write_text(vaulted + "ansible_port: 2299\n")
     vault = VaultArgs(("--vault-password-file", str(tmp_path / "pw")))
     got = {h.name: h for h in inventory.hosts(inventory.read(str(tmp_path / "hosts.ini"),
-                                                             vault=vault), vault=vault)}
+                                                             vault=vault)[0], vault=vault)}
     assert list(got) == ["web1", "web2", "db1"]
     assert got["web1"].target == SshTarget("10.0.0.1", user="ops",
                                            options=("-o", "ConnectTimeout=4"),
@@ -162,11 +163,11 @@ def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
         "all:\n  children:\n    web:\n      hosts:\n        web1: {ansible_host: 10.0.0.1}\n"
         "        web2: {ansible_port: 2201}\n    db:\n      hosts:\n        db1:\n")
     limited = inventory.hosts(inventory.read(str(tmp_path / "hosts.yml"), "web:!web2",
-                                             vault=vault), vault=vault)
+                                             vault=vault)[0], vault=vault)
     assert [h.name for h in limited] == ["web1"] and limited[0].target.user == "ops"
     # without the password, the vaulted user is refused for that host alone
     plain = {h.name: h for h in inventory.hosts(
-        inventory.read(str(tmp_path / "hosts.ini"), vault=vault))}
+        inventory.read(str(tmp_path / "hosts.ini"), vault=vault)[0])}
     assert plain["db1"].target is None and "vault-encrypted" in plain["db1"].error
     assert plain["web1"].target is not None
 
@@ -305,8 +306,9 @@ def test_an_ini_inventory_with_group_vars_every_host_answered(servers, volume, t
 @has_sshd
 def test_a_yaml_inventory_with_limit_safe_unknown_and_refused(servers, volume, tmp_path):
     one, two = servers
-    (tmp_path / "group_vars").mkdir()
-    (tmp_path / "hosts.yml").write_text(f"""\
+    inv_dir = tmp_path / "inventory"            # a directory, as Ansible reads one
+    (inv_dir / "group_vars").mkdir(parents=True)
+    (inv_dir / "hosts.yml").write_text(f"""\
 all:
   children:
     storage:
@@ -319,10 +321,10 @@ all:
         evil: {{ansible_user: "-oProxyCommand=touch {tmp_path}/pwned"}}
         gone: {{ansible_host: 127.0.0.1, ansible_port: {sshd.free_port()}}}
 """)
-    (tmp_path / "group_vars" / "all.yml").write_text(
+    (inv_dir / "group_vars" / "all.yml").write_text(
         f"ansible_ssh_common_args: -F {one.config}\n"
         f"ansible_python_interpreter: {FAR_PYTHON}\n")
-    inv = str(tmp_path / "hosts.yml")
+    inv = str(inv_dir)
     env = dict(os.environ)
     env.pop("VACATE_SSH_ARGS", None)
     r = vacate("check", "--json", "--inventory", inv, volume.mountpoint, env=env)
@@ -338,6 +340,12 @@ all:
     r = vacate("check", "--inventory", inv, "--limit", "storage", volume.mountpoint, env=env)
     assert r.returncode == EXIT_OK, r.stdout + r.stderr[-3000:]
     assert "0 in use, 0 could not tell, 2 safe" in r.stdout
+    # a file of the directory Ansible cannot parse: it goes on without it, vacate says so and
+    # does not call the fleet safe (the hosts there, if any, were not checked)
+    (inv_dir / "more.yml").write_text("all:\n  hosts: [nas3\n")
+    r = vacate("check", "--inventory", inv, "--limit", "storage", volume.mountpoint, env=env)
+    assert r.returncode == EXIT_UNKNOWN, r.stdout + r.stderr[-3000:]
+    assert "2 safe" in r.stdout and f"could not parse {inv_dir}/more.yml" in r.stderr
 
 
 # -- hosts side by side ---------------------------------------------------------------------
@@ -409,3 +417,40 @@ def test_a_host_that_hangs_holds_up_only_its_own_slot(servers, tmp_path):
     assert "no answer within 3 s" in docs["stuck"]["error"]["message"]
     assert docs["quick"]["verdict"]["safe_to_unmount"] is not None
     assert r.returncode in (EXIT_IN_USE, EXIT_UNKNOWN) and took < 30
+
+
+@has_ansible
+@has_sshd
+def test_an_interrupted_run_ends_its_sessions_and_starts_no_other_host(servers, tmp_path):
+    one, _ = servers
+    marker = f"vacate-fleet-{os.getpid()}-{time.monotonic_ns()}"
+    slow = f"{sys.executable} {os.path.abspath(PROXY)} 60 127.0.0.1 {one.port} {marker}"
+    lines = [f"h{i} ansible_host=127.0.0.1 ansible_port={one.port}" for i in range(4)]
+    lines += ["[all:vars]", f"ansible_python_interpreter={FAR_PYTHON}",
+              f"ansible_ssh_common_args='-F {one.config} -o \"ProxyCommand={slow}\"'"]
+    (tmp_path / "hosts.ini").write_text("\n".join(lines) + "\n")
+    env = dict(os.environ)
+    env.pop("VACATE_SSH_ARGS", None)
+    p = subprocess.Popen([*VACATE, "check", "--forks", "2", "--inventory",
+                          str(tmp_path / "hosts.ini"), "/tmp"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def proxies() -> int:      # the proxies themselves (ssh's own command line names them too)
+        return subprocess.run(["pgrep", "-f", f"^{sys.executable} .*{marker}"],
+                              capture_output=True, check=False).stdout.count(b"\n")
+
+    try:
+        deadline = time.monotonic() + 30
+        while proxies() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
+        assert proxies() == 2                    # two hosts at a time
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err[-3000:]
+    time.sleep(0.5)
+    assert proxies() == 0                        # their sessions ended, no other started

@@ -8,7 +8,7 @@ inventory itself could not be read."""
 from __future__ import annotations
 
 from vacate.cli.env import Env
-from vacate.observing.errors import UsageError
+from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_arguments(p) -> None:
@@ -46,6 +46,8 @@ def wanted(args) -> bool:
 
 
 def run(args, env: Env) -> int:
+    from rich.markup import escape
+
     from vacate.remote import fleet, inventory
 
     if args.path is None:
@@ -61,7 +63,9 @@ def run(args, env: Env) -> int:
     vault = inventory.VaultArgs(tuple(
         [x for f in args.vault_password_file for x in ("--vault-password-file", f)]
         + [x for i in args.vault_id for x in ("--vault-id", i)]))
-    data = inventory.read(args.inventory, args.limit, vault)
+    data, unparsed = inventory.read(args.inventory, args.limit, vault)
+    problems = [f"ansible-inventory could not parse {u}: the hosts there, if any, were not "
+                "checked" for u in unparsed]
     hosts = inventory.hosts(data, vault=vault, python=args.python, become=args.become)
     if not hosts:
         raise UsageError(f"--inventory {args.inventory}: no hosts"
@@ -90,4 +94,10 @@ def run(args, env: Env) -> int:
         from vacate.output import fleet_view
 
         fleet_view.render(checks, args.path, env.console())
-    return fleet.exit_code(checks)
+    if problems:
+        # a host list that may be short is not a fleet found safe
+        err = env.console(stderr=True)
+        for p in problems:
+            err.print(f"[yellow]could not tell:[/] {escape(p)}")
+    code = fleet.exit_code(checks)
+    return EXIT_UNKNOWN if problems and code == EXIT_OK else code

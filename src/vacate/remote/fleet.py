@@ -65,19 +65,28 @@ def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_F
     ``on_done(check, done, total)`` is called as each host finishes (from the calling
     thread)."""
     out: list[HostCheck | None] = [None] * len(hosts)
-    with ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="vacate-host") as ex:
+    live: set[_Watch] = set()
+    ex = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="vacate-host")
+    try:
         futures = {ex.submit(check_one, h, path, scan_tree=scan_tree, configured=configured,
-                             timeout_s=timeout_s): i for i, h in enumerate(hosts)}
+                             timeout_s=timeout_s, live=live): i for i, h in enumerate(hosts)}
         for n, f in enumerate(as_completed(futures), 1):
             i = futures[f]
             out[i] = f.result()
             if on_done is not None:
                 on_done(out[i], n, len(hosts))
+    except BaseException:
+        # interrupted (Ctrl-C, SIGTERM): start no other host, end the sessions under way
+        ex.shutdown(wait=False, cancel_futures=True)
+        for watch in list(live):
+            watch.abort()
+        raise
+    ex.shutdown(wait=True)
     return out
 
 
 def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured: bool = True,
-              timeout_s: float | None = None) -> HostCheck:
+              timeout_s: float | None = None, live: set | None = None) -> HostCheck:
     """Look at ``path`` on one host and decide; every failure becomes the answer."""
     if h.target is None:
         return HostCheck(h.name, h.name, error=h.error, kind=h.kind)
@@ -88,6 +97,8 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
     start = time.monotonic()
     where = Remote(h.target)
     watch = _Watch(where, timeout_s)
+    if live is not None:
+        live.add(watch)
 
     def failed(kind, message, hint=None, unanswered=None):
         return HostCheck(h.name, label, error=message, kind=kind, hint=hint,
@@ -106,13 +117,15 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
 
         return failed("unreachable" if isinstance(e, Unreachable) else "error", e.message,
                       e.hint)
-    except Exception as e:      # a bug for this host must not end the others' run
+    except Exception as e:  # noqa: BLE001 -- a bug for one host must not end the others' run
         where_ = traceback.extract_tb(e.__traceback__)[-1:]
         at = f" at {where_[0].filename}:{where_[0].lineno}" if where_ else ""
         return failed("error", f"{label}: {type(e).__name__}: {e}{at}")
     finally:
         watch.stop()
         where.close()
+        if live is not None:
+            live.discard(watch)
     return HostCheck(h.name, label, result=result, elapsed_s=time.monotonic() - start)
 
 
@@ -133,7 +146,7 @@ class _Watch:
         self._timer = threading.Timer(self.timeout_s, self._expire)
         self._timer.daemon = True
         self._timer.start()
-        self.where.session       # started now (ssh runs), so the timer has a process to end
+        _ = self.where.session   # started now (ssh runs), so the timer has a process to end
         with self._lock:
             if self.expired:
                 self._kill()
@@ -141,6 +154,11 @@ class _Watch:
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
+            self._kill()
+
+    def abort(self) -> None:
+        """End the session now (the run was interrupted)."""
+        with self._lock:
             self._kill()
 
     def _kill(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -58,9 +59,11 @@ def _tool(name: str) -> str:
     return found
 
 
-def read(source: str, limit: str | None = None, vault: VaultArgs = VaultArgs()) -> dict:
+def read(source: str, limit: str | None = None,
+         vault: VaultArgs = VaultArgs()) -> tuple[dict, list[str]]:
     """``ansible-inventory --list`` for ``source`` (``--limit`` as Ansible's patterns): the
-    parsed JSON."""
+    parsed JSON, and the sources Ansible could not parse (it warns and goes on without them:
+    the hosts there, if any, are missing from the list)."""
     if not os.path.exists(source) and "," not in source:
         raise UsageError(f"--inventory {source}: no such file or directory")
     argv = [_tool("ansible-inventory"), "-i", source, "--list", *vault.argv]
@@ -82,10 +85,14 @@ def read(source: str, limit: str | None = None, vault: VaultArgs = VaultArgs()) 
         raise VacateError(f"ansible-inventory -i {source}: not JSON ({e})") from None
     if not isinstance(data, dict):
         raise VacateError(f"ansible-inventory -i {source}: expected an object")
-    if "Unable to parse" in r.stderr or "No inventory was parsed" in r.stderr:
+    unparsed = UNPARSED.findall(r.stderr)
+    if not host_names(data) and (unparsed or "No inventory was parsed" in r.stderr):
         raise UsageError(f"--inventory {source}: Ansible could not read it: "
                          + _last_lines(r.stderr))
-    return data
+    return data, unparsed
+
+
+UNPARSED = re.compile(r"Unable to parse (.+?) as an inventory source")
 
 
 def _prompts(vault: VaultArgs) -> bool:
