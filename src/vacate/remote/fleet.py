@@ -65,7 +65,7 @@ def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_F
     ``on_done(check, done, total)`` is called as each host finishes (from the calling
     thread)."""
     out: list[HostCheck | None] = [None] * len(hosts)
-    live: set[_Watch] = set()
+    live = _Live()
     ex = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="vacate-host")
     try:
         futures = {ex.submit(check_one, h, path, scan_tree=scan_tree, configured=configured,
@@ -78,15 +78,14 @@ def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_F
     except BaseException:
         # interrupted (Ctrl-C, SIGTERM): start no other host, end the sessions under way
         ex.shutdown(wait=False, cancel_futures=True)
-        for watch in list(live):
-            watch.abort()
+        live.abort()
         raise
     ex.shutdown(wait=True)
     return out
 
 
 def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured: bool = True,
-              timeout_s: float | None = None, live: set | None = None) -> HostCheck:
+              timeout_s: float | None = None, live: _Live | None = None) -> HostCheck:
     """Look at ``path`` on one host and decide; every failure becomes the answer."""
     if h.target is None:
         return HostCheck(h.name, h.name, error=h.error, kind=h.kind)
@@ -97,8 +96,9 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
     start = time.monotonic()
     where = Remote(h.target)
     watch = _Watch(where, timeout_s)
-    if live is not None:
-        live.add(watch)
+    if live is not None and not live.add(watch):
+        return HostCheck(h.name, label, error=f"{label}: not looked at (interrupted)",
+                         kind="error")
 
     def failed(kind, message, hint=None, unanswered=None):
         return HostCheck(h.name, label, error=message, kind=kind, hint=hint,
@@ -129,26 +129,54 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
     return HostCheck(h.name, label, result=result, elapsed_s=time.monotonic() - start)
 
 
+class _Live:
+    """The hosts under way, so that an interrupted run can end their sessions; a host that
+    starts after that is not looked at."""
+
+    def __init__(self):
+        self._watches: set[_Watch] = set()
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    def add(self, watch: _Watch) -> bool:
+        with self._lock:
+            if self._stopped:
+                return False
+            self._watches.add(watch)
+            return True
+
+    def discard(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.discard(watch)
+
+    def abort(self) -> None:
+        with self._lock:
+            self._stopped = True
+            watches = list(self._watches)
+        for w in watches:
+            w.abort()
+
+
 class _Watch:
     """Ends a host's ssh session when ``timeout_s`` passes (the read waiting on it then ends
-    and the host is reported as timed out)."""
+    and the host is reported as timed out), or when the run is interrupted."""
 
     def __init__(self, where, timeout_s: float | None):
         self.where = where
         self.timeout_s = timeout_s
         self.expired = False
+        self.aborted = False
         self._timer = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        if self.timeout_s is None:
-            return
-        self._timer = threading.Timer(self.timeout_s, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-        _ = self.where.session   # started now (ssh runs), so the timer has a process to end
+        if self.timeout_s is not None:
+            self._timer = threading.Timer(self.timeout_s, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        _ = self.where.session   # started now (ssh runs), so there is a process to end
         with self._lock:
-            if self.expired:
+            if self.expired or self.aborted:
                 self._kill()
 
     def _expire(self) -> None:
@@ -159,6 +187,7 @@ class _Watch:
     def abort(self) -> None:
         """End the session now (the run was interrupted)."""
         with self._lock:
+            self.aborted = True
             self._kill()
 
     def _kill(self) -> None:
