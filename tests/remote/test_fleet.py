@@ -173,6 +173,39 @@ def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
 
 
 @has_ansible
+def test_a_dynamic_inventory_script_and_a_vaulted_vars_file(tmp_path):
+    script = tmp_path / "cloud.py"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+if sys.argv[1:] == ["--list"]:
+    print(json.dumps({{"gpu": {{"hosts": ["g1", "g2"]}},
+                      "_meta": {{"hostvars": {{"g1": {{"ansible_host": "10.9.0.1"}},
+                                             "g2": {{"ansible_port": 2022}}}}}}}}))
+else:
+    print("{{}}")
+""")
+    script.chmod(0o755)
+    got = inventory.hosts(inventory.read(str(script))[0])
+    assert [(h.name, h.target.host, h.target.port) for h in got] == \
+        [("g1", "10.9.0.1", None), ("g2", "g2", 2022)]
+    # group_vars encrypted whole, with the password passed as to Ansible
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "pw").write_text("sesame\n")
+    secret = tmp_path / "group_vars" / "gpu.yml"
+    secret.write_text("ansible_user: deploy\nansible_become: true\n")
+    subprocess.run(["ansible-vault", "encrypt", "--vault-password-file", str(tmp_path / "pw"),
+                    str(secret)], capture_output=True, check=True)
+    assert secret.read_text().startswith("$ANSIBLE_VAULT")
+    (tmp_path / "hosts.ini").write_text("[gpu]\ng1\n")
+    vault = VaultArgs(("--vault-password-file", str(tmp_path / "pw")))
+    [g1] = inventory.hosts(inventory.read(str(tmp_path / "hosts.ini"), vault=vault)[0],
+                           vault=vault)
+    assert g1.target == SshTarget("g1", user="deploy", become=True)
+    r = vacate("check", "--inventory", str(tmp_path / "hosts.ini"), "/data")
+    assert r.returncode == 2 and "vault" in r.stderr.lower()
+
+
+@has_ansible
 def test_an_inventory_that_cannot_be_read_is_an_error(tmp_path):
     r = vacate("check", "--inventory", str(tmp_path / "missing.ini"), "/data")
     assert r.returncode == 2 and "no such file" in r.stderr

@@ -78,7 +78,9 @@ def read(source: str, limit: str | None = None,
                           f"{INVENTORY_TIMEOUT_S} s") from None
     if r.returncode != 0:
         raise VacateError(f"ansible-inventory -i {source} failed (exit {r.returncode}): "
-                          + _last_lines(r.stderr))
+                          + _last_lines(r.stderr),
+                          hint="pass --vault-password-file or --vault-id as to Ansible"
+                          if "vault" in r.stderr.lower() else None)
     try:
         data = json.loads(r.stdout)
     except ValueError as e:
