@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from vacate import remote
+from vacate.cli import check_fleet
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
 
@@ -25,6 +26,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-config", action="store_true",
                    help="skip configured users (unit files, fstab, containers...)")
     remote.add_arguments(p)
+    check_fleet.add_arguments(p)
     return p
 
 
@@ -33,6 +35,8 @@ def exit_code(safe: bool | None) -> int:
 
 
 def run(args, env: Env) -> int:
+    if check_fleet.wanted(args):
+        return check_fleet.run(args, env)
     if (args.path is None) == (args.saved is None):
         raise UsageError("give either PATH or --from FILE")
     if args.saved is not None:
