@@ -49,6 +49,9 @@ def state_path(dest: str) -> str:
 
 @dataclass
 class CopyResult:
+    """What one copy pass did: files seen, copied (bytes), reflinked, hardlinked again,
+    removed because the source no longer has them, and what it could not keep."""
+
     files: int = 0
     copied: int = 0
     bytes_copied: int = 0
@@ -347,6 +350,9 @@ def unchanged(source: str, dest: str) -> list[str]:
 
 @dataclass
 class ReadBack:
+    """What reading the copy back from the disk found: files and bytes read, and each file
+    whose hash is not the one taken from the source (path, why)."""
+
     files: int = 0
     bytes_read: int = 0
     mismatches: list = field(default_factory=list)      # (path, why)

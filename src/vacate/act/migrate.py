@@ -59,6 +59,8 @@ class CopyParams:
 
 @dataclass(frozen=True, slots=True)
 class VerifyCopyParams:
+    """The item and the copy of it to read back."""
+
     item: str
     to: str
 

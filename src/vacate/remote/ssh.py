@@ -134,7 +134,8 @@ class Session:
         self.proc = subprocess.Popen(target.argv(), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         self._boot = wire.frame(wire.BOOT, payload.build())
 
     def _start(self) -> None:
@@ -193,6 +194,7 @@ class Session:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
+        self._drainer.join(5)           # what ssh said before it ended, read to the end
         said = self._said() or f"ssh exited {code}"
         label, python = self.target.label, self.target.python
         if code == 255:
