@@ -189,6 +189,10 @@ def entry() -> None:
         code = EXIT_ERROR
     finally:
         procs_probe.close_pending()
-    if quick:
+    if quick or code in (130, 143):
+        # interrupted: what had to be undone was undone while the interruption went up
+        # (temp parts removed, the journal fsynced); the interpreter's teardown would wait on
+        # worker threads a stopped step left behind, and a late interrupt there would end
+        # the process by the signal instead of with the exit status that names it
         _quick_exit(code)
     sys.exit(code)

@@ -135,7 +135,21 @@ class Plan:
                 "target": self.observation.target.as_json(), **doc}
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), ensure_ascii=True, indent=1) + "\n"
+        """The plan file: indented for people, but the drill-down's table (a row per
+        directory of the volume, most of a large plan) one row a line."""
+        doc = self.to_json()
+        try:
+            dirs = doc["observation"]["inventory"]["dirs"]
+            rows = dirs["rows"]
+        except (KeyError, TypeError):
+            return json.dumps(doc, ensure_ascii=True, indent=1) + "\n"
+        mark = "\x00rows\x00"
+        dirs["rows"] = mark
+        text = json.dumps(doc, ensure_ascii=True, indent=1)
+        one = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+        table = "[\n" + ",\n".join(one(r) for r in rows) + "\n]" if rows else "[]"
+        dirs["rows"] = rows
+        return text.replace(json.dumps(mark), table, 1) + "\n"
 
     @classmethod
     def from_json(cls, doc) -> Plan:
