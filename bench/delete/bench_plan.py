@@ -12,7 +12,6 @@ older commit can be run on the same copy for comparison. Needs root (loop mounts
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

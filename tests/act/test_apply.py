@@ -230,8 +230,8 @@ def test_the_last_look_finds_what_would_mount_it_again(story, tmp_path):
     from test_config_edit import put
 
     from vacate.act import check_step
-    from vacate.act.base import Context
     from vacate.act.apply import load
+    from vacate.act.base import Context
     from vacate.observing.host import Host
 
     story.make_plan()

@@ -11,11 +11,11 @@ import pytest
 
 from vacate.act import config_edit
 from vacate.act.base import Context
+from vacate.decide.plan import make_plan
 from vacate.observing.collectors.configured import cron, fstab
 from vacate.observing.collectors.configured.match import host_view
-from vacate.observing.observe import observe
-from vacate.decide.plan import make_plan
 from vacate.observing.host import Host
+from vacate.observing.observe import observe
 
 
 def test_a_path_in_a_tree_kept_apart_lies_in_that_tree():

@@ -12,8 +12,8 @@ from harness.volumes import can_loop_mount, make_volume
 from vacate.observing.collectors import kernel, mounts
 from vacate.observing.host import Host
 from vacate.observing.model.mount import Target
-from vacate.output.actions import for_consumer as said
 from vacate.observing.parsers import mountinfo
+from vacate.output.actions import for_consumer as said
 
 
 @pytest.fixture(params=["ext4", "xfs", "btrfs"])

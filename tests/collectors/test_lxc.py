@@ -10,8 +10,8 @@ from vacate.observing.collectors.configured import lxc as lxc_src
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.collectors.mounts import resolve_target
 from vacate.observing.host import Host
-from vacate.output.actions import for_consumer as said
 from vacate.observing.parsers import fstab, lxc_config
+from vacate.output.actions import for_consumer as said
 
 
 def _fixture(name: str) -> str:

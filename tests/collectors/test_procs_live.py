@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from vacate.observing.collectors import mounts, procs
 from vacate.decide.verdict import verdict
+from vacate.observing.collectors import mounts, procs
 from vacate.observing.host import Host
 
 

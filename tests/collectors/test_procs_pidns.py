@@ -10,9 +10,9 @@ import tempfile
 import pytest
 from harness.holders import Holders
 
-from vacate.observing.observe import observe
 from vacate.observing.host import Host
 from vacate.observing.model.usage import ContainerRoot
+from vacate.observing.observe import observe
 
 pytestmark = [pytest.mark.root]
 

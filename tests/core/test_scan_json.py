@@ -14,9 +14,9 @@ from test_recognise import small_model
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
+from vacate.observing.recognise import sidebyside
 from vacate.observing.scan import scan
 from vacate.output import jsonfmt
-from vacate.observing.recognise import sidebyside
 
 
 def odd_tree(root: str) -> str:

@@ -101,7 +101,7 @@ def start(dir: str, *, banner: str | None = None, client: tuple[str, ...] = ()) 
             f"  UserKnownHostsFile {dir}/known_hosts", "  GlobalKnownHostsFile /dev/null",
         ]) + "\n")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", os.path.join(dir, "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(dir, "log"), "w"))
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(dir, "log"), "w"))  # noqa: SIM115 (sshd's lifetime)
     server = Server(dir, port, proc, host_pub)
     server.trust(host_pub)
     deadline = time.monotonic() + 10

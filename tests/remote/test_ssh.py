@@ -97,7 +97,7 @@ def test_check_over_ssh_is_the_local_check(server, held, python):
             return r
         return run
 
-    a, b = same_document(look(env=dict(env, VACATE_NO_C="1")),
+    _a, b = same_document(look(env=dict(env, VACATE_NO_C="1")),
                          look("--host", "vacate-test", "--python", python, env=env),
                          drop=("elapsed_s", "host"))
     here, there = hosts[-2:]
@@ -230,7 +230,8 @@ def test_a_banner_and_a_pty_do_not_corrupt_the_reply(noisy_server, held):
     env = noisy_server.environ()
     py = far_pythons()[0]
     probe = subprocess.run(["ssh", "-F", noisy_server.config, "vacate-test", "tty"],
-                           capture_output=True, text=True, timeout=30, stdin=subprocess.PIPE)
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.PIPE,
+                           check=False)
     assert "Welcome to the lab host" in probe.stdout and "/dev/pts/" in probe.stdout
     same_document(lambda: vacate("check", "--json", "--no-scan", v.mountpoint,
                                  env=dict(env, VACATE_NO_C="1")),

@@ -19,10 +19,10 @@ from typing import BinaryIO, Protocol
 
 import zstandard
 
-from vacate.observing import fsio
 from vacate.archive import tarfmt
 from vacate.archive.tarfmt import BLOCK, Member, TarFormatError
 from vacate.archive.target import LocalTarget, Target
+from vacate.observing import fsio
 
 READ = 1 << 20
 MAX_META = 16 << 20            # a pax header or GNU long name: what vacate writes is < 16 KiB

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from vacate.observing import fsio
 from vacate.archive import manifest as mf
 from vacate.archive.beneath import Tree
 from vacate.archive.manifest import shown
@@ -50,6 +49,7 @@ from vacate.archive.verify import (
     load_manifest,
     part_error,
 )
+from vacate.observing import fsio
 from vacate.observing.errors import UsageError
 
 SETID = S.S_ISUID | S.S_ISGID

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from vacate.observing import fsio
 from vacate.archive import manifest as mf
 from vacate.archive import sums
 from vacate.archive.manifest import shown
@@ -24,6 +23,7 @@ from vacate.archive.reader import PartError, open_part, read_named, read_part
 from vacate.archive.source import arc_roots, walk
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
+from vacate.observing import fsio
 from vacate.observing.errors import (
     EXIT_ERROR,
     EXIT_IN_USE,

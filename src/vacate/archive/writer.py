@@ -48,11 +48,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from vacate import __version__
-from vacate.observing import fsio
 from vacate.archive import changes, compress, source, stage, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
+from vacate.observing import fsio
 from vacate.observing.errors import UsageError
 from vacate.observing.model.common import Problem
 

@@ -225,8 +225,8 @@ def _retire(path: str, out, env: Env, cli, *, apply: bool, work: str) -> None:
 
 def _plan_only(path: str, out, env: Env) -> None:
     """A plain directory is no volume to retire: the plan vacate would make for one."""
-    from vacate.observing.observe import observe
     from vacate.decide.plan import make_plan
+    from vacate.observing.observe import observe
     from vacate.output import plan_view
 
     out.print("[bold]Retiring it[/] needs a volume of its own (run as root). As a plain "

@@ -4,10 +4,10 @@ Prints nothing."""
 
 from __future__ import annotations
 
-from vacate.observing.observe import observe
 from vacate.decide import verdict
 from vacate.observing.host import Host
 from vacate.observing.model.usage import CheckResult
+from vacate.observing.observe import observe
 
 
 def check(path: str, *, host: Host | None = None, scan_tree: bool = True,

@@ -57,9 +57,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors.mounts import read_mounts
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import NotFound, VacateError
 from vacate.observing.fsio import (
     TMP_PREFIX,

@@ -101,7 +101,8 @@ def entries_file(host: Host, path: str, *, dev: int) -> dict:
     import base64
     import io
 
-    from vacate.observing.entries import file_name, record_item as record
+    from vacate.observing.entries import file_name
+    from vacate.observing.entries import record_item as record
     from vacate.observing.model import codec
 
     buf = io.BytesIO()

@@ -8,10 +8,10 @@ import os
 from rich.markup import escape
 from rich.table import Table
 
-from vacate.observing.model.plan import Plan
 from vacate.decide.inside import inside
-from vacate.output.actions import command
+from vacate.observing.model.plan import Plan
 from vacate.observing.units import human_bytes, human_duration
+from vacate.output.actions import command
 
 ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red", "migrate": "green"}
 

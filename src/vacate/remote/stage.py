@@ -47,12 +47,12 @@ if sys.version_info < MINIMUM:
           % (sys.executable or "python3", sys.version.split()[0], MINIMUM[0], MINIMUM[1]))
     sys.exit(0)
 
-import base64  # noqa: E402
-import hashlib  # noqa: E402
-import importlib.abc  # noqa: E402
-import importlib.util  # noqa: E402
-import io  # noqa: E402
-import zipfile  # noqa: E402
+import base64
+import hashlib
+import importlib.abc
+import importlib.util
+import io
+import zipfile
 
 
 def read_boot(readline):
@@ -85,7 +85,7 @@ class Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, data):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            self.files = dict((n, z.read(n)) for n in z.namelist() if n.endswith(".py"))
+            self.files = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
 
     def find_spec(self, name, path=None, target=None):
         base = name.replace(".", "/")
@@ -109,6 +109,6 @@ if data is None:
     reply("damaged", "the payload did not arrive whole")
     sys.exit(0)
 sys.meta_path.insert(0, Payload(data))
-from vacate.observing import worker  # noqa: E402
+from vacate.observing import worker
 
 sys.exit(worker.main())

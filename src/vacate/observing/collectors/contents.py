@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.mount import Target
 
 INSIDE = None

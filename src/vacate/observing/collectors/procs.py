@@ -54,12 +54,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors import cgroups, procs_probe
 from vacate.observing.collectors.mounts import is_under, mount_of
 from vacate.observing.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
 from vacate.observing.collectors.procs_probe import read_all as _read
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import NotFound
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
@@ -524,7 +523,9 @@ class _Pass:
         if uid is None:
             return None
         if self.passwd is None:
-            from vacate.observing.fsio import read_bounded  # holders only: off the start of every check
+            from vacate.observing.fsio import (
+                read_bounded,  # holders only: off the start of every check
+            )
             from vacate.observing.parsers import passwd
 
             try:

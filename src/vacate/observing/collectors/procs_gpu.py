@@ -14,7 +14,6 @@ import contextlib
 from dataclasses import dataclass, replace
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.usage import Consumer
 
 

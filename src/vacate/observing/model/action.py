@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model import codec
 
 TYPE_CHECKING = False

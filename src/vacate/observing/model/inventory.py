@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.common import Problem
 from vacate.observing.model.mount import Target
 

@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass, replace
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model import codec
 from vacate.observing.model.common import Problem
 from vacate.observing.model.inventory import (

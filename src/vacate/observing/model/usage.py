@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.action import Action
 from vacate.observing.model.common import Problem
 from vacate.observing.model.inventory import Item, ScanResult
@@ -14,8 +13,9 @@ from vacate.observing.model.mount import Target
 # typing is imported only by type checkers (its import is a measurable part of start-up)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from vacate.observing.model.observation import CtView, HostFacts
     from typing import Any
+
+    from vacate.observing.model.observation import CtView, HostFacts
 
 # Item statuses, strongest first: a directory takes the strongest status found inside it.
 STATUS_ORDER = ("active", "referenced", "cold", "disposable", "artifact")

@@ -13,7 +13,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.common import Problem
 from vacate.observing.model.inventory import DirSummary, FileEntry, Stats
 

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.parsers.redact import shown_text
 
 _ENV = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")

@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.parsers.redact import shown_text
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.common import Problem
 from vacate.observing.parsers.lines import parse_lines
 from vacate.observing.parsers.redact import shown_text

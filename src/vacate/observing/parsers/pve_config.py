@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from vacate.observing.compat import SLOTS
 from urllib.parse import unquote
 
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.common import Problem
 from vacate.observing.parsers.redact import shown_text
 

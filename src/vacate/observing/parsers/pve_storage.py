@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.model.common import Problem
 from vacate.observing.parsers.redact import shown_text
 

@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
-
 from vacate.observing.parsers import envfile
 from vacate.observing.parsers.redact import shown_text
 

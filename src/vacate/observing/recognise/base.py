@@ -11,15 +11,14 @@ from __future__ import annotations
 import errno
 import os
 import stat as S
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from vacate.observing.compat import SLOTS
 from functools import lru_cache
-import typing
 from typing import NamedTuple, Optional
 
 from vacate.observing.collectors.walk_descent import fastwalk
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.inventory import Classification, Stats
 from vacate.observing.recognise.read import Reader, open_noatime
 

@@ -7,8 +7,8 @@ import json
 import re
 
 from vacate.observing.model.inventory import Classification
-from vacate.observing.units import human_bytes
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
+from vacate.observing.units import human_bytes
 
 DATA_EXT = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".arrow", ".csv", ".tsv",
             ".json", ".tfrecord", ".npy")

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 from vacate.observing.compat import SLOTS
-from itertools import chain
 
 
 @dataclass(frozen=True, **SLOTS)

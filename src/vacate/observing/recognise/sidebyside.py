@@ -26,8 +26,8 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from vacate.observing.compat import F_SETPIPE_SZ, exit_code
 from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
+from vacate.observing.compat import F_SETPIPE_SZ, exit_code
 from vacate.observing.model.inventory import Item, Stats
 from vacate.observing.recognise import hub_cache
 from vacate.observing.recognise.explore import Explorer, Subtree

@@ -7,9 +7,9 @@ import os
 import re
 
 from vacate.observing.model.inventory import Classification
-from vacate.observing.units import human_bytes
 from vacate.observing.parsers.redact import redact_text
 from vacate.observing.recognise.base import Ctx, cls, dirs
+from vacate.observing.units import human_bytes
 
 KNOWN = {"specforge": "SpecForge", "sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE",
          "transformers": "transformers", "llama.cpp": "llama.cpp", "megatron-lm": "Megatron-LM",

@@ -10,9 +10,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors.configured.match import fs_path
+from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.mount import Target
 

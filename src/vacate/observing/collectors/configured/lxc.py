@@ -15,8 +15,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors.configured.blockdev import VolumeDevice
 from vacate.observing.collectors.configured.cfgfiles import (
     line_evidence,
@@ -28,6 +26,7 @@ from vacate.observing.collectors.configured.cfgfiles import (
 from vacate.observing.collectors.configured.fstab import entry_uses
 from vacate.observing.collectors.configured.match import VolumeView
 from vacate.observing.collectors.configured.resolve import on_volume
+from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import read_bounded, read_problem
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem

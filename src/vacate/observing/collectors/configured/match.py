@@ -13,9 +13,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors.mounts import is_under as _under
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.mount import Mount, Target
 
 # Characters that end a path token inside free text.

@@ -12,8 +12,18 @@ import os
 from dataclasses import dataclass, field
 
 from vacate.observing.collectors.configured.blockdev import VolumeDevice
-from vacate.observing.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
-from vacate.observing.collectors.configured.lxc import Finding, Scope, mount_entry_uses, running_state
+from vacate.observing.collectors.configured.cfgfiles import (
+    line_evidence,
+    list_dir,
+    read_text,
+    spelled,
+)
+from vacate.observing.collectors.configured.lxc import (
+    Finding,
+    Scope,
+    mount_entry_uses,
+    running_state,
+)
 from vacate.observing.collectors.configured.match import VolumeView
 from vacate.observing.collectors.configured.resolve import on_volume
 from vacate.observing.host import Host

@@ -9,7 +9,12 @@ import hashlib
 import os
 import re
 
-from vacate.observing.collectors.configured.cfgfiles import line_evidence, list_dir, read_text, spelled
+from vacate.observing.collectors.configured.cfgfiles import (
+    line_evidence,
+    list_dir,
+    read_text,
+    spelled,
+)
 from vacate.observing.collectors.configured.match import VolumeView
 from vacate.observing.collectors.configured.resolve import on_volume
 from vacate.observing.host import Host

@@ -16,10 +16,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from vacate.observing.compat import SLOTS
-
 from vacate.observing.collectors.configured.cfgfiles import list_dir, read_text
 from vacate.observing.collectors.configured.match import VolumeView
+from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
 from vacate.observing.model.mount import Target

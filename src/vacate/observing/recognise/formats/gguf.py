@@ -7,10 +7,9 @@ import math
 import struct
 from collections import Counter
 from dataclasses import dataclass
-
-from vacate.observing.compat import SLOTS
 from typing import Any
 
+from vacate.observing.compat import SLOTS
 from vacate.observing.recognise.formats import FormatError, Truncated
 
 GGML_TYPES = {

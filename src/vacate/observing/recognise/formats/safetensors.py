@@ -10,13 +10,12 @@ import struct
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from vacate.observing.compat import SLOTS
 from itertools import chain, compress
 from operator import itemgetter, sub
 from typing import NamedTuple
 
 from vacate.observing import native
+from vacate.observing.compat import SLOTS
 from vacate.observing.recognise.formats import FormatError, Truncated, loads
 
 # The safetensors library itself refuses headers above 100 MB.
