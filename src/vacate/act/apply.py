@@ -24,6 +24,7 @@ from vacate.act.kind import carry_out, kind_of, module_of
 from vacate.act.registry import KINDS
 from vacate.decide import stale
 from vacate.decide.plan import edited_steps
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import EXIT_UNKNOWN, UsageError, VacateError
 from vacate.observing.host import Host
 from vacate.observing.model.codec import Malformed
@@ -34,7 +35,7 @@ class Refused(UsageError):
     """The plan is not applied (stale, edited, not approved): exit 2, nothing changed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class StepResult:
     """One step as this apply left it: ``status`` ok / skipped / failed / manual, or
     ``pending`` (not reached: an earlier step failed)."""
@@ -50,7 +51,7 @@ class StepResult:
     data: dict | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ApplyResult:
     """What an apply came to: each step's result, in the plan's order."""
 

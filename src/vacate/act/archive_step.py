@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
+from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import existing_parent
 from vacate.observing.model.plan import Step
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ArchiveParams:
     """The item, the destination, the archive's name there, the sub-items left out."""
 
@@ -31,7 +32,7 @@ class ArchiveParams:
     exclude: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class VerifyParams:
     """The item, its archive's location, what it is checked against."""
 

@@ -26,13 +26,14 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
+from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Plan, Step
 
 OUTCOMES = ("ok", "skipped", "failed", "manual")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Outcome:
     """What a step came to: ``status`` one of ok, skipped (it was done already), failed,
     manual (only a person can do it: ``detail`` says what); ``data`` the kind's own facts
@@ -57,7 +58,7 @@ class CommandFailed(Exception):
         self.output = output
 
 
-@dataclass(slots=True)
+@dataclass(**SLOTS)
 class Context:
     """An apply's surroundings for the action modules: the plan, the host, whether this is a
     dry run, where progress goes, the commands run so far, and NVML."""

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CheckParams:
     """What is looked at again: ``freed`` (the space) or ``retired`` (the volume, by its
     device and source)."""

@@ -34,12 +34,13 @@ from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kernel import consumer_of
 from vacate.act.kind import Kind
 from vacate.observing.collectors.configured.cron import RUN_PARTS, SPOOLS
+from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import file_kind, read_bounded, write_atomic
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.redact import shown_text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class EditParams:
     """A line of a file with its sha256 (``lines``: every line of an smb share's section,
     each ``[number, sha256]``); or, for ``do == "delete-disks"``, a guest's mount points
@@ -65,7 +66,7 @@ BACKUP = ".vacate-backup-"
 CRON_DIRS = frozenset({"/etc/cron.d", *SPOOLS, *(f"/etc/cron.{p}" for p in RUN_PARTS)})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class _File:
     """A config file as read now: where it is, its stat, its bytes split at ``\\n``."""
 

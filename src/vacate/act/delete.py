@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
+from vacate.observing.compat import SLOTS
 from vacate.observing.entries import (
     CTIME,
     DEV,
@@ -105,7 +106,7 @@ _WHY_MISSING = {"new": "not in the plan: written after the plan was made",
                 "unlisted": "in a directory the plan could not list"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Kept:
     """An entry left in place. ``reason``: ``new`` (not recorded), ``hidden`` (under a
     mount point when recorded), ``unlisted`` (in a directory that could not be recorded),
@@ -120,7 +121,7 @@ class Kept:
         return {"path": self.path, "reason": self.reason, "detail": self.detail}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Manual:
     """Something only a person should remove, and the command that would."""
 
@@ -132,7 +133,7 @@ class Manual:
         return {"path": self.path, "reason": self.reason, "argv": list(self.argv)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class DeleteResult:
     """What one delete did. ``entries``: entries removed (files, links, directories);
     ``bytes``/``disk_bytes``: apparent and allocated bytes of the files whose last name was

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import PlanItem, Step
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class DeleteParams:
     """The item, and the sub-items left on the volume."""
 
@@ -31,7 +32,7 @@ class DeleteParams:
     exclude: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SnapshotParams:
     """The volume's filesystem, its dataset (ZFS) and the items about to be deleted."""
 

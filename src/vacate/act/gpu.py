@@ -24,6 +24,7 @@ from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.act.processes import same_process, start_time
 from vacate.observing.collectors.procs_gpu import load_nvml, nvml_usage
+from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.codec import Malformed
 from vacate.observing.model.plan import Step
@@ -31,7 +32,7 @@ from vacate.observing.model.plan import Step
 WAIT_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class GpuParams:
     """The pids whose GPUs must be released, and how long to wait for the driver."""
 

@@ -18,6 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import VacateError
 
 TYPE_CHECKING = False
@@ -32,7 +33,7 @@ class JournalError(VacateError):
     """The journal cannot be used (another apply holds it, or it belongs to another plan)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class StepState:
     """What the journal says of one step: its last record's ``event`` (intent or outcome),
     the outcome's status and detail, and the times."""

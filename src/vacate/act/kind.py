@@ -28,11 +28,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
+from vacate.observing.compat import SLOTS
 from vacate.observing.model import codec
 from vacate.observing.model.plan import Step
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class NoParams:
     """A kind whose step says everything in its action (the unit, the mount, the pid)."""
 
@@ -40,7 +41,7 @@ class NoParams:
 codec.register(NoParams)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Kind:
     """One step kind: its name, its parameters' class and its policy (see the module)."""
 

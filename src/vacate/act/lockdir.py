@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.collectors.mounts import read_mounts
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class LockParams:
     """The empty mount point to make immutable."""
 

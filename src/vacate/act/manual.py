@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 from vacate.output.actions import sentence
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ManualParams:
     """Where the person acts: a line of a file (with its sha256 when known), or the
     consumer the step is about."""

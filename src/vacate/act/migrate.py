@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from vacate.act import copy_tree
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.paths import is_under
 
@@ -48,7 +49,7 @@ UNIT_SECTION = frozenset({"RequiresMountsFor"})
 START_WAIT_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class CopyParams:
     """The item, its new path, and whether this is the pass after the stop."""
 
@@ -57,7 +58,7 @@ class CopyParams:
     final: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class VerifyCopyParams:
     """The item and the copy of it to read back."""
 
@@ -65,7 +66,7 @@ class VerifyCopyParams:
     to: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class RepointParams:
     """The unit; the step that stopped it (its manager is reached the same way); each
     ``(old, new)`` path."""
@@ -75,7 +76,7 @@ class RepointParams:
     moves: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class StartParams:
     """The unit, the step that stopped it, the new places its processes must use, the
     volume they must not."""

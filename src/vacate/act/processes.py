@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
+from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Step
 
 GRACE_S = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class EndParams:
     """How long to wait after TERM before KILL."""
 

@@ -22,6 +22,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from vacate.observing.compat import SLOTS
 from vacate.observing.entries import join, normal_path, open_dir, read_only_subvolume
 from vacate.observing.fsio import mount_id
 from vacate.observing.model.mount import Target
@@ -32,7 +33,7 @@ _SUBVOL_ROOT_INO = 256          # BTRFS_FIRST_FREE_OBJECTID: every subvolume's r
 TIMEOUT_S = 300
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Snapshot:
     """One snapshot: of what (a dataset, a subvolume's path), its name or path, and whether
     this call made it (False: it was there already)."""
@@ -45,7 +46,7 @@ class Snapshot:
         return {"source": self.source, "snapshot": self.snapshot, "created": self.created}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SnapshotResult:
     """``outcome``: ``ok`` (every snapshot there, confirmed), ``unsupported`` (the
     filesystem has none) or ``failed`` (``message`` says why; the snapshots made before the

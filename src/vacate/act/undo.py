@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from vacate.act import migrate
 from vacate.act.base import CommandFailed, Context
 from vacate.act.journal import Journal, PlanLock, check_belongs, path_for
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import VacateError
 from vacate.observing.host import Host
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Undone:
     """One repointing reversed (``status`` ok / skipped / failed), with what was done."""
 

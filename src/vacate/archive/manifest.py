@@ -13,6 +13,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from vacate.observing.compat import SLOTS
+
 SCHEMA = "vacate.archive-manifest/1"
 MANIFEST = "MANIFEST.jsonl"
 SUMS = "SHA256SUMS"
@@ -29,7 +31,7 @@ def _s(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Entry:
     """One member of an archive as the manifest lists it."""
     path: bytes
@@ -119,7 +121,7 @@ class Entry:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class PartInfo:
     """One part file of an archive: its name, checksum and size."""
     name: str
@@ -149,7 +151,7 @@ class PartInfo:
                    _int(d, "tar_bytes", 0, _I63, None), _int(d, "entries", 0, _I63, None))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Manifest:
     """An archive's manifest: its sources, parts and entries."""
     name: str

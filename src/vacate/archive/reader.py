@@ -9,6 +9,7 @@ part's sha256, decompression and the members' sha256 proceed at the same time.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import queue
@@ -313,7 +314,7 @@ def _parse(s: _Stream, on_member) -> None:
         used = 0
         if sparse and stored:
             segs, used = _sparse_map(s, m)
-            m = Member(**{**{k: getattr(m, k) for k in m.__slots__}, "sparse": segs})
+            m = dataclasses.replace(m, sparse=segs)
         consumer = on_member(m)
         for off, length in segs:
             pos = off

@@ -50,13 +50,14 @@ from vacate.archive.verify import (
     part_error,
 )
 from vacate.observing import fsio
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import UsageError
 
 SETID = S.S_ISUID | S.S_ISGID
 _TMP = itertools.count()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class RestoreResult:
     """What `vacate restore` wrote, left out and found. ``withheld``: what was not restored
     on purpose (device nodes, set-id bits without ``--preserve-special``); ``refused``:

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 from vacate.observing import fsio
 from vacate.observing.collectors import contents
+from vacate.observing.compat import SLOTS
 from vacate.observing.model.common import Problem
 
 LEFT_OUT = frozenset({"vanished", "replaced", "unreadable", "unreadable-dir"})
 NOTES = frozenset({"socket", "other-filesystem"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class SourceEntry:
     """A file to archive: where it is, its name in the archive, its stat."""
     abspath: bytes

@@ -20,6 +20,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from vacate.observing.compat import SLOTS
+
 BLOCK = 512
 ZERO_BLOCK = bytes(BLOCK)
 END_OF_ARCHIVE = bytes(2 * BLOCK)
@@ -98,7 +100,7 @@ def _ascii_fits(b: bytes, width: int) -> bool:
     return len(b) < width and b.isascii() and b"\0" not in b
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Member:
     """One tar member as written or read. ``path`` and ``linkpath`` are raw bytes."""
 

@@ -24,6 +24,7 @@ from vacate.archive.source import arc_roots, walk
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
 from vacate.observing import fsio
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import (
     EXIT_ERROR,
     EXIT_IN_USE,
@@ -41,7 +42,7 @@ SUMS_SLACK = 1 << 20        # read this much of a sums file beyond what the mani
 MAX_SUMS_FINDINGS = 50      # lines of one sums file named one by one
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class Finding:
     """One thing that does not match. ``code``: manifest-damaged, manifest-unreadable,
     part-missing, part-not-a-file, part-unreadable, part-truncated, part-corrupt,
@@ -72,7 +73,7 @@ def exit_code(findings) -> int:
     return EXIT_UNKNOWN if all(f.code in UNREADABLE for f in findings) else EXIT_IN_USE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class VerifyResult:
     """What `vacate verify` checked and found."""
     location: str

@@ -53,6 +53,7 @@ from vacate.archive import manifest as mf
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
 from vacate.observing import fsio
+from vacate.observing.compat import SLOTS
 from vacate.observing.errors import UsageError
 from vacate.observing.model.common import Problem
 
@@ -65,7 +66,7 @@ _ZEROS = memoryview(bytes(CHUNK))
 Progress = Callable[[int, int], None]     # (bytes done, bytes total)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, **SLOTS)
 class ArchiveResult:
     """What `vacate archive` wrote."""
     location: str
