@@ -254,6 +254,8 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     import dataclasses
 
     from vacate.act.apply import _dry, load
+    from vacate.act.base import Context
+    from vacate.act.remote import Here
     from vacate.observing.host import Host
 
     story.make_plan()
@@ -262,7 +264,10 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     assert rc == 0, err
     steps = [dataclasses.replace(s, kind="manual") if s.kind == "end-process" else s
              for s in plan.steps]
-    r = _dry(story.plan, dataclasses.replace(plan, steps=tuple(steps)), {}, Host.local())
+    edited = dataclasses.replace(plan, steps=tuple(steps))
+    here = Here(edited, Context(plan=edited, host=Host.local(), dry_run=True,
+                                plan_path=story.plan))
+    r = _dry(story.plan, edited, {}, here)
     (unmount,) = [s for s in r.steps if s.kind == "unmount"]
     assert unmount.status == "failed" and "still used by process" in unmount.detail
     _mounted_and_untouched(story)

@@ -122,3 +122,63 @@ def test_an_observation_made_under_old_pythons_decides_as_a_local_one(name, zipa
         subprocess.run([*VACATE, "check", "--json", "--from", str(obs)], capture_output=True,
                        text=True, timeout=120, check=False),
         drop=("elapsed_s", "host"))
+
+
+# -- the acting half that apply sends with it ---------------------------------------------
+ACT_LAYERS = ("vacate.decide", "vacate.cli", "vacate.flow", "vacate.remote", "vacate.demo")
+
+
+def act_sources():
+    from vacate.remote.payload import sources
+
+    return [(n, p) for n, p in sources(act=True) if not n.startswith("vacate/observing/")]
+
+
+def test_the_acting_half_imports_nothing_it_does_not_ship():
+    """What apply sends (act, archive, the manual steps' sentences) imports nothing of the
+    deciding, flow, CLI or remote layers at any level, and no library but zstandard, which it
+    only tries (``for_consumer`` in output/actions.py renders a consumer's actions for the
+    documents made here; the far side calls only ``sentence``)."""
+    shipped = {n[:-3].replace("/", ".").removesuffix(".__init__") for n, _p in act_sources()}
+    bad = []
+    for name, path in act_sources():
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                if (name, n) == ("vacate/output/actions.py", "vacate.decide.actions"):
+                    continue
+                if n.startswith(ACT_LAYERS) or n.split(".")[0] in (
+                        "rich", "jinja2", "textual") or (
+                        n.startswith("vacate.") and not n.startswith("vacate.observing")
+                        and n not in shipped and n != "vacate.archive.s3"):
+                    bad.append(f"{name}:{node.lineno}: {n}")
+    assert not bad, bad
+
+
+def test_vermin_finds_nothing_newer_than_3_8_in_the_acting_half():
+    paths = [p for _n, p in act_sources()]
+    r = subprocess.run([sys.executable, "-c",
+                        "import sys; from vermin.main import main; sys.exit(main())",
+                        "-t=3.8-", "--no-tips", "--violations", *paths],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", sorted(PYTHONS))
+def test_the_acting_half_imports_isolated_under_old_pythons(name, tmp_path):
+    from vacate.remote.payload import build
+
+    python = PYTHONS[name]
+    if not os.path.exists(python):
+        pytest.skip(f"no {python} here")
+    zipped = tmp_path / "act.zip"
+    zipped.write_bytes(build(act=True))
+    r = subprocess.run([python, "-I", "-S", "-c", IMPORT_ALL, str(zipped)], capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]

@@ -1,13 +1,17 @@
 """``apply``: carry out an approved plan, step by step, journaled and resumable. The only
 orchestration that changes the system, and only through the action modules of ``vacate.act``.
 
-Before anything changes: the plan file is checked (its steps must be the ones its items make:
-only the items' actions are a person's to edit), the journal is locked (one apply per plan),
-and the volume is observed again: a stale plan is refused with the differences named.
+Before anything changes: the journal is locked (one apply per plan) and the plan file read
+once, under the lock: the bytes a person approved (:class:`Loaded`, their sha256 in the
+journal) are the ones applied. The plan is checked (its steps must be the ones its items
+make: only the items' actions are a person's to edit), the machine must be the one it was
+made for (over ssh: reached again as it was, :mod:`vacate.act.remote`), the volume is
+resolved once and observed again: a stale plan is refused with the differences named.
 Then each step: its intent journaled (fsync); if its postcondition already holds it is
 skipped; else its precondition is checked just before it acts, it acts, and its
 postcondition must hold; its outcome journaled (fsync). A failed step stops the apply there;
-a rerun resumes (a started step is checked again, never taken as finished). Prints nothing:
+a rerun resumes (a started step is checked again, never taken as finished). The steps run
+here, or on the plan's far host one at a time, the journal staying here. Prints nothing:
 progress goes to the ``progress`` callback.
 """
 
@@ -16,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.base import Context
 from vacate.act.journal import Journal, PlanLock, check_belongs, path_for, states_of
-from vacate.act.kind import carry_out, kind_of, module_of
+from vacate.act.kind import kind_of
 from vacate.act.registry import KINDS
 from vacate.decide import stale
 from vacate.decide.plan import edited_steps
@@ -73,8 +77,19 @@ class ApplyResult:
         return all(s.status in ("ok", "skipped") for s in self.steps)
 
 
-def load(plan_path: str) -> tuple[Plan, str]:
-    """The plan in ``plan_path`` and the sha256 of the file; refused when it is not one."""
+@dataclass(frozen=True, **SLOTS)
+class Loaded:
+    """A plan file as read once: its path, its value, its bytes and their sha256 (what
+    approval is pinned to)."""
+
+    path: str
+    plan: Plan
+    raw: bytes
+    sha256: str
+
+
+def read(plan_path: str) -> Loaded:
+    """The plan in ``plan_path``; refused when it is not one."""
     try:
         with open(plan_path, "rb") as f:
             raw = f.read(1 << 32)
@@ -84,24 +99,65 @@ def load(plan_path: str) -> tuple[Plan, str]:
         plan = Plan.loads(raw.decode("ascii", "surrogateescape"))
     except Malformed as e:
         raise Refused(f"{plan_path}: {e}") from None
-    return plan, hashlib.sha256(raw).hexdigest()
+    return Loaded(plan_path, plan, raw, hashlib.sha256(raw).hexdigest())
 
 
-def check_machine(plan: Plan, host: Host) -> None:
-    """Refuse a plan made for another machine: one looked at over ssh or inside a container
-    (``via``) is applied where it was made, and one whose recorded machine id is not this
-    machine's is for another machine."""
+def load(plan_path: str) -> tuple[Plan, str]:
+    """The plan in ``plan_path`` and the sha256 of the file; refused when it is not one."""
+    got = read(plan_path)
+    return got.plan, got.sha256
+
+
+def reach_for(plan: Plan, host: Host, asked: str | None = None):
+    """Where the plan is applied: over ssh on the host it was made on (its recorded
+    ``ssh``, ``python``, ``become``: ``asked``, a ``--host`` given again, must name the same
+    host), else here (inside container ``ct`` where it was made with ``--ct``)."""
+    from vacate.remote import Local, Remote
+
     facts = plan.observation.host
-    if facts.via:
-        raise Refused(f"the plan was made for {facts.via}: vacate apply acts on the machine "
-                      "it runs on, and nothing was changed",
-                      hint=f"copy the plan to {facts.via} and apply it there")
-    from vacate.observing.ops import machine_id
+    ct = plan.observation.ct.ctid if plan.observation.ct is not None else None
+    if facts.ssh:
+        from vacate.remote.ssh import SshTarget
 
-    here = machine_id(host)
+        target = SshTarget.parse(facts.ssh, python=facts.python or "python3",
+                                 become=facts.become)
+        if asked is not None and SshTarget.parse(asked).label != target.label:
+            raise Refused(f"the plan was made for {target.label}, not {asked}: nothing was "
+                          "changed", hint=f"vacate apply PLAN (it reaches {target.label} "
+                                          "itself)")
+        return Remote(target, ct=ct, act=True)
+    if asked is not None:
+        raise Refused(f"the plan was made on this machine, not over ssh on {asked}: nothing "
+                      "was changed", hint="vacate plan --host HOST makes a plan for HOST")
+    if facts.via and ct is None:
+        raise Refused(f"the plan was made for {facts.via} by a vacate that did not record "
+                      "how to reach it: nothing was changed",
+                      hint="make the plan again with vacate plan --host")
+    return Local(host, ct=ct)
+
+
+def check_machine(plan: Plan, reach, started: set[str] = frozenset()) -> None:
+    """Refuse a plan made for another machine (its recorded ``/etc/machine-id`` is not the
+    one found where it is applied) or, before any step started, for a container whose
+    config is not the one it was made from."""
+    from vacate.remote import Local
+
+    if not hasattr(reach, "call"):
+        reach = Local(reach)
+    facts = plan.observation.host
+    here = reach.call("hello").get("machine_id") or ""
+    where = getattr(reach, "label", None) or "this machine"
     if facts.machine_id and here and facts.machine_id != here:
         raise Refused(f"the plan was made on machine {facts.machine_id} "
-                      f"({facts.hostname or 'unnamed'}); this is {here}: nothing was changed")
+                      f"({facts.hostname or 'unnamed'}); {where} is {here}: nothing was "
+                      "changed")
+    view = plan.observation.ct
+    if view is not None and not started:
+        now = reach.call("ct_view", ctid=view.ctid, path=view.path)
+        if now.config_sha256 != view.config_sha256:
+            raise Refused(f"CT {view.ctid}'s config ({now.config}) is not the one the plan "
+                          "was made from: nothing was changed",
+                          hint=f"make a new plan: vacate plan --ct {view.ctid} {view.path}")
 
 
 def check_plan(plan: Plan, plan_path: str = "PLAN") -> None:
@@ -127,89 +183,122 @@ def _edited_name(plan_path: str) -> str:
     return f"{root}.new{ext}"
 
 
-def _identities(plan: Plan):
+def _identities(plan: Plan, reach):
     from vacate.flow.plan import identity_of
-    from vacate.observing.entries import record_item
 
     out = {}
     for it in plan.items:
         if it.action in ("archive", "delete"):
             try:      # totals and digest only: memory in proportion to its directories
-                out[it.path] = identity_of(record_item(it.path,
-                                                       dev=plan.observation.target.st_dev))
+                out[it.path] = identity_of(reach.call("record_item", path=it.path,
+                                                      dev=plan.observation.target.st_dev))
             except (OSError, VacateError):
                 out[it.path] = None
     return out
 
 
-def staleness(plan: Plan, host: Host, started: set[str]) -> list[str]:
-    """What changed since the plan was made (empty: it holds)."""
-    from vacate.observing.collectors import mounts
-    from vacate.observing.observe import observe
+def target_now(plan: Plan, reach):
+    """The volume as found now (resolved once per apply), or a string saying why not."""
+    try:
+        return reach.call("target", path=plan.target_path)
+    except VacateError as e:
+        return str(e.message)
 
+
+def staleness(plan: Plan, reach, started: set[str], now_target=None) -> list[str]:
+    """What changed since the plan was made (empty: it holds)."""
+    from vacate.remote import Local
+
+    if not hasattr(reach, "call"):
+        reach = Local(reach)
     if stale.unmounted_by_us(plan, started):
         return []                      # the volume is down already: this apply did it
-    try:
-        now_target = mounts.resolve_target(plan.target_path, host)
-    except VacateError as e:
-        return [str(e.message)]
+    now_target = now_target if now_target is not None else target_now(plan, reach)
+    if isinstance(now_target, str):
+        return [now_target]
     if now_target.mountpoint != plan.target_path:
         return [f"nothing is mounted at {plan.target_path} any more"]
-    now = observe(plan.target_path, host=host)
-    return stale.differences(plan, now, _identities(plan), started)
+    view = plan.observation.ct
+    now = reach.observe(view.path if view is not None else plan.target_path)
+    return stale.differences(plan, now, _identities(plan, reach), started)
 
 
-def apply(plan_path: str, *, host: Host | None = None, dry_run: bool = False, progress=None,
-          on_step=None, nvml=None) -> ApplyResult:
-    """Apply the plan in ``plan_path`` (approval is the caller's). ``on_step(StepResult)`` is
-    called as each step ends; ``progress(step, done, total, what)`` during long ones."""
+def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = None,
+          remote: str | None = None, dry_run: bool = False, progress=None, on_step=None,
+          nvml=None) -> ApplyResult:
+    """Apply the plan in ``plan_path`` (approval is the caller's: ``loaded``, the plan it
+    showed, whose bytes must still be the file's). ``remote``: a ``--host`` the caller was
+    given, which must be the plan's. ``on_step(StepResult)`` is called as each step ends;
+    ``progress(step, done, total, what)`` during long ones."""
     host = host or Host.local()
-    plan, sha = load(plan_path)
     journal_path = path_for(plan_path)
     with PlanLock(plan_path):
+        got = read(plan_path)
+        if loaded is not None and got.sha256 != loaded.sha256:
+            raise Refused(f"{plan_path} changed after it was shown for approval: nothing was "
+                          "changed")
+        plan, sha = got.plan, got.sha256
         states = states_of(check_belongs(journal_path, sha))
-        check_machine(plan, host)
-        _check_places(plan, plan_path, host, set(states))
-        check_plan(plan, plan_path)
-        stale_lines = staleness(plan, host, set(states))
-        if stale_lines:
-            raise Refused("the plan is stale, nothing was changed: " + "; ".join(stale_lines),
-                          hint="make a new plan: vacate plan " + plan.target_path)
-        if dry_run:
-            return _dry(plan_path, plan, states, host)
-        with Journal(journal_path, sha) as j:
-            return _steps(plan_path, plan, host, j, states, progress, on_step, nvml)
+        started = set(states)
+        with reach_for(plan, host, remote) as reach:
+            check_machine(plan, reach, started)
+            now_target = None if stale.unmounted_by_us(plan, started) else \
+                target_now(plan, reach)
+            _check_places(plan, plan_path, reach, now_target)
+            check_plan(plan, plan_path)
+            stale_lines = staleness(plan, reach, started, now_target)
+            if stale_lines:
+                raise Refused("the plan is stale, nothing was changed: " +
+                              "; ".join(stale_lines),
+                              hint="make a new plan: vacate plan " + plan.target_path)
+            ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml,
+                          plan_path=plan_path, dry_run=dry_run)
+            if getattr(reach, "target", None) is not None:
+                from vacate.act.remote import There
+
+                actor = There(plan, reach, raw=got.raw, sha256=sha, plan_path=plan_path,
+                              progress=progress)
+            else:
+                from vacate.act.remote import Here
+
+                actor = Here(plan, ctx)
+            actor.begin()
+            if dry_run:
+                return _dry(plan_path, plan, states, actor)
+            with Journal(journal_path, sha) as j:
+                result = _steps(plan_path, plan, actor, j, states, on_step)
+            actor.end(result.complete)
+            return result
 
 
-def _check_places(plan: Plan, plan_path: str, host: Host, started: set[str]) -> None:
-    """The archive's destination and the journal must not be on the volume being retired."""
+def _check_places(plan: Plan, plan_path: str, reach, target) -> None:
+    """The archive's destination (where the steps run) and the journal (here) must not be
+    on the volume being retired."""
     from vacate.flow.plan import on_target
     from vacate.remote import Local
 
-    if stale.unmounted_by_us(plan, started):
-        return                     # unmounted already by this apply
-    from vacate.observing.collectors import mounts
-
-    target = mounts.resolve_target(plan.target_path, host)
+    if target is None or isinstance(target, str):
+        return                     # unmounted already by this apply, or said by staleness
     dest = plan.archive_to if plan.archive_to and "://" not in plan.archive_to else None
-    for what, p in (("the archive destination", dest), ("the plan and its journal", plan_path)):
-        if p and on_target(Local(host), p, target):
-            raise Refused(f"{what} {p} is on the volume being retired")
+    if dest and on_target(reach, dest, target):
+        raise Refused(f"the archive destination {dest} is on the volume being retired")
+    if isinstance(reach, Local) and reach.ct is None and on_target(reach, plan_path, target):
+        raise Refused(f"the plan and its journal {plan_path} is on the volume being retired")
 
 
-def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyResult:
+def _steps(plan_path, plan, actor, j, states, on_step) -> ApplyResult:
     """Every step in order, until one fails."""
-    ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml,
-                  plan_path=plan_path)
     results = []
     stopped = False
     for i, step in enumerate(plan.steps):
         if stopped:
             results.append(StepResult(step.id, step.kind, step.summary, "pending"))
             continue
-        r = _one(step, ctx, j, states.get(step.id))
+        r = _one(step, actor, j, states.get(step.id))
         if r.status == "failed":
-            r = _bring_back(plan, i, r, ctx)
+            said = actor.bring_back(i)
+            if said:
+                r = replace(r, detail=f"{r.detail}; " + "; ".join(said))
         results.append(r)
         if on_step is not None:
             on_step(r)
@@ -217,65 +306,31 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
     return ApplyResult(plan_path, plan, tuple(results))
 
 
-def _bring_back(plan, index: int, r: StepResult, ctx: Context) -> StepResult:
-    """A step failed between a migrated unit's stop and its start: the unit is brought back
-    from the old path (the volume is still there) and the apply stops there."""
-    from dataclasses import replace
-
-    from vacate.act import migrate
-
-    said = []
-    for s in migrate.window_of(plan, index):
-        try:
-            said.append(migrate.bring_back(s, ctx))
-        except (OSError, VacateError, CommandFailed) as e:
-            said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
-    if not said:
-        return r
-    return replace(r, detail=f"{r.detail}; " + "; ".join(said))
-
-
-def _one(step, ctx: Context, j: Journal, before) -> StepResult:
-    kind, mod = kind_of(step), module_of(step)
+def _one(step, actor, j: Journal, before) -> StepResult:
     t0 = time.time()
     if before is not None and before.event == "outcome" and before.status in ("ok", "skipped") \
-            and not kind.every_time and _safe(mod.done, step, ctx):
+            and actor.still_done(step):
         return StepResult(step.id, step.kind, step.summary, before.status, before.detail,
                           before.started, before.ended, True, before.data)
     j.intent(step.id, step.kind)
-    try:
-        out = carry_out(step, ctx)
-    except Malformed as e:
-        out = Outcome("failed", f"its parameters do not fit its kind: {e}")
-    except CommandFailed as e:
-        out = Outcome("failed", str(e))
-    except (OSError, VacateError) as e:
-        out = Outcome("failed", getattr(e, "message", None) or f"{type(e).__name__}: {e}")
+    out = actor.carry_out(step, before)
     j.outcome(step.id, out.status, out.detail, out.data)
     return StepResult(step.id, step.kind, step.summary, out.status, out.detail, t0,
                       time.time(), False, out.data)
 
 
-def _safe(fn, *args) -> bool:
-    try:
-        return bool(fn(*args))
-    except (OSError, VacateError, CommandFailed):
-        return False
-
-
-def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
+def _dry(plan_path: str, plan: Plan, states, actor) -> ApplyResult:
     """What applying would do: each step not done yet, with what can be told now, and
     nothing changed. Every precondition that does not wait on an earlier step is checked
     against the machine as it is (a holder's identity, a unit's manager, a line's sha256,
     an item's recorded entries, the destination's permissions); the volume's own unmount
     is checked against the state the steps before it would leave: every user that holds
     it now must be ended by one of them."""
-    ctx = Context(plan=plan, host=host, dry_run=True, earlier=states, plan_path=plan_path)
     live = {c.id: c for c in plan.observation.consumers if c.live}
     ended: set[str] = set()
     out = []
     for step in plan.steps:
-        kind, mod = kind_of(step), module_of(step)
+        kind = kind_of(step)
         before = states.get(step.id)
         if step.kind != "manual":
             ended |= _ends(step, plan)
@@ -294,10 +349,7 @@ def _dry(plan_path: str, plan: Plan, states, host: Host) -> ApplyResult:
         elif kind.after_earlier:
             note = "after the steps before it"
         else:
-            try:
-                why = mod.ready(step, ctx)
-            except (OSError, VacateError, CommandFailed) as e:
-                why = str(e)
+            why = actor.ready(step)
         out.append(StepResult(step.id, step.kind, step.summary, "failed" if why else "would",
                               why or note))
     return ApplyResult(plan_path, plan, tuple(out), dry_run=True)

@@ -52,11 +52,11 @@ import selectors
 import signal
 import stat
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Callable
 
 from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
-from vacate.observing.compat import SLOTS
+from vacate.observing.compat import SLOTS, exit_code
 from vacate.observing.entries import (
     CTIME,
     DEV,
@@ -549,7 +549,7 @@ def _run_workers(d: _Deleter, parts: list[list[tuple]],
                         elif msg[0] == "failed":
                             d.error("worker-failed", "", f"a delete worker failed: {msg[1]}")
                         else:
-                            out.extend(zip(w[2], msg[1], strict=True))
+                            out.extend(zip(w[2], msg[1]))
                             d.merge(msg[2])
                             base = (base[0] + msg[2][0], base[1] + msg[2][1])
                             w[2] = None
@@ -585,7 +585,7 @@ def _frames(buf: bytearray):
 def _status(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"signal {os.WTERMSIG(status)}"
-    return f"exit status {os.waitstatus_to_exitcode(status)}"
+    return f"exit status {exit_code(status)}"
 
 
 def _parallel(d: _Deleter, counts: dict[str, int], pfd: int, pdev: int, name: str,

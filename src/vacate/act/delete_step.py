@@ -49,17 +49,9 @@ def _item(step: Step, ctx: Context) -> PlanItem | None:
 
 
 def _entries_path(name: str, ctx: Context) -> str | None:
-    """The entries file ``name``: beside the plan, else in the store ``plan`` writes to
-    when the plan goes to stdout only."""
-    from vacate.flow.plan import entries_store
+    from vacate.observing.store import find_entries_file
 
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        return None
-    beside = os.path.dirname(os.path.abspath(ctx.plan_path)) if ctx.plan_path else None
-    for d in filter(None, (beside, entries_store())):
-        if os.path.isfile(os.path.join(d, name)):
-            return os.path.join(d, name)
-    return None
+    return find_entries_file(name, ctx.plan_path)
 
 
 def _recorded(it: PlanItem, ctx: Context):

@@ -21,10 +21,6 @@ from dataclasses import dataclass
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import VacateError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Self
-
 SCHEMA = "vacate.journal/1"
 MAX_LINE = 1 << 20
 
@@ -59,7 +55,7 @@ class PlanLock:
         self.plan_path = plan_path
         self.fd = -1
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> PlanLock:
         self.fd = os.open(self.plan_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -96,7 +92,7 @@ class Journal:
         self.plan_sha256 = plan_sha256
         self.fd = -1
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Journal:
         recs = check_belongs(self.path, self.plan_sha256)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         if not recs:

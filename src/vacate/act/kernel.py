@@ -23,6 +23,7 @@ from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind
 from vacate.observing.collectors.kernel import _loop_status
 from vacate.observing.collectors.mounts import read_mounts
+from vacate.observing.compat import cut_prefix, cut_suffix
 from vacate.observing.fsio import read_bounded
 from vacate.observing.model.mount import Mount
 from vacate.observing.model.plan import Step
@@ -104,11 +105,11 @@ def _swap_path(step: Step) -> str:
 def _swap_active(step: Step, ctx: Context) -> bool:
     """Whether the step's file is an active swap (``/proc/swaps``: names octal-escaped, a
     deleted file with `` (deleted)``). Raises the ``OSError`` of an unreadable table."""
-    path = _swap_path(step).removesuffix(" (deleted)")
+    path = cut_suffix(_swap_path(step), " (deleted)")
     text = _table(ctx.host.proc_path("swaps"))
     for line in (text or "").splitlines()[1:]:
         parts = line.rsplit(None, 4)
-        if len(parts) == 5 and mountinfo.unescape(parts[0]).removesuffix(" (deleted)") == path:
+        if len(parts) == 5 and cut_suffix(mountinfo.unescape(parts[0]), " (deleted)") == path:
             return True
     return False
 
@@ -138,7 +139,7 @@ def _loop_state(step: Step, ctx: Context) -> tuple[str, str]:
     text = text.rstrip("\n")
     if not planned:
         return "unknown", f"the plan does not say which file {dev} was backed by"
-    if text.removesuffix(" (deleted)") == planned:
+    if cut_suffix(text, " (deleted)") == planned:
         return "same", text
     if not ctx.host.live:
         return "other", text
@@ -264,7 +265,7 @@ def _planned(step: Step, ctx: Context, mounts: tuple[Mount, ...]) -> list[Mount]
         return [m for m in mounts if m.mount_id == mid]
     mp = _mount_point(step)
     cid = step.action.consumer or ""
-    numbers = _loop_numbers(ctx, cid.removeprefix("loop-device:")) \
+    numbers = _loop_numbers(ctx, cut_prefix(cid, "loop-device:")) \
         if cid.startswith("loop-device:") else set()
     return [m for m in mounts if m.mountpoint == mp and (not numbers or m.dev in numbers)]
 

@@ -108,3 +108,45 @@ def carry_out(step: Step, ctx: Context) -> Outcome:
         return Outcome("failed", f"{out.detail}; but afterwards it does not hold "
                                  f"({step.postcondition})", out.data)
     return out
+
+
+def attempt(step: Step, ctx: Context) -> Outcome:
+    """:func:`carry_out`, with what can go wrong as the step's failed outcome (parameters
+    that do not fit its kind, a command that failed, an error of the machine)."""
+    from vacate.act.base import CommandFailed
+    from vacate.observing.errors import VacateError
+
+    try:
+        return carry_out(step, ctx)
+    except codec.Malformed as e:
+        return Outcome("failed", f"its parameters do not fit its kind: {e}")
+    except CommandFailed as e:
+        return Outcome("failed", str(e))
+    except (OSError, VacateError) as e:
+        return Outcome("failed", getattr(e, "message", None) or f"{type(e).__name__}: {e}")
+
+
+def still_done(step: Step, ctx: Context) -> bool:
+    """Whether the step's postcondition holds now (False where it cannot be read): a step an
+    earlier run finished is taken as done only while this holds."""
+    from vacate.act.base import CommandFailed
+    from vacate.observing.errors import VacateError
+
+    if kind_of(step).every_time:
+        return False
+    try:
+        return bool(module_of(step).done(step, ctx))
+    except (OSError, VacateError, CommandFailed):
+        return False
+
+
+def precondition(step: Step, ctx: Context) -> str | None:
+    """What a dry run says of a step: None when its precondition holds now, else why not."""
+    from vacate.act.base import CommandFailed
+    from vacate.observing.errors import VacateError
+
+    try:
+        return module_of(step).ready(step, ctx)
+    except (OSError, VacateError, CommandFailed) as e:
+        return str(e)
+

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from vacate.act import copy_tree
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
-from vacate.observing.compat import SLOTS
+from vacate.observing.compat import SLOTS, cut_suffix
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.paths import is_under
 
@@ -373,8 +373,9 @@ def _files_of(pid: int, ctx: Context) -> set[str]:
             for line in f:
                 parts = line.split(None, 5)
                 if len(parts) == 6 and parts[5].startswith(b"/"):
-                    out.add(parts[5].rstrip(b"\n").decode("utf-8", "surrogateescape")
-                            .removesuffix(" (deleted)"))
+                    out.add(cut_suffix(parts[5].rstrip(b"\n").decode("utf-8",
+                                                                       "surrogateescape"),
+                                       " (deleted)"))
     except OSError:
         pass
     try:
@@ -518,3 +519,18 @@ def undo_dropin(plan, step: Step, data: dict, ctx: Context) -> str:
     _in_manager(m, ("rm", "-f", path))
     _in_manager(m, ("systemctl", "daemon-reload"))
     return f"removed {path} ({params(step).unit}: back to its own settings)"
+
+
+def bring_back_after(plan, failed_index: int, ctx: Context) -> list[str]:
+    """Every unit of :func:`window_of` brought back from the old path; what was done, or
+    that it could not be, one sentence each."""
+    from vacate.observing.errors import VacateError
+
+    said = []
+    for s in window_of(plan, failed_index):
+        try:
+            said.append(bring_back(s, ctx))
+        except (OSError, VacateError, CommandFailed) as e:
+            said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
+    return said
+

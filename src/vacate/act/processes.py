@@ -197,7 +197,7 @@ class _Target:
         self.fd: int | None = None
         if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
             try:
-                self.fd = os.pidfd_open(pid)
+                self.fd = os.pidfd_open(pid)  # novermin (3.9+, checked above)
             except ProcessLookupError:
                 pass
             except OSError:          # ENOSYS: an older kernel
@@ -218,7 +218,7 @@ class _Target:
             return False
         try:
             if self.fd is not None:
-                signal.pidfd_send_signal(self.fd, sig)
+                signal.pidfd_send_signal(self.fd, sig)  # novermin (with the pidfd)
             else:
                 os.kill(self.pid, sig)
         except ProcessLookupError:

@@ -44,6 +44,7 @@ from vacate.act.processes import (
     pid_namespace,
     same_process,
 )
+from vacate.observing.compat import cut_suffix
 from vacate.observing.model.action import Where
 from vacate.observing.model.plan import Step
 
@@ -458,7 +459,7 @@ def done(step: Step, ctx: Context) -> bool:
 
 def skipped(step: Step, ctx: Context) -> Outcome:
     """Done already: nothing but ``systemctl show`` was run."""
-    return Outcome("skipped", f"{step.kind.removesuffix('-unit')} {_unit(step)}: done already")
+    return Outcome("skipped", f"{cut_suffix(step.kind, '-unit')} {_unit(step)}: done already")
 
 
 def run(step: Step, ctx: Context) -> Outcome:

@@ -26,6 +26,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="the report (vacate.report/1) on stdout at the end")
     p.add_argument("--undo", action="store_true",
                    help="reverse what this plan's apply repointed (as vacate undo PLAN)")
+    p.add_argument("--host", dest="remote", metavar="[USER@]HOST[:PORT]",
+                   help="the host the plan is for (a plan made with --host is applied there "
+                        "by itself; given, it must name the same host)")
     return p
 
 
@@ -36,7 +39,8 @@ def _approve(plan, env: Env) -> None:
         raise UsageError("not approved: vacate apply asks on a terminal; without one, pass "
                          "--yes")
     plan_view.render(plan, env.console(stderr=True))
-    env.stderr.write(f"Apply this plan to {plan.target_path}? [y/N] ")
+    on = f" on {plan.observation.host.via}" if plan.observation.host.via else ""
+    env.stderr.write(f"Apply this plan to {plan.target_path}{on}? [y/N] ")
     env.stderr.flush()
     answer = (env.stdin.readline() or "").strip().lower()
     if answer not in ("y", "yes"):
@@ -77,15 +81,16 @@ def run(args, env: Env) -> int:
 
         return undo_cmd.run(args, env)
 
+    loaded = None
     if not args.dry_run and not args.yes:
-        plan, _sha = ap.load(args.plan)
-        ap.check_plan(plan, args.plan)
-        _approve(plan, env)
+        loaded = ap.read(args.plan)
+        ap.check_plan(loaded.plan, args.plan)
+        _approve(loaded.plan, env)
     console = env.console(stderr=True)
     try:
         with apply_view.progress(env) as progress:
-            result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run,
-                              progress=progress,
+            result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, loaded=loaded,
+                              remote=args.remote, progress=progress,
                               on_step=lambda r: apply_view.step_line(r, console))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) or type(e).__name__ == "_Terminated":

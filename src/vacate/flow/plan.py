@@ -18,6 +18,7 @@ from vacate.flow.running import refuse_running_system
 from vacate.observing.errors import UsageError
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Identity, Plan
+from vacate.observing.store import entries_store
 
 
 def on_target(where, path: str, target) -> bool:
@@ -32,16 +33,6 @@ def identity_of(rec) -> Identity:
     return Identity(dev=rec.root[2], ino=rec.root[3], apparent_bytes=rec.apparent_bytes,
                     disk_bytes=0, files=rec.files, newest_mtime_ns=rec.newest_mtime_ns,
                     newest_ctime_ns=rec.newest_ctime_ns, digest=rec.digest)
-
-
-def entries_store() -> str:
-    """Where entries files go when the plan is not written to a file (``-o``):
-    ``$XDG_STATE_HOME/vacate/entries``, by default ``~/.local/state/vacate/entries``; apply
-    looks beside the plan first, then here. Files are named by their sha256, so plans share
-    it safely."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
-                                                            "state")
-    return os.path.join(base, "vacate", "entries")
 
 
 def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | None = None,

@@ -63,7 +63,7 @@ def _carry_entries(refs, edited: str, store: str) -> None:
     that is another directory: apply looks for them beside the plan it is given."""
     import shutil
 
-    from vacate.flow.plan import entries_store
+    from vacate.observing.store import entries_store
 
     for ref in refs:
         name = ref.get("file") if isinstance(ref, dict) else None
@@ -85,10 +85,11 @@ def replan(edited: str, *, host: Host | None = None,
     """The plan in ``edited`` with its steps derived from its items' actions as edited."""
     from vacate.act.apply import load, staleness
     from vacate.decide.plan import PlanRefused, make_plan
-    from vacate.flow.plan import entries_store, identity_of, on_target
+    from vacate.flow.plan import identity_of, on_target
     from vacate.observing.collectors import mounts
     from vacate.observing.entries import record_item, write_entries_file
     from vacate.observing.fsio import existing_parent
+    from vacate.observing.store import entries_store
     from vacate.remote import Local
 
     host = host or Host.local()

@@ -17,3 +17,13 @@ def exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
     return os.WEXITSTATUS(status)
+
+
+def cut_suffix(text: str, suffix: str) -> str:
+    """``text.removesuffix(suffix)`` (3.9+)."""
+    return text[:-len(suffix)] if suffix and text.endswith(suffix) else text
+
+
+def cut_prefix(text: str, prefix: str) -> str:
+    """``text.removeprefix(prefix)`` (3.9+)."""
+    return text[len(prefix):] if text.startswith(prefix) else text

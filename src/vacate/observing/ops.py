@@ -135,7 +135,22 @@ def file_stats(host: Host, path: str):
                  newest_mtime=st.st_mtime, newest_atime=st.st_atime)
 
 
-OPS = {"hello": hello, "observe": observe, "target": target, "free_bytes": free_bytes,
+def ct_view(host: Host, ctid: str, path: str):
+    """How container ``ctid`` spells ``path`` and where the host has it
+    (:class:`~vacate.observing.model.observation.CtView`, its config's sha256 included)."""
+    from vacate.observing.ct import view_of
+
+    return view_of(host, ctid, path)[0]
+
+
+def commands(host: Host, names: list) -> dict:
+    """Where each command of ``names`` is on this host's PATH ("" where it is not)."""
+    import shutil
+
+    return {str(n): shutil.which(str(n)) or "" for n in names}
+
+
+OPS = {"hello": hello, "ct_view": ct_view, "commands": commands, "observe": observe, "target": target, "free_bytes": free_bytes,
        "record_entries": record_entries, "record_item": record_item,
        "entries_file": entries_file, "system_devices": system_devices,
        "file_stats": file_stats}

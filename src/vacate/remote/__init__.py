@@ -18,7 +18,7 @@ class Local:
         self.ct = ct
         self.label = None if ct is None else f"CT {ct}"
 
-    def call(self, op: str, **args):
+    def call(self, op: str, on_note=None, **args):
         from vacate.observing.ops import OPS
 
         return OPS[op](self.host, **args)
@@ -84,7 +84,14 @@ def _decode_stats(v):
     return None if v is None else codec.decode(Stats, v)
 
 
-DECODE = {"observe": _decode_observation, "target": _decode_target,
+def _decode_ct_view(v):
+    from vacate.observing.model import codec
+    from vacate.observing.model.observation import CtView
+
+    return codec.decode(CtView, v)
+
+
+DECODE = {"observe": _decode_observation, "ct_view": _decode_ct_view, "target": _decode_target,
           "record_entries": _decode_entries, "record_item": _decode_recorded,
           "file_stats": _decode_stats}
 
@@ -93,9 +100,10 @@ class Remote:
     """The observing layer on another host through an ssh :class:`~vacate.remote.ssh.Session`
     (started on first use, ended by :meth:`close`)."""
 
-    def __init__(self, target, *, ct: str | None = None):
+    def __init__(self, target, *, ct: str | None = None, act: bool = False):
         self.target = target
         self.ct = ct
+        self.act = act                  # the acting half sent too (for apply)
         self.label = target.label + ("" if ct is None else f", CT {ct}")
         self._session = None
 
@@ -104,17 +112,20 @@ class Remote:
         if self._session is None:
             from vacate.remote.ssh import Session
 
-            self._session = Session(self.target)
+            self._session = Session(self.target, act=self.act)
         return self._session
 
-    def call(self, op: str, **args):
-        value = self.session.request(op, args)
+    def call(self, op: str, on_note=None, **args):
+        value = self.session.request(op, args, on_note)
         decode = DECODE.get(op)
         return decode(value) if decode else value
 
     def observe(self, path: str, **kw):
         obs = self.call("observe", path=path, ct=self.ct, **kw)
-        return replace(obs, host=replace(obs.host, via=self.label))
+        t = self.target
+        return replace(obs, host=replace(obs.host, via=self.label, ssh=t.label,
+                                         python="" if t.python == "python3" else t.python,
+                                         become=t.become))
 
     def write_entries(self, path: str, *, dev: int, directory: str):
         """Record an item there and keep its entries file here, in ``directory``, under the

@@ -20,28 +20,41 @@ MAIN = (b"import sys\nfrom vacate.observing.__main__ import main\n"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-def sources() -> list[tuple[str, str]]:
-    """(name in the zip, file here) of every source the observing layer needs."""
+# what the acting half adds for ``apply`` on a far host: the act modules, the archive writer
+# and reader, and the sentences manual steps say (all standard library; zstd's command where
+# the zstandard module is missing)
+ACT_PARTS = ("act", "archive", "output/__init__.py", "output/actions.py")
+ACT_LEFT = ("act/apply.py", "act/undo.py", "act/remote.py", "archive/s3.py")
+
+
+def sources(act: bool = False) -> list[tuple[str, str]]:
+    """(name in the zip, file here) of every source the observing layer needs; with ``act``,
+    also those the far side of an apply runs (:data:`ACT_PARTS`)."""
     top = os.path.dirname(os.path.abspath(vacate.__file__))
     out = [("vacate/__init__.py", os.path.join(top, "__init__.py"))]
-    base = os.path.join(top, "observing")
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                path = os.path.join(dirpath, name)
-                out.append(("vacate/" + os.path.relpath(path, top).replace(os.sep, "/"), path))
+    for part in ("observing",) + (ACT_PARTS if act else ()):
+        base = os.path.join(top, part)
+        if os.path.isfile(base):
+            out.append(("vacate/" + part, base))
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                rel = os.path.relpath(os.path.join(dirpath, name), top).replace(os.sep, "/")
+                if name.endswith(".py") and rel not in ACT_LEFT:
+                    out.append(("vacate/" + rel, os.path.join(dirpath, name)))
     return out
 
 
 @functools.lru_cache(maxsize=2)
-def build(zipapp: bool = False) -> bytes:
-    """The payload's bytes; ``zipapp``: with a ``__main__.py`` (``python3 FILE.pyz``)."""
+def build(zipapp: bool = False, act: bool = False) -> bytes:
+    """The payload's bytes; ``zipapp``: with a ``__main__.py`` (``python3 FILE.pyz``);
+    ``act``: with the acting half, for ``apply`` (:func:`sources`)."""
     buf = io.BytesIO()
     if zipapp:
         buf.write(b"#!/usr/bin/env python3\n")    # (before the zip: its offsets count it)
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
-        for name, path in sources():
+        for name, path in sources(act):
             with open(path, "rb") as f:
                 z.writestr(zipfile.ZipInfo(name, FIXED_TIME), f.read(),
                            compress_type=zipfile.ZIP_DEFLATED)

@@ -127,7 +127,7 @@ class Session:
     a request and waits for its reply. The worker lives as long as the session (it ends when
     its stdin does)."""
 
-    def __init__(self, target: SshTarget):
+    def __init__(self, target: SshTarget, *, act: bool = False):
         self.target = target
         self.sent = 0           # bytes written to ssh, for the benchmarks
         self._stderr: list[bytes] = []
@@ -136,7 +136,7 @@ class Session:
                                      start_new_session=True)
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
-        self._boot = wire.frame(wire.BOOT, payload.build())
+        self._boot = wire.frame(wire.BOOT, payload.build(act=act))
 
     def _start(self) -> None:
         """Wait for the stage to be ready, then send the payload (once)."""
@@ -164,20 +164,27 @@ class Session:
         self.sent += len(data)
         return True
 
-    def request(self, op: str, args: dict):
+    def request(self, op: str, args: dict, on_note=None):
         """The reply's value to ``op(**args)``; raises the far side's error as a
         :class:`VacateError` naming the host, and :class:`Unreachable` when the session
-        ended or the reply did not arrive whole."""
+        ended or the reply did not arrive whole. ``on_note(value)``: each note the far side
+        sends before its reply (a long step's progress)."""
         self._start()
         body = json.dumps({"op": op, "args": args}, ensure_ascii=True).encode("ascii")
         self._write(wire.frame(wire.REQUEST, body))
-        try:
-            text = wire.read_frame(self.proc.stdout.readline, wire.REPLY)
-        except wire.Ended:
-            raise self._ended() from None
-        except wire.Damaged as e:
-            raise Unreachable(f"{self.target.label}: the reply arrived damaged ({e})") from None
-        reply = json.loads(text.decode("ascii"))
+        while True:
+            try:
+                text = wire.read_frame(self.proc.stdout.readline, wire.REPLY)
+            except wire.Ended:
+                raise self._ended() from None
+            except wire.Damaged as e:
+                raise Unreachable(f"{self.target.label}: the reply arrived damaged ({e})") \
+                    from None
+            reply = json.loads(text.decode("ascii"))
+            if not (isinstance(reply, dict) and "note" in reply):
+                break
+            if on_note is not None:
+                on_note(reply["note"])
         if "error" in reply:
             raise self._error(reply["error"])
         return reply["ok"]

@@ -108,7 +108,12 @@ data = read_boot(sys.stdin.buffer.readline)
 if data is None:
     reply("damaged", "the payload did not arrive whole")
     sys.exit(0)
-sys.meta_path.insert(0, Payload(data))
+payload = Payload(data)
+sys.meta_path.insert(0, payload)
 from vacate.observing import worker
 
-sys.exit(worker.main())
+ops = None
+if "vacate/act/far.py" in payload.files:      # the acting half, sent for apply
+    from vacate.act import far
+    ops = far.OPS
+sys.exit(worker.main(ops=ops))

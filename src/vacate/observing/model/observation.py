@@ -45,6 +45,9 @@ class HostFacts:
     vacate_version: str = ""
     machine_id: str = ""
     via: str = ""               # how it was reached: "" here, "root@pve" over ssh, "CT 129"
+    ssh: str = ""               # over ssh: [USER@]HOST[:PORT] as given, to reach it again
+    python: str = ""            # over ssh: the far interpreter named (--python)
+    become: bool = False        # over ssh: through sudo -n (--become)
 
 
 @dataclass(frozen=True, **SLOTS)

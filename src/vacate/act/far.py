@@ -1,0 +1,226 @@
+"""The far side of ``vacate apply`` on a plan made over ssh: the operations the worker there
+answers (added to the observing layer's by the stage), with the acting modules shipped beside
+it. The side where the operator sits keeps the journal and asks for one step at a time; this
+side holds the plan it was sent, runs each step's ``done`` / ``ready`` / ``run`` here, and
+answers with the outcome. Nothing is written here but what the steps themselves write, a
+lock, and the plan's entries files (sent, checked by sha256, kept in a directory of their
+own until the apply ends).
+
+One apply of a plan at a time here too: :func:`begin` takes a lock under ``/run/vacate``
+named by the plan's sha256 and holds it for the life of this process, which ends with its
+connection (:mod:`vacate.observing.worker`). A rerun after a dropped connection therefore
+waits for the survivor to be gone, or is refused naming it: never two workers at once.
+
+Standard library only, CPython 3.8.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import time
+
+from vacate.observing.errors import VacateError
+from vacate.observing.host import Host
+
+LOCK_DIRS = ("/run/vacate", "/run/lock/vacate")
+WORK_DIR = "/var/tmp/vacate"
+LOCK_WAIT_S = 15.0
+NOTE_EVERY_S = 0.25
+
+_session: dict = {}
+
+
+class Busy(VacateError):
+    """Another apply of the same plan is running on this host."""
+
+
+def _lock(sha: str) -> int:
+    """The plan's lock here, held (its file says which process holds it)."""
+    last = None
+    for d in LOCK_DIRS:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(d, f"apply-{sha[:32]}.lock"),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            break
+        except OSError as e:
+            last = e
+    else:
+        raise VacateError(f"cannot make a lock for the apply under {' or '.join(LOCK_DIRS)}: "
+                          f"{last}", hint="apply needs root there (--become)")
+    end = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > end:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise Busy(f"another vacate apply of this plan is running there (pid "
+                           f"{holder}); nothing was done",
+                           hint="it ends when its connection is seen to have dropped; run "
+                                "the apply again then") from None
+            time.sleep(0.2)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    return fd
+
+
+def begin(host: Host, plan: str, sha256: str, files: dict) -> dict:
+    """Take the plan (its text, checked against ``sha256``) and its lock; ``files``: the
+    entries files it names (name -> sha256). Answers which of them are still to be sent."""
+    from vacate.act.base import Context
+    from vacate.observing.model.plan import Plan
+
+    raw = plan.encode("ascii", "surrogateescape")
+    if hashlib.sha256(raw).hexdigest() != sha256:
+        raise VacateError("the plan arrived damaged (its sha256 is not the one approved)")
+    if _session.get("sha256") not in (None, sha256):
+        raise VacateError("this worker holds another plan")
+    if "lock" not in _session:
+        _session["lock"] = _lock(sha256)
+    work = os.path.join(host.path(WORK_DIR), f"apply-{sha256[:32]}")
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    plan_path = os.path.join(work, "plan.json")
+    with open(plan_path, "wb") as f:
+        f.write(raw)
+    value = Plan.loads(plan)
+    _session.update(sha256=sha256, work=work, files=dict(files),
+                    ctx=Context(plan=value, host=host, plan_path=plan_path,
+                                progress=_noter()))
+    need = [n for n, sha in sorted(files.items()) if _sha_of(_safe_name(work, n)) != sha]
+    return {"pid": os.getpid(), "need": need, "work": work}
+
+
+def _safe_name(work: str, name: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise VacateError(f"not an entries file's name: {name!r}")
+    return os.path.join(work, name)
+
+
+def _sha_of(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            h = hashlib.sha256()
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+            return h.hexdigest()
+    except OSError:
+        return None
+
+
+def put(host: Host, name: str, offset: int, data: str, last: bool = False) -> int:
+    """Write a piece of entries file ``name`` at ``offset``; with ``last``, check the whole
+    file's sha256 against the one :func:`begin` was told and put it in place."""
+    _ctx()
+    path = _safe_name(_session["work"], name)
+    expected = _session["files"].get(name)
+    if expected is None:
+        raise VacateError(f"the plan names no entries file {name}")
+    fd = os.open(path + ".part", os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if offset == 0 else 0),
+                 0o600)
+    try:
+        os.pwrite(fd, base64.b64decode(data), offset)
+        if last:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if last:
+        if _sha_of(path + ".part") != expected:
+            os.unlink(path + ".part")
+            raise VacateError(f"the entries file {name} arrived damaged")
+        os.replace(path + ".part", path)
+    return offset
+
+
+def _ctx():
+    ctx = _session.get("ctx")
+    if ctx is None:
+        raise VacateError("no plan was begun in this worker")
+    return ctx
+
+
+def _step(step_id: str):
+    step = next((s for s in _ctx().plan.steps if s.id == step_id), None)
+    if step is None:
+        raise VacateError(f"the plan has no step {step_id!r}")
+    return step
+
+
+def _noter():
+    """Progress of the step in progress, sent back at most every :data:`NOTE_EVERY_S`."""
+    from vacate.observing import worker
+
+    last = [0.0]
+
+    def progress(step, done, total, what=""):
+        now = time.monotonic()
+        if now - last[0] >= NOTE_EVERY_S or done >= total:
+            last[0] = now
+            worker.note({"step": step.id, "done": done, "total": total, "what": what})
+    return progress
+
+
+def done(host: Host, step: str) -> bool:
+    """:func:`vacate.act.kind.still_done` of the step."""
+    from vacate.act.kind import still_done
+
+    return still_done(_step(step), _ctx())
+
+
+def ready(host: Host, step: str) -> str | None:
+    """:func:`vacate.act.kind.precondition` of the step (a dry run's question)."""
+    from vacate.act.kind import precondition
+
+    ctx = _ctx()
+    ctx.dry_run = True
+    try:
+        return precondition(_step(step), ctx)
+    finally:
+        ctx.dry_run = False
+
+
+def step(host: Host, step: str, earlier: dict | None = None) -> dict:
+    """Carry the step out here (:func:`vacate.act.kind.attempt`); ``earlier``: what the
+    journal says of it from an earlier run (``status``, ``data``). The outcome, with the
+    commands it ran."""
+    from vacate.act.journal import StepState
+    from vacate.act.kind import attempt
+
+    ctx = _ctx()
+    s = _step(step)
+    if earlier:
+        ctx.earlier[s.id] = StepState(s.id, "outcome", earlier.get("status"), "", None, None,
+                                      earlier.get("data") or {})
+    else:
+        ctx.earlier.pop(s.id, None)
+    first = len(ctx.commands)
+    out = attempt(s, ctx)
+    return {"status": out.status, "detail": out.detail, "data": out.data,
+            "commands": [list(c) for c in ctx.commands[first:]]}
+
+
+def bring_back(host: Host, index: int) -> list:
+    """:func:`vacate.act.migrate.bring_back_after` the step at ``index`` failed."""
+    from vacate.act.migrate import bring_back_after
+
+    ctx = _ctx()
+    return bring_back_after(ctx.plan, index, ctx)
+
+
+def end(host: Host, complete: bool = False) -> bool:
+    """The apply is over for now; with ``complete`` its entries files are removed here."""
+    work = _session.get("work")
+    if complete and work:
+        shutil.rmtree(work, ignore_errors=True)
+    return True
+
+
+OPS = {"apply_begin": begin, "apply_put": put, "apply_done": done, "apply_ready": ready,
+       "apply_step": step, "apply_bring_back": bring_back, "apply_end": end}

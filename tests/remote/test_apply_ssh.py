@@ -1,0 +1,208 @@
+"""``apply`` of a plan made over ssh: the steps run on the far host (a real OpenSSH server on
+127.0.0.1; CPython 3.8 there, run with ``-I -S``, so only what vacate sends can run), the
+journal stays beside the plan here, and a connection that drops (the ssh client killed, or
+the sshd serving it) fails the step in progress; the rerun connects again and ends in the
+same state as an apply that was never interrupted, with never two far workers at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from harness import sshd
+from harness.holders import Holders
+from harness.retire import cli, tree_hashes
+from harness.volumes import can_loop_mount, make_volume
+
+from vacate.act.journal import path_for, read_records
+
+PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")
+VACATE = [sys.executable, "-m", "vacate"]
+STAGE_MARK = "exec(base64.b64decode("
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
+    yield s
+    s.stop()
+
+
+def far_python() -> str:
+    return PY38 if os.path.exists(PY38) else "/usr/bin/python3"
+
+
+class Far:
+    """A volume on the 'far' host (this machine, reached over ssh): files to delete and to
+    keep, and holders of several kinds."""
+
+    def __init__(self, tmp: str, cache_files: int = 3000):
+        self.tmp = tmp
+        self.vol = make_volume("ext4", size_mb=160)
+        self.m = m = self.vol.mountpoint
+        self.holders = Holders(m)
+        os.makedirs(f"{m}/cache/a")
+        for i in range(cache_files):
+            with open(f"{m}/cache/a/{i:05d}.bin", "wb") as f:
+                f.write(os.urandom(256))
+        with open(f"{m}/cuda.run", "wb") as f:
+            f.write(os.urandom(1 << 20))
+        os.makedirs(f"{m}/work")
+        with open(f"{m}/notes.txt", "w") as f:
+            f.write("keep me\n")
+        with open(f"{m}/w.bin", "wb") as f:
+            f.write(os.urandom(1 << 20))
+        self.holders.fd(f"{m}/notes.txt")
+        self.holders.mmap_only(f"{m}/w.bin")
+        self.holders.cwd(f"{m}/work")
+        self.holders.loop_device(f"{m}/disk.img")
+        self.before = tree_hashes(m)
+        self.plan = os.path.join(tmp, "far.plan")
+
+    def make_plan(self, server) -> dict:
+        rc, out, err = cli("plan", self.m, "--host", "vacate-test", "--python", far_python(),
+                           "--delete", "cuda.run", "--delete", "cache", "--keep", "notes.txt",
+                           "--keep", "w.bin", "--keep", "work", "--keep", "disk.img",
+                           "--grace", "2", "-o", self.plan, "--json")
+        assert rc == 0, err
+        return json.loads(out)
+
+    def assert_retired(self) -> None:
+        m = self.m
+        assert not os.path.ismount(m), f"{m} is still mounted"
+        look = os.path.join(self.tmp, "look")
+        os.makedirs(look, exist_ok=True)
+        subprocess.run(["mount", "-o", "ro", self.vol.device, look], check=True)
+        try:
+            left = tree_hashes(look)
+        finally:
+            subprocess.run(["umount", look], check=True)
+        for path, h in self.before.items():
+            if path.split("/", 1)[0] in ("cuda.run", "cache"):
+                assert path not in left, f"{path} was to be deleted"
+            else:
+                assert left.get(path) == h, f"{path} changed or went missing"
+
+    def close(self) -> None:
+        self.holders.close()
+        self.vol.close()
+
+
+@pytest.fixture
+def far(tmp_path, server, monkeypatch):
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    monkeypatch.setenv("VACATE_SSH_ARGS", f"-F {server.config}")
+    f = Far(str(tmp_path))
+    yield f
+    f.close()
+
+
+def far_workers() -> list[int]:
+    """The far workers alive (the stage's command line is their mark)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if STAGE_MARK in cmd and "python" in cmd.split("\0")[0] and "ssh" not in \
+                cmd.split("\0")[0]:
+            out.append(int(pid))
+    return out
+
+
+def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
+    plan = far.make_plan(server)
+    assert plan["observation"]["host"]["ssh"] == "vacate-test"
+    rc, out, err = cli("apply", far.plan, "--yes", "--json")
+    assert rc == 0, err
+    far.assert_retired()
+    recs = read_records(path_for(far.plan))           # the journal is here, beside the plan
+    done = {r["step"] for r in recs if r.get("event") == "outcome" and r["status"] == "ok"}
+    assert {s["id"] for s in plan["steps"] if s["kind"] == "delete"} <= done
+    assert not far_workers()
+    with open(far.plan, "rb") as f:        # what the far side kept of the plan is gone
+        sha = hashlib.sha256(f.read()).hexdigest()
+    assert not os.path.exists(f"/var/tmp/vacate/apply-{sha[:32]}")
+
+
+def test_apply_refuses_another_host_and_a_local_plan_given_a_host(far, server, tmp_path):
+    far.make_plan(server)
+    rc, _out, err = cli("apply", far.plan, "--yes", "--host", "127.0.0.1:1")
+    assert rc == 2 and "not 127.0.0.1:1" in err, err
+    assert os.path.ismount(far.m)
+    assert not os.path.exists(path_for(far.plan))
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _victim(apply_pid: int, which: str) -> int | None:
+    """The ssh client vacate started, or the sshd process serving that session."""
+    client = next((c for c in _children(apply_pid) if _comm(c) == "ssh"), None)
+    if which == "client":
+        return client
+    workers = far_workers()
+    return _ppid(workers[0]) if workers else None
+
+
+@pytest.mark.parametrize("which", ["client", "sshd"])
+def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, server, which):
+    plan = far.make_plan(server)
+    steps = [s["id"] for s in plan["steps"]]
+    for sid in steps:
+        p = subprocess.Popen([*VACATE, "apply", far.plan, "--yes"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        end = time.monotonic() + 120
+        while time.monotonic() < end and p.poll() is None and not any(
+                r.get("event") == "intent" and r.get("step") == sid
+                for r in read_records(path_for(far.plan))):
+            time.sleep(0.002)
+        victim = _victim(p.pid, which) if p.poll() is None else None
+        if victim is not None:
+            os.kill(victim, signal.SIGKILL)
+        _out, err = p.communicate(timeout=120)
+        if p.returncode == 0:
+            break                       # it finished before the connection could be cut
+        assert p.returncode == 1, err
+        deadline = time.monotonic() + 20
+        while far_workers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not far_workers(), "a far worker outlived its connection"
+    rc, _out, err = cli("apply", far.plan, "--yes")
+    assert rc == 0, err
+    far.assert_retired()
