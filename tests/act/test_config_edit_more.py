@@ -39,6 +39,18 @@ FAKE_PCT = textwrap.dedent("""\
     import os, sys
     with open(os.environ["STANDIN_CALLS"], "a") as f:
         f.write("pct " + " ".join(sys.argv[1:]) + "\\n")
+    if sys.argv[1:2] == ["pending"] and len(sys.argv) == 3:
+        conf = os.path.join(os.environ["FAKE_PVE_ROOT"], "etc/pve/lxc", sys.argv[2] + ".conf")
+        lines = open(conf).read().splitlines()
+        end = next((i for i, t in enumerate(lines) if t.startswith("[")), len(lines))
+        for t in lines[:end]:
+            print("cur " + t)
+        pending = lines[end + 1:] if lines[end:end + 1] == ["[pve:pending]"] else []
+        for t in pending:
+            if t.startswith("delete: "):
+                for k in t[len("delete: "):].split(","):
+                    print("del " + k)
+        sys.exit(0)
     if sys.argv[1:2] != ["set"] or sys.argv[3:4] != ["--delete"] or len(sys.argv) != 5:
         print("400 unknown command", file=sys.stderr)
         sys.exit(255)
@@ -257,7 +269,8 @@ def test_pct_on_a_running_container_is_pending_until_it_restarts(tree, tmp_path)
     assert f"mp0: {tree.m}/data" in text and "[pve:pending]\ndelete: mp0,mp2" in text
     assert config_edit.done(s, ctx)                 # pending is as far as pct goes now
     assert carry_out(s, ctx).status == "skipped"
-    assert calls(tree) == ["pct set 101 --delete mp0,mp2"]
+    # the deletion pct lists as pending is the one the file holds
+    assert calls(tree) == ["pct set 101 --delete mp0,mp2", "pct pending 101"]
 
 
 def test_pct_that_leaves_a_key_fails_the_step(tree, tmp_path):

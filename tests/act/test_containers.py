@@ -186,8 +186,11 @@ def pve(tmp_path, monkeypatch):
 
 
 def _pve_consumer(kind, vmid):
+    """A guest whose disk is on the volume (a container's root disk: a mount point alone
+    is removed while it runs, pending, without stopping it)."""
+    keys = ["rootfs"] if kind == "pve-container" else ["mp0"]
     return Consumer(id=f"{kind}:{vmid}", type=kind, name=str(vmid), live=False, paths=(),
-                    evidence=(), attrs={"vmid": vmid, "keys": ["mp0"], "running": True})
+                    evidence=(), attrs={"vmid": vmid, "keys": keys, "running": True})
 
 
 def test_pct_and_qm_shutdown_through_their_interface(pve, monkeypatch):

@@ -161,5 +161,5 @@ def test_next_actions_follow_unit_and_container(captured):
     found = procs.collect(host, target, nvml=FakeNVML())
     by = {c.attrs["pid"]: c for c in found.consumers}
     assert said(by[2001]) == "systemctl stop sglang-qwen.service"
-    assert said(by[2002]) == "pct exec 129 -- systemctl stop trainer.service"
+    assert said(by[2002]) == "pct exec 129 --keep-env 0 -- systemctl stop trainer.service"
     assert said(by[2003]) == "docker stop web"

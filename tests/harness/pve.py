@@ -1,7 +1,8 @@
 """A Proxmox host's side of a container for the ``--ct`` tests: ``/etc/pve/lxc/CTID.conf`` and
 ``/etc/pve/storage.cfg`` as Proxmox writes them, and a stand-in ``pct`` (Proxmox cannot be
 installed here) with the real command line -- ``status CTID``, ``config CTID [--current]``,
-``pending CTID``, ``exec CTID [--keep-env 0] -- CMD...`` -- over a real container: the pid of
+``pending CTID``, ``exec CTID [--keep-env 0] -- CMD...``, ``set CTID --delete mpN`` (pending
+while the container runs, as Proxmox records it) -- over a real container: the pid of
 its init is written to ``STATE/CTID.pid`` by the test, and ``exec`` enters its namespaces
 with ``nsenter``. Every call is logged to ``STATE/calls``.
 
@@ -29,12 +30,33 @@ running() { [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
 case $cmd in
 status) if running; then echo "status: running"; else echo "status: stopped"; fi ;;
 config) if [ "$1" = "--current" ]; then sed '/^\[/,$d' "$conf"; else sed '/^\[/,$d' "$conf"; fi ;;
-pending) sed '/^\[/,$d' "$conf" | sed 's/^/cur /' ;;
+pending) sed '/^\[/,$d' "$conf" | sed 's/^/cur /'
+    sed -n '/^\[pve:pending\]/,/^\[/s/^delete: //p' "$conf" | tr ',' '\n' | sed 's/^/del /' ;;
 exec)
     running || { echo "CT $ctid not running" >&2; exit 255; }
     if [ "$1" = "--keep-env" ]; then shift 2; fi
     [ "$1" = "--" ] && shift
     exec nsenter -t "$pid" -m -u -i -n -p -- "$@" ;;
+shutdown|stop)
+    # the container's init told to power off (systemd: SIGRTMIN+4), or killed; then waited for
+    running || exit 0
+    if [ "$cmd" = stop ]; then kill -KILL "$pid"; else kill -s RTMIN+4 "$pid"; fi
+    n=0
+    while running && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done
+    running && { echo "CT $ctid did not stop" >&2; exit 255; }
+    exit 0 ;;
+set)
+    # only what vacate issues: --delete of mount points (never unusedN, which destroys)
+    [ "$1" = "--delete" ] || { echo "pct stand-in: set $1 not supported" >&2; exit 255; }
+    for key in $(echo "$2" | tr ',' ' '); do
+        case $key in mp[0-9]*) ;; *) echo "pct stand-in: --delete $key refused" >&2; exit 255 ;; esac
+        if running; then        # a running container: the deletion is pending
+            grep -q '^\[pve:pending\]' "$conf" || printf '\n[pve:pending]\n' >> "$conf"
+            echo "delete: $key" >> "$conf"
+        else
+            sed -i "1,/^\[/{/^$key: /d}" "$conf"
+        fi
+    done ;;
 *) echo "pct stand-in: $cmd not supported" >&2; exit 255 ;;
 esac
 """

@@ -216,3 +216,41 @@ def test_ct_needs_its_config(tmp_path):
     r = subprocess.run([*VACATE, "check", "--ct", "12x", "/data"], capture_output=True,
                        text=True, timeout=60, check=False)
     assert r.returncode == 2 and "a Proxmox container id is a number" in r.stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_story_from_the_proxmox_host_plan_then_apply(ct129, tmp_path):
+    """``vacate plan --ct 129 /data``, then ``vacate apply``, from the host: the unit is
+    stopped and disabled inside the container through ``pct exec 129 --keep-env 0``, the
+    model deleted, the container's own mount of the volume unmounted inside it, mp0's
+    removal pending while the container keeps running (never an ``unusedN`` deleted), its
+    restart offered as a person's step, and the report says so."""
+    vol, host, box, conf = ct129
+    _wait_serving(box)
+    env = host.environ()
+    plan = str(tmp_path / "story.plan")
+    r = subprocess.run([*VACATE, "plan", "--ct", "129", "/data", "--delete", MODEL,
+                        "--delete", "eagle3", "-o", plan, "--grace", "2"],
+                       capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([*VACATE, "apply", plan, "--yes"], capture_output=True, text=True,
+                       timeout=300, env=env, check=False)
+    said = r.stdout + r.stderr
+    assert r.returncode in (0, 4), said[-4000:]
+    assert box.systemctl("is-active", "sglang-qwen.service").stdout.strip() != "active"
+    assert box.systemctl("is-enabled", "sglang-qwen.service").stdout.strip() not in (
+        "enabled", "enabled-runtime", "linked")
+    calls = host.calls()
+    assert any(c.startswith("exec 129 --keep-env 0 -- systemctl stop sglang-qwen.service")
+               for c in calls), calls
+    assert not any("unused" in c for c in calls), calls
+    with open(conf) as f:
+        text = f.read()
+    assert "[pve:pending]" in text and "delete: mp0" in text, text
+    assert not os.path.exists(f"{vol.mountpoint}/{MODEL}")
+    report = subprocess.run([*VACATE, "report", plan], capture_output=True, text=True,
+                            timeout=120, env=env, check=False)
+    assert "pending" in report.stdout, report.stdout[-3000:]
+    assert "pct reboot 129" in report.stdout          # the restart is offered, not done
+    assert not any(c.startswith(("shutdown 129", "stop 129", "reboot 129")) for c in calls)

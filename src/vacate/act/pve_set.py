@@ -6,7 +6,8 @@ reads the file before and after.
 Done: none of the keys is in the config's current section, or each of them is to be deleted
 by a pending change (``[pve:pending]`` with ``delete: mp0``). A running container cannot lose a
 mount point at once: ``pct`` records the deletion as pending, and it takes effect when the
-container stops or restarts; the outcome says so. Only ``mpN`` keys are planned this way
+container stops or restarts; the outcome says so, once ``pct pending CTID`` lists each
+deletion (``del mp0``) as the config file does. Only ``mpN`` keys are planned this way
 (deleting an ``unusedN`` key destroys the volume it names).
 """
 
@@ -98,4 +99,23 @@ def run(step: Step, ctx: Context) -> Outcome:
         left = ",".join(k for k, v in state.items() if v == "present")
         return Outcome("failed", f"{' '.join(argv)} ran and {left} is still in "
                                  f"{step.params.get('config')}", {"argv": argv, "keys": state})
+    unlisted = _not_pending(step, ctx, [k for k, v in state.items() if v == "pending"])
+    if unlisted:
+        return Outcome("failed", f"{' '.join(argv)} ran, but {unlisted}",
+                       {"argv": argv, "keys": state})
     return Outcome("ok", _said(step, state), {"argv": argv, "keys": state})
+
+
+def _not_pending(step: Step, ctx: Context, keys: list[str]) -> str:
+    """What ``pct pending CTID`` does not list of the deletions the config file holds as
+    pending ("" when it lists them all, or there are none)."""
+    if not keys:
+        return ""
+    argv = [step.params.get("tool") or "pct", "pending", str(step.params.get("vmid"))]
+    r = ctx.run(argv, check=False)
+    if r.returncode != 0:
+        return f"{' '.join(argv)} failed: {(r.stderr or r.stdout).strip()[:300]}"
+    listed = {ln.split()[1] for ln in r.stdout.splitlines()
+              if len(ln.split()) >= 2 and ln.split()[0] == "del"}
+    left = [k for k in keys if k not in listed]
+    return f"{' '.join(argv)} does not list the deletion of {','.join(left)}" if left else ""

@@ -160,6 +160,18 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
                             params={"do": "delete-snapshot", "last": i == len(snaps) - 1},
                             consumer=c.id) for i, s in enumerate(snaps))
     out = []
+    movable = [k for k in keys if pve_config.is_disk_key(k)]
+    if tool == "pct" and movable and "rootfs" not in keys and movable == keys:
+        # a container's mount points go without stopping it: the deletion is pending while
+        # it runs (its own mount of the volume is unmounted inside it), and a restart, when
+        # a person chooses, applies it
+        out.append(Action("edit-config", vmid, (tool, "set", vmid, "--delete", ",".join(movable)),
+                          params={"do": "delete-disks", "keys": movable}, consumer=c.id))
+        if a.get("running") is not False:
+            out.append(Action("manual", vmid, (tool, "reboot", vmid),
+                              params={"do": "restart-container", "keys": movable},
+                              consumer=c.id))
+        return tuple(out)
     if a.get("running") is not False:
         out.append(Action("stop-container", vmid, (tool, "shutdown", vmid),
                           precondition={"running": a.get("running")},

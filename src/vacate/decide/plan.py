@@ -242,11 +242,14 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
               entries: dict[str, dict] | None = None, mask_references: bool = False,
               dest_free: int | None = None, created_at: float = 0.0,
               migrations: dict[str, str] | None = None,
-              migrate_free: dict[str, int] | None = None) -> Plan:
+              migrate_free: dict[str, int] | None = None,
+              archive_tools: dict[str, str] | None = None) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
     the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
-    ``dest_free``: the free bytes at ``archive_to``."""
+    ``dest_free``: the free bytes at ``archive_to``; ``archive_tools``: where the archive is
+    written by another host's python3 (no zstandard module there), its ``zstd`` command
+    (name -> path, "" where it is missing)."""
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
@@ -262,6 +265,10 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
     if archive_to and dest_free is not None and need > dest_free:
         blocked.append(f"{archive_to} has {dest_free} bytes free; archiving needs up to "
                        f"{need} (before compression)")
+    if to_archive and archive_tools is not None and not archive_tools.get("zstd"):
+        blocked.append("the archive is written on the far host with its zstd command, and it "
+                       "has none: install the package zstd there (apt install zstd, dnf "
+                       "install zstd)")
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))

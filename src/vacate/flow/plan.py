@@ -84,9 +84,12 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
             identities[it.path] = identity_of(rec)
             entries[it.path] = rec.reference()
     free = where.call("free_bytes", path=local_dest) if local_dest else None
+    tools = None if isinstance(where, Local) or not local_dest else \
+        where.call("commands", names=["zstd"])
     return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                      snapshot=snapshot, identities=identities, entries=entries,
                      mask_references=mask_references,
                      dest_free=free, created_at=time.time(), migrations=migrations,
                      migrate_free={d: where.call("free_bytes", path=d)
-                                   for d in set(migrations.values())})
+                                   for d in set(migrations.values())},
+                     archive_tools=tools)

@@ -20,6 +20,8 @@ _SAY = {
     "move-root-disk": "move the root disk off the volume ({cmd}) or destroy the guest",
     "delete-disks": "{cmd} (or move those volumes to other storage)",
     "revert-pending": "{cmd} (a pending change names the volume)",
+    "restart-container": "when the container may restart, {cmd}: it applies the pending "
+                         "removal (until then it is listed by pct pending {at})",
     "delete-snapshot": "{cmd}",
     "remove-storage": "move its volumes elsewhere, then {cmd} "
                       "(or pvesm set {storage} --disable 1)",

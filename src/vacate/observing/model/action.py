@@ -68,7 +68,7 @@ class Where:
         if self.kind == "mount-namespace":
             return ("nsenter", "-t", str(self.pid), "-m", *argv)
         if self.kind == "pct":
-            return ("pct", "exec", str(self.name), "--", *argv)
+            return ("pct", "exec", str(self.name), "--keep-env", "0", "--", *argv)
         if self.kind == "lxc":
             p = ("-P", self.lxcpath) if self.lxcpath else ()
             return ("lxc-attach", *p, "-n", str(self.name), "--", *argv)
