@@ -179,10 +179,14 @@ def test_check_ct_sees_the_container_from_the_host_in_one_observation(ct129):
     stops = [s for s in doc["steps"] if s["kind"] == "stop-unit"
              and "sglang-qwen.service" in s["argv"]]
     assert stops and stops[0]["argv"][:3] == ["pct", "exec", "129"], doc["steps"]
-    # applied only where it was made for (the acting issue carries it out from here)
+    # applied only to the container it was made for: one whose config changed since is
+    # another container as far as the plan knows, and nothing is done
+    with open(conf, "a") as f:
+        f.write("mp1: /srv/other,mp=/other\n")
     r = subprocess.run([*VACATE, "apply", plan, "--yes"], capture_output=True, text=True,
                        timeout=120, env=host.environ(), check=False)
-    assert r.returncode == 2 and "made for CT 129" in r.stderr
+    assert r.returncode == 2 and "CT 129's config" in r.stderr, r.stderr[-2000:]
+    assert "is not the one the plan was made from" in r.stderr
     assert box.systemctl("is-active", "sglang-qwen.service").stdout.strip() == "active"
 
 
