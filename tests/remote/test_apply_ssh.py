@@ -184,6 +184,7 @@ def _victim(apply_pid: int, which: str) -> int | None:
 def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, server, which):
     plan = far.make_plan(server)
     steps = [s["id"] for s in plan["steps"]]
+    cut = 0
     for sid in steps:
         p = subprocess.Popen([*VACATE, "apply", far.plan, "--yes"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
@@ -199,10 +200,36 @@ def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, serve
         if p.returncode == 0:
             break                       # it finished before the connection could be cut
         assert p.returncode == 1, err
+        assert "vacate-test" in err            # the step failed naming the lost host
+        cut += 1
         deadline = time.monotonic() + 20
         while far_workers() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not far_workers(), "a far worker outlived its connection"
+    assert cut >= len(steps) - 2, f"the connection was cut in {cut} of {len(steps)} steps"
     rc, _out, err = cli("apply", far.plan, "--yes")
     assert rc == 0, err
     far.assert_retired()
+
+
+def test_a_second_worker_for_the_same_plan_is_refused_while_one_lives(far, server):
+    """A survivor of a dropped connection (here: a far worker holding the plan, alive) keeps
+    the plan's lock there: an apply meanwhile waits for it, then is refused, changing
+    nothing."""
+    from vacate.remote import Remote
+    from vacate.remote.ssh import SshTarget
+
+    far.make_plan(server)
+    with open(far.plan, "rb") as f:
+        raw = f.read()
+    survivor = Remote(SshTarget.parse("vacate-test", python=far_python()), act=True)
+    try:
+        got = survivor.call("apply_begin", plan=raw.decode("ascii"),
+                            sha256=hashlib.sha256(raw).hexdigest(), files={})
+        rc, _out, err = cli("apply", far.plan, "--yes")
+        assert rc == 2 and "another vacate apply of this plan is running there" in err, err
+        assert f"pid {got['pid']}" in err
+        assert os.path.ismount(far.m) and os.path.exists(f"{far.m}/cuda.run")
+        assert not os.path.exists(path_for(far.plan))    # no journal: nothing was begun
+    finally:
+        survivor.close()

@@ -258,11 +258,12 @@ def _view(step: Step, ctx: Context, acting: bool) -> tuple[tuple[Mount, ...] | N
 
 
 def _planned(step: Step, ctx: Context, mounts: tuple[Mount, ...]) -> list[Mount]:
-    """The planned mount: by its recorded id; without one (a loop device's mounts), what is
-    mounted at the mount point from that device."""
-    mid = _pre(step).get("mount_id")
+    """The planned mount: by its recorded id (and device: the kernel gives an unmounted
+    mount's id to the next mount, which is not the planned one); without one (a loop
+    device's mounts), what is mounted at the mount point from that device."""
+    mid, dev = _pre(step).get("mount_id"), _pre(step).get("dev")
     if mid is not None:
-        return [m for m in mounts if m.mount_id == mid]
+        return [m for m in mounts if m.mount_id == mid and (not dev or m.dev == dev)]
     mp = _mount_point(step)
     cid = step.action.consumer or ""
     numbers = _loop_numbers(ctx, cut_prefix(cid, "loop-device:")) \
