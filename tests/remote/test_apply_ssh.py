@@ -127,7 +127,7 @@ def far_workers() -> list[int]:
 def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
     plan = far.make_plan(server)
     assert plan["observation"]["host"]["ssh"] == "vacate-test"
-    rc, out, err = cli("apply", far.plan, "--yes", "--json")
+    rc, _out, err = cli("apply", far.plan, "--yes", "--json")
     assert rc == 0, err
     far.assert_retired()
     recs = read_records(path_for(far.plan))           # the journal is here, beside the plan
