@@ -127,9 +127,17 @@ def far_workers() -> list[int]:
 def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
     plan = far.make_plan(server)
     assert plan["observation"]["host"]["ssh"] == "vacate-test"
-    rc, _out, err = cli("apply", far.plan, "--yes", "--json")
-    assert rc == 0, err
+    from vacate.act import apply as ap
+
+    seen = []
+    result = ap.apply(far.plan, progress=lambda step, done, total, what: seen.append(
+        (step.kind, done, total)))
+    assert ap.exit_code(result) == 0, [(s.id, s.status, s.detail) for s in result.steps]
     far.assert_retired()
+    # the far side's progress reached here while the step ran there
+    assert any(kind == "delete" and total > 0 for kind, _done, total in seen), seen
+    rc, out, err = cli("report", far.plan)
+    assert rc == 0 and "vacate-test" in out, out[-2000:]
     recs = read_records(path_for(far.plan))           # the journal is here, beside the plan
     done = {r["step"] for r in recs if r.get("event") == "outcome" and r["status"] == "ok"}
     assert {s["id"] for s in plan["steps"] if s["kind"] == "delete"} <= done

@@ -17,7 +17,7 @@ SCHEMA = "vacate.report/1"
 def _volume(obs: Observation) -> dict:
     """The volume as a person names it: host, device, filesystem, dataset, size, used."""
     t = obs.target
-    return {"host": obs.host.hostname, "path": t.path, "device": t.mount.source,
+    return {"host": obs.host.hostname, "via": obs.host.via or None, "path": t.path, "device": t.mount.source,
             "fstype": t.mount.fstype, "dataset": t.zfs_dataset, "size_bytes": t.size_bytes,
             "used_bytes": t.used_bytes, "observed_at": obs.host.observed_at or None,
             "scanned": obs.scanned}

@@ -46,7 +46,9 @@ def summary(doc: dict, console) -> None:
     v = doc["there"]["volume"]
     console.print(Text.assemble((shown(v["path"]), "bold"), ": ", (state_line(doc), "bold"),
                                 f" ({v['fstype']} on ", shown(v["device"] or "?"),
-                                ", host ", shown(v["host"] or "?"), ")"))
+                                ", host ", shown(v["host"] or "?"),
+                                f", reached as {shown(v['via'])}" if v.get("via") else "",
+                                ")"))
     d, r = doc["done"], doc["remains"]
     for g in d["gone"]:
         console.print(Text.assemble("  gone: ", shown(g["path"]),
