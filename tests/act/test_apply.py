@@ -271,3 +271,29 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     (unmount,) = [s for s in r.steps if s.kind == "unmount"]
     assert unmount.status == "failed" and "still used by process" in unmount.detail
     _mounted_and_untouched(story)
+
+
+def test_approval_is_pinned_to_the_bytes_shown(story):
+    """The plan a person approves on the terminal is the one applied: a plan file changed
+    while the question was on the screen is refused, and nothing is done."""
+    import io
+
+    from vacate.cli.env import Env
+    from vacate.cli.main import main
+
+    story.make_plan()
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+        def readline(self, *a):
+            with open(story.plan, "a") as f:      # someone edits it meanwhile
+                f.write(" ")
+            return "y\n"
+
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["apply", story.plan], Env(stdout=out, stderr=err, stdin=Terminal()))
+    assert rc == 2 and "changed after it was shown for approval" in err.getvalue(), \
+        err.getvalue()[-2000:]
+    _mounted_and_untouched(story)

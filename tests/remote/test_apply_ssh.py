@@ -241,3 +241,21 @@ def test_a_second_worker_for_the_same_plan_is_refused_while_one_lives(far, serve
         assert not os.path.exists(path_for(far.plan))    # no journal: nothing was begun
     finally:
         survivor.close()
+
+
+def test_a_far_host_without_zstd_is_named_when_the_plan_is_made(far, server, tmp_path):
+    """The archive is written on the far host with its zstd command: where it has none the
+    plan says so up front, blocked with the package to install, and apply refuses it before
+    anything is changed (never an archive that fails half-way)."""
+    wrapper = tmp_path / "python-without-zstd"
+    wrapper.write_text(f"#!/bin/sh\nPATH=/nonexistent exec {far_python()} \"$@\"\n")
+    wrapper.chmod(0o755)
+    rc, out, err = cli("plan", far.m, "--host", "vacate-test", "--python", str(wrapper),
+                       "--archive", "cache", "--archive-to", str(tmp_path / "backup"),
+                       "-o", far.plan, "--json")
+    plan = json.loads(out)
+    assert any("install the package zstd there" in b for b in plan["blocked"]), plan["blocked"]
+    rc, _out, err = cli("apply", far.plan, "--yes")
+    assert rc == 2 and "zstd" in err, err
+    assert os.path.ismount(far.m) and os.path.exists(f"{far.m}/cache/a/00000.bin")
+    assert not os.path.exists(tmp_path / "backup")
