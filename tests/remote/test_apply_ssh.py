@@ -136,7 +136,7 @@ def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, serv
     far.assert_retired()
     # the far side's progress reached here while the step ran there
     assert any(kind == "delete" and total > 0 for kind, _done, total in seen), seen
-    rc, out, err = cli("report", far.plan)
+    rc, out, _err = cli("report", far.plan)
     assert rc == 0 and "vacate-test" in out, out[-2000:]
     recs = read_records(path_for(far.plan))           # the journal is here, beside the plan
     done = {r["step"] for r in recs if r.get("event") == "outcome" and r["status"] == "ok"}
