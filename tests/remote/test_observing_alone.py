@@ -36,21 +36,25 @@ def sources():
                 yield os.path.join(d, f)
 
 
+def imports(path: str):
+    """(line, module) of every import in the file at ``path``, at any level."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module
+
+
 def test_observing_imports_no_other_layer():
     bad = []
     for path in sources():
-        with open(path) as f:
-            tree = ast.parse(f.read())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            for n in names:
-                if n.startswith(OTHER_LAYERS) or n.split(".")[0] in (
-                        "rich", "zstandard", "blake3", "jinja2", "textual"):
-                    bad.append(f"{os.path.relpath(path, SRC)}:{node.lineno}: {n}")
+        for lineno, n in imports(path):
+            if n.startswith(OTHER_LAYERS) or n.split(".")[0] in (
+                    "rich", "zstandard", "blake3", "jinja2", "textual"):
+                bad.append(f"{os.path.relpath(path, SRC)}:{lineno}: {n}")
     assert not bad, bad
 
 
@@ -142,22 +146,14 @@ def test_the_acting_half_imports_nothing_it_does_not_ship():
     shipped = {n[:-3].replace("/", ".").removesuffix(".__init__") for n, _p in act_sources()}
     bad = []
     for name, path in act_sources():
-        with open(path) as f:
-            tree = ast.parse(f.read())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            for n in names:
-                if (name, n) == ("vacate/output/actions.py", "vacate.decide.actions"):
-                    continue
-                if n.startswith(ACT_LAYERS) or n.split(".")[0] in (
-                        "rich", "jinja2", "textual") or (
-                        n.startswith("vacate.") and not n.startswith("vacate.observing")
-                        and n not in shipped and n != "vacate.archive.s3"):
-                    bad.append(f"{name}:{node.lineno}: {n}")
+        for lineno, n in imports(path):
+            if (name, n) == ("vacate/output/actions.py", "vacate.decide.actions"):
+                continue
+            if n.startswith(ACT_LAYERS) or n.split(".")[0] in (
+                    "rich", "jinja2", "textual") or (
+                    n.startswith("vacate.") and not n.startswith("vacate.observing")
+                    and n not in shipped and n != "vacate.archive.s3"):
+                bad.append(f"{name}:{lineno}: {n}")
     assert not bad, bad
 
 
