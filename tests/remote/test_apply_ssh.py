@@ -65,6 +65,8 @@ class Far:
         self.holders.mmap_only(f"{m}/w.bin")
         self.holders.cwd(f"{m}/work")
         self.holders.loop_device(f"{m}/disk.img")
+        self.holders.deleted(f"{m}/work/gone.bin")
+        self.holders.swapfile(f"{m}/swapfile", "ext4")
         self.before = tree_hashes(m)
         self.plan = os.path.join(tmp, "far.plan")
 
@@ -72,6 +74,7 @@ class Far:
         rc, out, err = cli("plan", self.m, "--host", "vacate-test", "--python", far_python(),
                            "--delete", "cuda.run", "--delete", "cache", "--keep", "notes.txt",
                            "--keep", "w.bin", "--keep", "work", "--keep", "disk.img",
+                           "--keep", "swapfile",
                            "--grace", "2", "-o", self.plan, "--json")
         assert rc == 0, err
         return json.loads(out)
@@ -89,6 +92,8 @@ class Far:
         for path, h in self.before.items():
             if path.split("/", 1)[0] in ("cuda.run", "cache"):
                 assert path not in left, f"{path} was to be deleted"
+            elif path == "swapfile":        # kept; the kernel writes its header at swapoff
+                assert path in left
             else:
                 assert left.get(path) == h, f"{path} changed or went missing"
 
