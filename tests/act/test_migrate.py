@@ -6,6 +6,7 @@ were; ``undo`` removes exactly vacate's drop-in."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -229,3 +230,91 @@ def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path
     assert again.failed is None, [(s.id, s.status, s.detail) for s in again.steps]
     assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server on the copy")
     assert not os.path.ismount(vol)
+
+
+@contextlib.contextmanager
+def looked_at(v):
+    """The retired volume mounted read-only elsewhere, to see what is left on it."""
+    look = tempfile.mkdtemp(prefix="vacate-look-")
+    try:
+        subprocess.run(["mount", "-o", "ro", v.device, look], check=True)
+        try:
+            yield look
+        finally:
+            subprocess.run(["umount", look], check=True)
+    finally:
+        os.rmdir(look)
+
+
+def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_dest(story):
+    from vacate.act import delete_step
+    from vacate.act.base import Context
+
+    _b, v, vol, dest, work = story
+    path = os.path.join(work, "plan.json")
+    p = make_plan_file(vol, migrations={"models/qwen": dest},
+                       overrides=[("delete", "models/qwen")], outputs=(path,))
+    with open(path, "w") as f:
+        f.write(p.dumps())
+    plan, _ = ap.load(path)
+    (item,) = [i for i in plan.items if i.action == "migrate"]
+    assert item.delete_source and item.entries is not None
+    assert "deleted once what used it runs from there" in item.get_back
+    kinds = [s.kind for s in plan.steps]
+    (delete,) = [s for s in plan.steps if s.kind == "delete"]
+    assert delete.params["item"] == item.path
+    # the delete comes after the unit runs from DEST (start-unit checks it came back)
+    assert kinds.index("start-unit") < kinds.index("delete") < len(kinds) - 1 - \
+        kinds[::-1].index("unmount")                       # the volume's own unmount
+    assert plan.expected_freed_bytes == item.disk_bytes
+    # before anything is copied, the source may not be deleted
+    why = delete_step.ready(delete, Context(plan=plan, plan_path=path))
+    assert why and "nothing was copied yet" in why and "is kept" in why
+
+    r = ap.apply(path)
+    assert r.failed is None, [(s.id, s.status, s.detail) for s in r.steps]
+    done = {s.kind: s for s in r.steps}
+    assert done["delete"].status == "ok"
+    order = [s.kind for s in r.steps]
+    assert order.index("start-unit") < order.index("delete")
+    assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
+    assert os.path.getsize(f"{dest}/qwen/weights.bin") == 3 << 20
+    # the volume, looked at again: the migrated model is gone from it, nothing else was
+    with looked_at(v) as look:
+        assert not os.path.exists(f"{look}/models/qwen")
+        assert os.path.isdir(f"{look}/models")
+
+
+def test_migrate_without_delete_leaves_the_source_on_the_volume(story):
+    _b, v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+    plan, _ = ap.load(plan_path)
+    assert "delete" not in [s.kind for s in plan.steps]
+    assert ap.apply(plan_path).failed is None
+    with looked_at(v) as look:
+        assert os.path.getsize(f"{look}/models/qwen/weights.bin") == 3 << 20
+
+
+def test_an_edited_plan_marking_a_migrated_item_delete_too_is_made_again(story):
+    import json
+
+    from vacate.flow.replan import replan
+
+    _b, _v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+    with open(plan_path) as f:
+        doc = json.load(f)
+    (it,) = [i for i in doc["items"] if i["action"] == "migrate"]
+    it["delete_source"] = True                     # the person's edit
+    edited = os.path.join(work, "edited.json")
+    with open(edited, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(ap.Refused, match="not the ones its items make"):
+        ap.apply(edited)
+    got = replan(edited, outputs=(os.path.join(work, "new.json"),))
+    assert any(c.startswith("+ ") and f"delete {it['path']} " in c and
+               f"migrated to {dest}/qwen" in c for c in got.changes), got.changes
+    (item,) = [i for i in got.plan.items if i.action == "migrate"]
+    assert item.delete_source and item.entries is not None
+    assert item.migrate_to == f"{dest}/qwen"
+    assert [s.params["item"] for s in got.plan.steps if s.kind == "delete"] == [item.path]

@@ -50,6 +50,12 @@ class _Steps:
         return s
 
 
+def deleted(it: PlanItem) -> bool:
+    """Whether the plan deletes the item from the volume (a migrate item: once what used
+    it runs from the copy)."""
+    return it.action == "delete" or it.action == "migrate" and it.delete_source
+
+
 def archive_name(it: PlanItem) -> str:
     """The archive's name at the destination: the item's path on the volume, ``/`` as
     ``_``."""
@@ -337,7 +343,7 @@ def archive_rest(t: Teardown) -> None:
 
 def snapshot_and_delete(t: Teardown) -> None:
     """7-8. A snapshot before the deletes (ZFS, btrfs), the deletes, the space freed."""
-    deletes = [i for i in t.items if i.action == "delete"]
+    deletes = [i for i in t.items if deleted(i)]
     fstype = t.obs.target.mount.fstype
     if deletes and t.snapshot and fstype in SNAPSHOT_FS:
         t.st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
@@ -345,9 +351,12 @@ def snapshot_and_delete(t: Teardown) -> None:
                                                  tuple(i.path for i in deletes))),
                  postcondition={"exists": True})
     for it in deletes:
-        t.st.add("delete", f"delete {it.path} ({it.files} files)", downtime=True,
+        moved = it.action == "migrate"
+        t.st.add("delete", f"delete {it.path} ({it.files} files)" + (
+                     f", migrated to {it.migrate_to}" if moved else ""), downtime=True,
                  params=as_params(DeleteParams(it.path, it.exclude)),
-                 precondition={"identity": it.identity is not None},
+                 precondition={"identity": it.identity is not None,
+                               **({"migrated_to": it.migrate_to} if moved else {})},
                  postcondition={"gone": True})
     if deletes:
         t.st.add("check", "compare the space freed with what was expected", downtime=True,
