@@ -122,6 +122,27 @@ def plan_to(vol: str, dest: str, work: str) -> str:
     return path
 
 
+def reported(plan_path: str, work: str) -> tuple[str, str]:
+    """``vacate report PLAN`` as a person reads it (whitespace folded: the terminal wraps),
+    and the page ``--html`` writes."""
+    import html
+    import io
+    import re
+
+    from vacate.cli.env import Env
+    from vacate.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["report", plan_path], Env(stdout=out, stderr=err, stdin=None)) == 0, \
+        err.getvalue()
+    page = os.path.join(work, "report.html")
+    assert main(["report", plan_path, "--html", page],
+                Env(stdout=io.StringIO(), stderr=err, stdin=None)) == 0, err.getvalue()
+    inline = re.sub(r"</?(bdi|code|b|small|span)\b[^>]*>", "", read(page))
+    text = re.sub(r"<[^>]+>", " ", inline)
+    return " ".join(out.getvalue().split()), " ".join(html.unescape(text).split())
+
+
 def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
     b, v, vol, dest, work = story
     unit_before = unit_text(b)
@@ -139,8 +160,28 @@ def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
                                                            "repoint-unit", "start-unit"]
     assert "disable-unit" not in kinds                  # it keeps running, from DEST
 
+    text, page = reported(plan_path, work)
+    for said in (text, page):                   # before: what would be done
+        assert f"would migrate: {vol}/models/qwen to {dest}/qwen (3.1 MB; free there when " \
+            "planned: " in said, said[said.find("would migrat") - 200:][:1500]
+        assert "the source is left on the volume" in said
+    assert "│ migrate to" in text and f"migrate to {dest}/qwen" in page   # the items' table
+
     r = ap.apply(plan_path)
     assert r.failed is None, [(s.id, s.status, s.detail) for s in r.steps]
+    for said in reported(plan_path, work):      # after: what was done, how to undo it
+        # 3 files: weights, config and its hardlink (linked again, not copied)
+        assert f"migrated (done): {vol}/models/qwen to {dest}/qwen; copied 2 files (3.1 MB) " \
+            "in 2 passes, 1 hardlinked again; read back from the disk: 2 files (3.1 MB), " \
+            "each as the source was read" in said
+        assert "repointed: qwen.service (" in said and "zz-vacate-migrate.conf" in said
+        assert f"Environment: MODEL={vol}/models/qwen ADMIN_A=1" in said or \
+            f"Environment MODEL={vol}/models/qwen ADMIN_A=1" in said         # text, page
+        assert f"MODEL={dest}/qwen ADMIN_A=1" in said
+        assert "undo: nsenter" in said and \
+            "-a rm /etc/systemd/system/qwen.service.d/zz-vacate-migrate.conf && " in said
+        assert "runs again: start qwen.service" in said
+        assert f"migrated to {dest}/qwen, and left on the volume: {vol}/models/qwen" in said
     # the unit runs from DEST, nothing maps the old volume, the volume is gone
     assert box_cmd(b, "systemctl", "is-active", "qwen.service").stdout.strip() == "active"
     assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
@@ -198,6 +239,8 @@ def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeyp
     r = ap.apply(plan_path)
     assert r.failed is not None and r.failed.kind == "verify-copy"
     assert f"{dest}/qwen/weights.bin" in r.failed.detail
+    for said in reported(plan_path, work):
+        assert f"read back wrong: {dest}/qwen/weights.bin: read back 3145728 bytes" in said
     kinds_done = [s.kind for s in r.steps if s.status in ("ok", "skipped")]
     assert "repoint-unit" not in kinds_done and "stop-unit" not in kinds_done
     # the service still runs from the old path
@@ -224,6 +267,10 @@ def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path
     assert wait_for(lambda: mapped_under(vol), "the server back on the old path")
     assert not [n for n in os.listdir(os.path.join(b.units_dir, "qwen.service.d"))
                 if n.endswith(migrate.DROPIN)]
+    for said in reported(plan_path, work):
+        assert "migrated (failed)" in said
+        assert "brought back from the old path: removed " in said
+        assert "started qwen.service from the old path" in said
     # the rerun finishes the migration
     monkeypatch.setitem(migrate._RUN, "start-unit", real)
     again = ap.apply(plan_path)
@@ -277,6 +324,11 @@ def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_d
     assert done["delete"].status == "ok"
     order = [s.kind for s in r.steps]
     assert order.index("start-unit") < order.index("delete")
+    text, page = reported(path, work)
+    assert f"migrate to {dest}/qwen, then delete" in page and "│ migrate to" in text
+    for said in (text, page):
+        assert "its source: deleted from the volume, now that it runs from the copy" in said
+        assert f"gone: {vol}/models/qwen" in said
     assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
     assert os.path.getsize(f"{dest}/qwen/weights.bin") == 3 << 20
     # the volume, looked at again: the migrated model is gone from it, nothing else was

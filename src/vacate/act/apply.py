@@ -209,7 +209,7 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
             continue
         r = _one(step, ctx, j, states.get(step.id))
         if r.status == "failed":
-            r = _bring_back(plan, i, r, ctx)
+            r = _bring_back(plan, i, r, ctx, j)
         results.append(r)
         if on_step is not None:
             on_step(r)
@@ -217,9 +217,10 @@ def _steps(plan_path, plan, host, j, states, progress, on_step, nvml) -> ApplyRe
     return ApplyResult(plan_path, plan, tuple(results))
 
 
-def _bring_back(plan, index: int, r: StepResult, ctx: Context) -> StepResult:
+def _bring_back(plan, index: int, r: StepResult, ctx: Context, j: Journal) -> StepResult:
     """A step failed between a migrated unit's stop and its start: the unit is brought back
-    from the old path (the volume is still there) and the apply stops there."""
+    from the old path (the volume is still there) and the apply stops there; the failed
+    step's outcome is journaled again with what was brought back."""
     from dataclasses import replace
 
     from vacate.act import migrate
@@ -232,7 +233,10 @@ def _bring_back(plan, index: int, r: StepResult, ctx: Context) -> StepResult:
             said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
     if not said:
         return r
-    return replace(r, detail=f"{r.detail}; " + "; ".join(said))
+    r = replace(r, detail=f"{r.detail}; " + "; ".join(said),
+                data={**(r.data or {}), "brought_back": said})
+    j.outcome(r.id, r.status, r.detail, r.data)
+    return r
 
 
 def _one(step, ctx: Context, j: Journal, before) -> StepResult:
