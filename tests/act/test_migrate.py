@@ -80,7 +80,9 @@ def read(path: str) -> str:
 
 
 @pytest.fixture
-def story():
+def story(request):
+    """A booted systemd running qwen.service from a model on a loop volume (its
+    ``request.param``, when given: how many more shard files the model has)."""
     from harness.volumes import can_loop_mount, make_volume
     if not can_loop_mount():
         pytest.skip("needs root and losetup")
@@ -91,6 +93,9 @@ def story():
         os.makedirs(f"{vol}/models/qwen/sub")
         with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
             f.write(os.urandom(3 << 20))
+        for n in range(getattr(request, "param", 0)):
+            with open(f"{vol}/models/qwen/shard-{n:02d}.bin", "wb") as f:
+                f.write(os.urandom(256 << 10))
         with open(f"{vol}/models/qwen/config.json", "w") as f:
             f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
         os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
