@@ -15,6 +15,7 @@ from vacate.act import (
     manual,
     migrate,
     processes,
+    relink,
     units,
 )
 
@@ -30,6 +31,7 @@ MODULES = (
     manual,
     migrate,
     processes,
+    relink,
     units,
 )
 

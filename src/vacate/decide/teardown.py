@@ -26,6 +26,7 @@ from vacate.act.lockdir import LockParams
 from vacate.act.manual import ManualParams
 from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
 from vacate.act.processes import EndParams
+from vacate.act.relink import RelinkParams
 from vacate.decide.actions import _file_line, container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.observation import Observation
@@ -160,6 +161,7 @@ class Teardown:
     stopped_units: set = field(default_factory=set)      # (unit, manager label)
     disabled: set = field(default_factory=set)
     moved: set = field(default_factory=set)              # migrate items copied after a stop
+    repointed: set = field(default_factory=set)          # consumers repointed, not disarmed
 
     def __post_init__(self):
         self.by_id = {c.id: c for c in self.obs.consumers}
@@ -372,7 +374,7 @@ def disarm_config(t: Teardown) -> None:
     for c in t.obs.consumers:
         if c.id not in t.blockers or c.type not in CONFIG_TYPES:
             continue
-        if c.type == "nfs-export" and c.live:
+        if c.type == "nfs-export" and c.live or c.id in t.repointed:
             continue
         for x in t.blockers[c.id].actions:
             if x.kind in ("stop-container", "remove-container"):
@@ -481,6 +483,7 @@ def migrate_units(t: Teardown) -> None:
                 if it.path not in t.moved:
                     t.moved.add(it.path)
                     _copy_steps(t, it, True)
+            repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
             moves = tuple((i.path, i.migrate_to) for i in used)
             t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
                                      f"{', '.join(i.migrate_to for i in used)} by a drop-in",
@@ -497,11 +500,86 @@ def migrate_units(t: Teardown) -> None:
 
 def migrate_rest(t: Teardown) -> None:
     """6. Items migrated that no repointed unit used: copied again once nothing uses
-    them, and read back."""
+    them, and read back; then what names them repointed."""
     for it in t.items:
         if it.action == "migrate" and it.path not in t.moved:
             t.moved.add(it.path)
             _copy_steps(t, it, True)
+    repoint_config(t)
+
+
+def _new_path(path: str, moves) -> str | None:
+    for old, new in moves:
+        if is_under(path, old):
+            return new + path[len(old.rstrip("/")):]
+    return None
+
+
+def _repoint_one(t: Teardown, c: Consumer, moves) -> bool:
+    """The steps that repoint one consumer naming only migrated paths; False when vacate
+    has no way to (it is then disarmed like any other)."""
+    a = c.attrs
+    lines = None
+    if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
+        lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
+    elif c.type == "config-file" and a.get("line_sha256s") and a.get("file"):
+        lines = [(a["file"], [list(x) for x in a["line_sha256s"]])]
+    elif c.type == "lxc-container" and a.get("mount_entries"):
+        lines = [(e["file"], [[e["line"], e["line_sha256"]]]) for e in a["mount_entries"]]
+    if lines is not None:
+        for file, targets in lines:
+            first = targets[0][0]
+            x = Action("edit-config", f"{file}:{first}", consumer=c.id,
+                       params={"file": file, "line": first})
+            t.st.add("repoint-config", f"repoint {c.type} {c.name} ({file}) to "
+                                       f"{', '.join(n for _o, n in moves)}", action=x,
+                     downtime=True,
+                     params=as_params(EditParams(file, first, targets[0][1],
+                                                 lines=targets if len(targets) > 1 else None,
+                                                 moves=tuple(moves))),
+                     postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
+        return True
+    if c.type == "symlink" and a.get("target"):
+        raw = a["target"]
+        to = _new_path(raw, moves) if raw.startswith("/") else None
+        to = to or _new_path(a.get("resolved") or "", moves)
+        if to is None:
+            return False
+        t.st.add("repoint-link", f"point {c.name} to {to}", downtime=True,
+                 params=as_params(RelinkParams(c.name, raw, to)),
+                 postcondition={"points_to": to}, evidence=c.evidence)
+        return True
+    if c.type == "docker-container" and a.get("binds"):
+        for source, dest, mode in a["binds"]:
+            new = _new_path(source, moves)
+            if new is None:
+                continue
+            ro = ",readonly" if mode == "ro" else ""
+            t.st.add("manual", f"docker container {c.name} binds {source} at {dest}: recreate "
+                               f"it (vacate does not) with --mount type=bind,source={new},"
+                               f"target={dest}{ro} in place of that bind: docker stop "
+                               f"{c.name} && docker rm {c.name}, then docker run as it was "
+                               f"made (docker inspect {c.name} shows how)", downtime=True,
+                     params=as_params(ManualParams(consumer=c.id)), evidence=c.evidence)
+        return True
+    return False
+
+
+def repoint_config(t: Teardown) -> None:
+    """What names only items migrated and copied for the last time by now, repointed:
+    lines of fstab, crontabs, environment files and LXC configs rewritten (the line as it
+    was kept behind a dated marker, a backup beside the file), symlinks pointed at the new
+    place; a docker container's bind is a person's to recreate (a manual step)."""
+    moving = [i for i in t.items if i.action == "migrate" and i.path in t.moved]
+    for c in t.obs.consumers:
+        if c.id in t.repointed or not c.paths or c.attrs.get("container"):
+            continue
+        if not all(any(is_under(p, i.path) for i in moving) for p in c.paths):
+            continue
+        moves = tuple((i.path, i.migrate_to) for i in moving
+                      if any(is_under(p, i.path) for p in c.paths))
+        if _repoint_one(t, c, moves):
+            t.repointed.add(c.id)
 
 
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,

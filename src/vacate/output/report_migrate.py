@@ -23,8 +23,10 @@ def _mine(it: PlanItem, step) -> bool:
     p = step.params
     if step.kind in ("copy", "verify-copy", "delete"):
         return p.get("item") == it.path
-    if step.kind == "repoint-unit":
+    if step.kind in ("repoint-unit", "repoint-config"):
         return any(old == it.path for old, _new in p.get("moves", ()))
+    if step.kind == "repoint-link":
+        return str(p.get("to", "")).startswith(it.migrate_to or "\0")
     if step.kind == "start-unit":
         return it.migrate_to in p.get("into", ())
     return False
@@ -56,6 +58,31 @@ def _brought_back(plan: Plan, steps: list[dict], mine_ids: set[str]) -> list[str
     return out
 
 
+def _repointed(x: dict) -> dict:
+    """One repointing step as the report shows it: a unit's drop-in (each setting before
+    and after), a file's lines (each before and after), or a link (its target before and
+    after); how to undo it."""
+    d = x["data"]
+    out = {"step": x["id"], "kind": x["kind"], "status": x["status"], "summary": x["summary"],
+           "undo": d.get("undo")}
+    if x["kind"] == "repoint-unit":
+        out.update(unit=d.get("unit"), manager=d.get("manager"), dropin=d.get("dropin"),
+                   changes=[{"setting": k, "before": d.get("before", {}).get(k, []),
+                             "after": d.get("after", {}).get(k, [])}
+                            for k in d.get("settings", [])])
+    elif x["kind"] == "repoint-config":
+        out.update(file=d.get("file"), backup=d.get("backup"),
+                   changes=[{"setting": f"{d.get('file')}:{c.get('line')}",
+                             "before": [c.get("before", "")], "after": [c.get("after", "")]}
+                            for c in d.get("changes", [])])
+    else:
+        out.update(link=d.get("link"), changes=[{"setting": d.get("link"),
+                                                 "before": [d.get("before", "")],
+                                                 "after": [d.get("after", "")]}]
+                   if d.get("link") else [])
+    return out
+
+
 def migration(plan: Plan, it: PlanItem, steps: list[dict]) -> dict:
     """One migrate item as the report shows it (``steps``: the report's step rows, in the
     plan's order)."""
@@ -65,18 +92,7 @@ def migration(plan: Plan, it: PlanItem, steps: list[dict]) -> dict:
     reads = [x for x in ok if x["kind"] == "verify-copy"]
     wrong = [m for x in mine if x["kind"] == "verify-copy" and x["status"] == "failed"
              for m in x["data"].get("mismatches", [])]
-    repointed = []
-    for x in mine:
-        if x["kind"] != "repoint-unit":
-            continue
-        d = x["data"]
-        repointed.append({
-            "step": x["id"], "status": x["status"], "unit": d.get("unit"),
-            "manager": d.get("manager"), "dropin": d.get("dropin"),
-            "changes": [{"setting": k, "before": d.get("before", {}).get(k, []),
-                         "after": d.get("after", {}).get(k, [])}
-                        for k in d.get("settings", [])],
-            "undo": d.get("undo"), "summary": x["summary"]})
+    repointed = [_repointed(x) for x in mine if x["kind"].startswith("repoint-")]
     started = [{"step": x["id"], "status": x["status"], "summary": x["summary"],
                 "detail": x["detail"]} for x in mine if x["kind"] == "start-unit"]
     delete = next((x for x in mine if x["kind"] == "delete"), None)

@@ -70,10 +70,13 @@ def migration_lines(m: dict, console) -> None:
     for u in m["repointed"]:
         if u["status"] not in ("ok", "skipped"):
             continue
-        console.print(Text.assemble("    repointed: ", shown(u["unit"]), " (",
-                                    shown(u["manager"] or "?"), ") by ", shown(u["dropin"])))
+        if u["kind"] == "repoint-unit":
+            console.print(Text.assemble("    repointed: ", shown(u["unit"]), " (",
+                                        shown(u["manager"] or "?"), ") by ",
+                                        shown(u["dropin"])))
+        lead = "      " if u["kind"] == "repoint-unit" else "    repointed: "
         for ch in u["changes"]:
-            console.print(Text.assemble("      ", shown(ch["setting"]), ": ",
+            console.print(Text.assemble(lead, shown(ch["setting"]), ": ",
                                         shown(" ".join(ch["before"])), " -> ",
                                         shown(" ".join(ch["after"]))))
         if u["undo"]:
