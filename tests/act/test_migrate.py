@@ -375,3 +375,38 @@ def test_an_edited_plan_marking_a_migrated_item_delete_too_is_made_again(story):
     assert item.delete_source and item.entries is not None
     assert item.migrate_to == f"{dest}/qwen"
     assert [s.params["item"] for s in got.plan.steps if s.kind == "delete"] == [item.path]
+
+
+def test_a_unit_whose_environment_file_vacate_cannot_rewrite_is_not_started_from_the_copy():
+    from harness.volumes import can_loop_mount, make_volume
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume("ext4", size_mb=32)
+    work = tempfile.mkdtemp(prefix="vacate-migrate-")
+    try:
+        vol = v.mountpoint
+        os.makedirs(f"{vol}/models/qwen")
+        with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
+            f.write(os.urandom(1 << 20))
+        with open(f"{work}/server.py", "w") as f:
+            f.write(SERVER)
+        dest = os.path.join(work, "shared")
+        os.makedirs(dest)
+        # the file lies in the box's own /etc/systemd/system: vacate does not write there
+        units = {"qwen.service": f"{N}[Service]\nEnvironmentFile=/etc/systemd/system/qwen.env\n"
+                                 f"ExecStart={PY} {work}/server.py\n{INSTALL}"}
+        b = start_box(units, enable=("qwen.service",),
+                      files={"qwen.env": f"MODEL={vol}/models/qwen\n"})
+        try:
+            wait_for(lambda: mapped_under(vol), "the server to map the model")
+            p = make_plan_file(vol, migrations={"models/qwen": dest})
+            kinds = [s.kind for s in p.steps]
+            assert "repoint-unit" not in kinds and "start-unit" not in kinds
+            (manual,) = [s for s in p.steps if s.kind == "manual"]
+            assert "qwen.service also names /etc/systemd/system/qwen.env" in manual.summary
+            assert "it is not repointed or started; repoint it by hand" in manual.summary
+        finally:
+            b.close()
+    finally:
+        v.close()
+        shutil.rmtree(work, ignore_errors=True)

@@ -444,6 +444,17 @@ def _unit_refs(t: Teardown, a: Action) -> list[str]:
     return out
 
 
+def _env_files_kept(t: Teardown, a: Action) -> list[str]:
+    """The environment files the unit of the stop action ``a`` reads that name the volume
+    and that vacate cannot rewrite here (inside a container, or a line it cannot check):
+    the unit would start from the old path."""
+    return [c.name for c in t.obs.consumers if c.type == "config-file"
+            and any(u.rsplit(":", 1)[-1] == a.subject for u in c.attrs.get("used_by") or ())
+            and container_place(c.attrs.get("container"), c.attrs.get("user")).label() ==
+            a.where.label()
+            and (c.attrs.get("container") or not c.attrs.get("line_sha256s"))]
+
+
 def migrate_units(t: Teardown) -> None:
     """2. Each running unit whose every path on the volume lies in items migrated: stop,
     copy again what changed, read it back, repoint, start from the new place; it is not
@@ -464,10 +475,12 @@ def migrate_units(t: Teardown) -> None:
             if not used:
                 continue
             rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
+            rest += _env_files_kept(t, a)
             if rest:
                 t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
-                                   ", which is not migrated (or is a directory above what "
-                                   "is): it is not repointed or started; repoint it by hand",
+                                   " (not migrated, a directory above what is, or an "
+                                   "environment file vacate cannot rewrite there): it is not "
+                                   "repointed or started; repoint it by hand",
                          downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
                 continue
             t.stopped_units.add(key)
