@@ -79,6 +79,22 @@ def read(path: str) -> str:
         return f.read()
 
 
+def model_on(vol: str, work: str, mb: int, shards: int = 0) -> None:
+    """A model of ``mb`` MiB of weights (and ``shards`` more files) on the volume, and the
+    server that maps it in ``work``."""
+    os.makedirs(f"{vol}/models/qwen/sub")
+    with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
+        f.write(os.urandom(mb << 20))
+    for n in range(shards):
+        with open(f"{vol}/models/qwen/shard-{n:02d}.bin", "wb") as f:
+            f.write(os.urandom(256 << 10))
+    with open(f"{vol}/models/qwen/config.json", "w") as f:
+        f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
+    os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
+    with open(f"{work}/server.py", "w") as f:
+        f.write(SERVER)
+
+
 @pytest.fixture
 def story(request):
     """A booted systemd running qwen.service from a model on a loop volume (its
@@ -90,17 +106,7 @@ def story(request):
     work = tempfile.mkdtemp(prefix="vacate-migrate-")
     try:
         vol = v.mountpoint
-        os.makedirs(f"{vol}/models/qwen/sub")
-        with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
-            f.write(os.urandom(3 << 20))
-        for n in range(getattr(request, "param", 0)):
-            with open(f"{vol}/models/qwen/shard-{n:02d}.bin", "wb") as f:
-                f.write(os.urandom(256 << 10))
-        with open(f"{vol}/models/qwen/config.json", "w") as f:
-            f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
-        os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
-        with open(f"{work}/server.py", "w") as f:
-            f.write(SERVER)
+        model_on(vol, work, 3, getattr(request, "param", 0))
         dest = os.path.join(work, "shared", "models")
         os.makedirs(dest)
         b = start_box(unit_files(vol, work), enable=("qwen.service",))
@@ -385,11 +391,7 @@ def test_a_unit_whose_environment_file_vacate_cannot_rewrite_is_not_started_from
     work = tempfile.mkdtemp(prefix="vacate-migrate-")
     try:
         vol = v.mountpoint
-        os.makedirs(f"{vol}/models/qwen")
-        with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
-            f.write(os.urandom(1 << 20))
-        with open(f"{work}/server.py", "w") as f:
-            f.write(SERVER)
+        model_on(vol, work, 1)
         dest = os.path.join(work, "shared")
         os.makedirs(dest)
         # the file lies in the box's own /etc/systemd/system: vacate does not write there
