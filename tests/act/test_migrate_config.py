@@ -150,3 +150,70 @@ def test_a_line_edited_since_the_plan_is_not_repointed(story):
     assert rc == 1
     assert "line 2 of /etc/cron.d/qwen is not the line planned" in err + out
     assert s.read("cron.d/qwen") == text              # left as the admin wrote it
+
+
+PCT = """#!/usr/bin/python3
+# stand-in for Proxmox's pct (it cannot be installed here): status, set --KEY VALUE, start,
+# over the configs in $VACATE_TEST_PVE/lxc (a stopped container: set writes the current
+# section, as Proxmox does); every call logged
+import os, sys
+pve = os.environ["VACATE_TEST_PVE"]
+with open(os.path.join(pve, "calls"), "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\\n")
+cmd, vmid, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+conf = os.path.join(pve, "lxc", vmid + ".conf")
+if cmd == "status":
+    print("status: stopped")
+elif cmd == "set" and len(rest) == 2 and rest[0].startswith("--"):
+    key = rest[0][2:]
+    with open(conf) as f:
+        lines = f.read().split("\\n")
+    end = next((i for i, ln in enumerate(lines) if ln.startswith("[")), len(lines))
+    at = next((i for i in range(end) if lines[i].startswith(key + ":")), None)
+    if at is None:
+        lines.insert(end, f"{key}: {rest[1]}")
+    else:
+        lines[at] = f"{key}: {rest[1]}"
+    with open(conf + ".tmp", "w") as f:
+        f.write("\\n".join(lines))
+    os.replace(conf + ".tmp", conf)
+else:
+    sys.exit(f"pct stand-in: {' '.join(sys.argv[1:])} not supported")
+"""
+
+
+def test_a_proxmox_container_mount_point_is_repointed_by_pct_and_undone(story, monkeypatch):
+    s = story
+    pve = os.path.join(s.etc, "pve")
+    os.makedirs(f"{pve}/lxc")
+    conf = (f"arch: amd64\nhostname: qwen-ct\nmp0: {s.model},mp=/models,ro=1\n"
+            "ostype: debian\n")
+    with open(f"{pve}/lxc/101.conf", "w") as f:
+        f.write(conf)
+    bin_dir = os.path.join(s.tmp, "bin")
+    os.makedirs(bin_dir)
+    with open(f"{bin_dir}/pct", "w") as f:
+        f.write(PCT)
+    os.chmod(f"{bin_dir}/pct", 0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("VACATE_TEST_PVE", pve)
+
+    plan = planned(s)
+    (step,) = [st for st in plan["steps"] if st["kind"] == "repoint-mount-point"]
+    new = f"{s.dest}/qwen"
+    assert step["summary"] == f"pct set 101 --mp0 {new},mp=/models,ro=1"
+    assert "pct set 101 --delete mp0" not in json.dumps(plan["steps"])   # not disarmed
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 0, err + out
+    assert s.read("pve/lxc/101.conf") == conf.replace(s.model, new)
+    with open(f"{pve}/calls") as f:
+        assert f"set 101 --mp0 {new},mp=/models,ro=1" in f.read()
+    rc, text, err = s.cli("report", s.plan)
+    said = " ".join(text.split())
+    assert f"repointed: CT 101 mp0: {s.model},mp=/models,ro=1 -> {new},mp=/models,ro=1" \
+        in said, said
+    assert f"undo: pct set 101 --mp0 {s.model},mp=/models,ro=1" in said
+
+    rc, out, err = s.cli("undo", s.plan)
+    assert rc == 0, err + out
+    assert s.read("pve/lxc/101.conf") == conf

@@ -15,6 +15,7 @@ from vacate.act import (
     manual,
     migrate,
     processes,
+    pve_set,
     relink,
     units,
 )
@@ -31,6 +32,7 @@ MODULES = (
     manual,
     migrate,
     processes,
+    pve_set,
     relink,
     units,
 )

@@ -4,7 +4,8 @@ Each ``repoint-unit`` step the journal records as done names the drop-in it wrot
 drop-in's sha256: the drop-in is removed (refused, named, when it was edited since) and the
 unit's manager reloaded. Each ``repoint-config`` step's lines are put back as they were
 (:func:`vacate.act.config_edit.undo_repoint`), each ``repoint-link`` step's link pointed back
-(:func:`vacate.act.relink.undo`), each refused, named, where it was changed since. Nothing
+(:func:`vacate.act.relink.undo`), each ``repoint-mount-point`` step's container mount point
+set back (:func:`vacate.act.pve_set.undo_mount_point`), each refused, named, where it was changed since. Nothing
 else is touched: the admin's own drop-ins stay, the copy stays where it was made, no unit is
 started or stopped (a unit started again afterwards runs from the old path). Each reversal
 is journaled (intent, outcome) like a step.
@@ -34,16 +35,18 @@ class Undone:
 
 def _reverse(plan, step, data: dict, ctx: Context) -> tuple[str, str]:
     """(what it was, what undoing it did) for one repointing step."""
-    from vacate.act import config_edit, relink
+    from vacate.act import config_edit, pve_set, relink
 
     if step.kind == "repoint-unit":
         return data.get("unit", ""), migrate.undo_dropin(plan, step, data, ctx)
     if step.kind == "repoint-config":
         return data.get("file", ""), config_edit.undo_repoint(step, data, ctx)
+    if step.kind == "repoint-mount-point":
+        return f"CT {data.get('vmid')}", pve_set.undo_mount_point(step, ctx)
     return data.get("link", ""), relink.undo(step, ctx)
 
 
-REPOINTS = ("repoint-unit", "repoint-config", "repoint-link")
+REPOINTS = ("repoint-unit", "repoint-config", "repoint-link", "repoint-mount-point")
 
 
 def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:

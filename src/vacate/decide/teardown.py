@@ -26,6 +26,7 @@ from vacate.act.lockdir import LockParams
 from vacate.act.manual import ManualParams
 from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
 from vacate.act.processes import EndParams
+from vacate.act.pve_set import MountPointParams
 from vacate.act.relink import RelinkParams
 from vacate.decide.actions import _file_line, container_place
 from vacate.observing.model.action import Action
@@ -562,6 +563,20 @@ def _repoint_one(t: Teardown, c: Consumer, moves) -> bool:
                  params=as_params(RelinkParams(c.name, raw, to)),
                  postcondition={"points_to": to}, evidence=c.evidence)
         return True
+    if c.type == "pve-container" and a.get("binds") and a.get("config"):
+        news = {k: _new_path(v.split(",", 1)[0], moves) for k, v in a["binds"].items()}
+        if None in news.values() or not set(a.get("keys") or ()) <= set(news) or \
+                a.get("pending_keys"):
+            return False                  # it also uses the volume another way
+        for key, value in sorted(a["binds"].items()):
+            new_value = ",".join([news[key], *value.split(",")[1:]])
+            t.st.add("repoint-mount-point", f"pct set {a.get('vmid')} --{key} {new_value}" +
+                     (", then start it again" if a.get("running") else ""), downtime=True,
+                     params=as_params(MountPointParams(str(a.get("vmid")), a["config"], key,
+                                                       value, new_value,
+                                                       bool(a.get("running")))),
+                     postcondition={key: new_value}, evidence=c.evidence)
+        return True
     if c.type == "docker-container" and a.get("binds"):
         for source, dest, mode in a["binds"]:
             new = _new_path(source, moves)
@@ -582,7 +597,9 @@ def repoint_config(t: Teardown) -> None:
     """What names only items migrated and copied for the last time by now, repointed:
     lines of fstab, crontabs, environment files and LXC configs rewritten (the line as it
     was kept behind a dated marker, a backup beside the file), symlinks pointed at the new
-    place; a docker container's bind is a person's to recreate (a manual step)."""
+    place, a Proxmox container's bind mount points set by ``pct set`` (the container started
+    again when it ran); a docker container's bind is a person's to recreate (a manual
+    step)."""
     moving = [i for i in t.items if i.action == "migrate" and i.path in t.moved]
     for c in t.obs.consumers:
         if c.id in t.repointed or not c.paths or c.attrs.get("container"):

@@ -25,8 +25,8 @@ def _mine(it: PlanItem, step) -> bool:
         return p.get("item") == it.path
     if step.kind in ("repoint-unit", "repoint-config"):
         return any(old == it.path for old, _new in p.get("moves", ()))
-    if step.kind == "repoint-link":
-        return str(p.get("to", "")).startswith(it.migrate_to or "\0")
+    if step.kind in ("repoint-link", "repoint-mount-point"):
+        return str(p.get("to") or p.get("new") or "").startswith(it.migrate_to or "\0")
     if step.kind == "start-unit":
         return it.migrate_to in p.get("into", ())
     return False
@@ -75,6 +75,12 @@ def _repointed(x: dict) -> dict:
                    changes=[{"setting": f"{d.get('file')}:{c.get('line')}",
                              "before": [c.get("before", "")], "after": [c.get("after", "")]}
                             for c in d.get("changes", [])])
+    elif x["kind"] == "repoint-mount-point":
+        out.update(file=d.get("config"), changes=[{"setting": f"CT {d.get('vmid')} "
+                                                              f"{d.get('key')}",
+                                                   "before": [d.get("before", "")],
+                                                   "after": [d.get("after", "")]}]
+                   if d.get("key") else [])
     else:
         out.update(link=d.get("link"), changes=[{"setting": d.get("link"),
                                                  "before": [d.get("before", "")],
