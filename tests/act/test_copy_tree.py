@@ -5,6 +5,7 @@ disk names a file whose bytes differ."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -73,6 +74,20 @@ def test_metadata_holes_and_hardlinks_are_kept_and_a_second_pass_copies_only_cha
     # a file gone from the source goes from the copy (the copy is vacate's own)
     os.unlink(f"{src}/latest")
     assert copy_tree.copy_pass(src, dst).removed == 1 and not os.path.lexists(f"{dst}/latest")
+
+
+def test_where_the_kernel_cannot_copy_between_the_files_the_bytes_are_copied_here(
+        tmp_path, monkeypatch):
+    def refused(*_a):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "sendfile", refused)
+    src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
+    make_tree(src)
+    r = copy_tree.copy_pass(src, dst)
+    assert r.copied and r.bytes_copied
+    same(src, dst)
+    assert not copy_tree.read_back(src, dst).mismatches
 
 
 @pytest.mark.parametrize("blake3", [True, False], ids=["blake3", "bare-python3"])

@@ -5,7 +5,9 @@ A pass walks the item (never following a symlink, never leaving its filesystem) 
 each entry whose source is not the one the state file recorded: a different inode, size,
 ``mtime_ns`` or ``ctime_ns`` (not rsync's size + mtime). A file is copied as it is: a reflink
 (``FICLONE``) where source and destination share a filesystem that can, else its data ranges
-only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the
+only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes), copied by the kernel (``sendfile``)
+and read again from the source's cached pages for the hash (read and written here where the
+kernel cannot copy between the two files); hardlinks inside the
 item stay hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are
 copied where the destination has them. Its BLAKE3 (BLAKE2b where the blake3 module is
 missing: a far host's bare ``python3``) is computed from the bytes read from the source as it
@@ -175,6 +177,7 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 pass
             buf = bytearray(CHUNK)
             view = memoryview(buf)
+            kernel = True
             size = st.st_size
             pos = 0
             while pos < size:
@@ -194,14 +197,14 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 if not cloned:
                     os.lseek(dfd, pos, os.SEEK_SET)
                 while pos < hole:
-                    n = os.readv(sfd, [view[:min(CHUNK, hole - pos)]])
+                    n = _chunk(sfd, None if cloned else dfd, pos, min(CHUNK, hole - pos),
+                               view, kernel)
+                    if n < 0:                  # the kernel cannot copy this pair
+                        kernel = False
+                        continue
                     if n == 0:
                         break
                     h.update(view[:n])
-                    if not cloned:
-                        w = 0
-                        while w < n:
-                            w += os.write(dfd, view[w:n])
                     pos += n
                     result.bytes_copied += n
                     tell(n)
@@ -214,6 +217,31 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
     finally:
         os.close(sfd)
     return {_algo(h): h.hexdigest()}
+
+
+def _chunk(sfd: int, dfd: int | None, pos: int, count: int, view: memoryview,
+           kernel: bool) -> int:
+    """Up to ``count`` bytes at ``pos`` copied to ``dfd`` (at its offset; None: a reflink
+    holds them already) and read into ``view`` for the hash: the kernel copies them
+    (``sendfile``, page cache to page cache) and they are read again from the source's
+    cached pages, else they are read and written here. -1 when the kernel cannot copy
+    between these files; 0 at the end."""
+    if kernel and dfd is not None:
+        try:
+            n = os.sendfile(dfd, sfd, pos, count)
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP):
+                return -1
+            raise
+        if n and os.preadv(sfd, [view[:n]], pos) != n:
+            raise OSError(errno.ESTALE, "the source shrank while being copied")
+        return n
+    n = os.preadv(sfd, [view[:count]], pos)
+    if dfd is not None:
+        w = 0
+        while w < n:
+            w += os.write(dfd, view[w:n])
+    return n
 
 
 def _hasher(size: int, algo: str | None = None):
