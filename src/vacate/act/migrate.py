@@ -373,8 +373,8 @@ def _files_of(pid: int, ctx: Context) -> set[str]:
             for line in f:
                 parts = line.split(None, 5)
                 if len(parts) == 6 and parts[5].startswith(b"/"):
-                    out.add(parts[5].rstrip(b"\n").decode("utf-8", "surrogateescape")
-                            .removesuffix(" (deleted)"))
+                    name = parts[5].rstrip(b"\n").decode("utf-8", "surrogateescape")
+                    out.add(name[:-len(" (deleted)")] if name.endswith(" (deleted)") else name)  # noqa: FURB188 (3.8)
     except OSError:
         pass
     try:
