@@ -45,3 +45,20 @@ def test_a_docker_bind_of_the_migrated_item_is_a_manual_step_with_its_mount():
 
     plan = plan_of(with_docker(obs, [(MODEL, "/model", "ro"), ("/data/eagle3", "/e", "rw")]))
     assert not [s for s in plan.steps if s.kind == "manual" and "--mount" in s.summary]
+
+
+def test_a_unit_of_a_users_manager_is_not_repointed_by_vacate_a_person_is_told():
+    with open(FIXTURE) as f:
+        obs = Observation.loads(f.read())
+    consumers = tuple(
+        dataclasses.replace(c, attrs={**c.attrs, "unit": "sglang-qwen.service",
+                                      "user_manager": 1000, "uid": 1000, "user": "alice"})
+        if c.type == "process" else c for c in obs.consumers)
+    plan = plan_of(dataclasses.replace(obs, consumers=consumers))
+    kinds = [s.kind for s in plan.steps]
+    assert "repoint-unit" not in kinds and "start-unit" not in kinds
+    (step,) = [s for s in plan.steps if s.kind == "manual" and "sglang-qwen" in s.summary]
+    assert "alice" in step.summary and "repoint it by hand to /shared/models/Qwen3.5" \
+        in step.summary
+    # it is stopped (and disabled) with the rest, so the volume can go
+    assert "stop-unit" in kinds

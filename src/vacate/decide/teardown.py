@@ -477,6 +477,15 @@ def migrate_units(t: Teardown) -> None:
                 continue
             rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
             rest += _env_files_kept(t, a)
+            if a.where.user is not None:
+                t.st.add("manual", f"{a.subject} runs in {a.where.user}'s own manager "
+                                   f"({a.where.label()}): vacate writes "
+                                   "its drop-ins for system managers only so far; it is not "
+                                   f"repointed or started; repoint it by hand to "
+                                   f"{', '.join(i.migrate_to for i in used)} (systemctl "
+                                   "--user edit, in that user's session)", downtime=True,
+                         params=as_params(ManualParams(consumer=a.consumer)))
+                continue
             if rest:
                 t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
                                    " (not migrated, a directory above what is, or an "
