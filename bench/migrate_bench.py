@@ -1,7 +1,7 @@
 """Migrate's copy and read-back beside ``cp -a``, ``rsync -a`` and a cold ``cat``, on one
 pair of loop volumes (ext4 -> ext4: a real copy, no reflink). Needs root.
 
-    python3 bench/migrate_bench.py [MB] [FILES]
+    python3 bench/migrate_bench.py [MB] [FILES] [--rounds=N]
 
 Each copy goes to an empty directory on the destination; "cold" means every file's cached
 pages were dropped first (POSIX_FADV_DONTNEED after fsync, per file: nothing global)."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -40,8 +41,11 @@ def timed(fn) -> float:
 
 
 def main() -> None:
-    mb = int(sys.argv[1]) if len(sys.argv) > 1 else 512
-    files = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    args = [a for a in sys.argv[1:] if not a.startswith("--rounds=")]
+    rounds = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--rounds=")),
+                  1)
+    mb = int(args[0]) if args else 512
+    files = int(args[1]) if len(args) > 1 else 8
     a, b = make_volume("ext4", size_mb=mb + 200), make_volume("ext4", size_mb=mb * 2 + 300)
     try:
         src = os.path.join(a.mountpoint, "model")
@@ -51,35 +55,38 @@ def main() -> None:
             with open(os.path.join(src, f"shard-{i:03d}.safetensors"), "wb") as f:
                 for _ in range(per >> 20):
                     f.write(os.urandom(1 << 20))
-        rows = []
-        for name, fn in (
-                ("cp -a", lambda d: subprocess.run(["cp", "-a", src, d], check=True)),
-                ("rsync -a", lambda d: subprocess.run(["rsync", "-a", src + "/", d + "/"],
-                                                      check=True)),
-                ("vacate copy", lambda d: copy_tree.copy_pass(src, d))):
-            if name == "rsync -a" and shutil.which("rsync") is None:
-                continue
-            dest = os.path.join(b.mountpoint, name.replace(" ", "_"), "model")
-            os.makedirs(os.path.dirname(dest))
-            drop(src)
-            # each one's data on the disk: cp and rsync do not fsync, so a sync is counted
-            t = timed(lambda fn=fn, dest=dest: (fn(dest), subprocess.run(
-                ["sync", "-f", dest], check=False)))
-            rows.append((name, t))
-            if name != "vacate copy":
+        peers = [("cp -a", lambda d: subprocess.run(["cp", "-a", src, d], check=True))]
+        if shutil.which("rsync") is not None:
+            peers.append(("rsync -a", lambda d: subprocess.run(["rsync", "-a", src + "/",
+                                                                d + "/"], check=True)))
+        peers.append(("vacate copy", lambda d: copy_tree.copy_pass(src, d)))
+        runs: dict[str, list[float]] = {}
+        for _ in range(rounds):              # interleaved: each in turn, every round
+            for name, fn in peers:
+                dest = os.path.join(b.mountpoint, name.replace(" ", "_"), "model")
+                os.makedirs(os.path.dirname(dest))
+                drop(src)
+                # each one's data on the disk: cp and rsync do not fsync, so a sync is counted
+                runs.setdefault(name, []).append(timed(lambda fn=fn, dest=dest: (
+                    fn(dest), subprocess.run(["sync", "-f", dest], check=False))))
+                if name == "vacate copy":
+                    drop(dest)
+                    runs.setdefault("cold cat", []).append(timed(lambda dest=dest: (
+                        subprocess.run(f"cat {dest}/* > /dev/null", shell=True, check=True))))
+                    drop(dest)
+                    runs.setdefault("read-back", []).append(
+                        timed(lambda dest=dest: copy_tree.read_back(src, dest)))
+                    os.unlink(copy_tree.state_path(dest))
                 shutil.rmtree(os.path.dirname(dest))
-        dest = os.path.join(b.mountpoint, "vacate_copy", "model")
-        drop(dest)
-        cat = timed(lambda: subprocess.run(
-            f"cat {dest}/* > /dev/null", shell=True, check=True))
-        drop(dest)
-        rb = timed(lambda: copy_tree.read_back(src, dest))
-        print(f"{mb} MB in {files} files, ext4 loop -> ext4 loop")
-        base = dict(rows)["cp -a"]
-        for name, t in rows:
-            print(f"  {name:12} {t:6.2f} s  {mb / t:7.0f} MB/s  {t / base:4.2f}x cp -a")
-        print(f"  {'cold cat':12} {cat:6.2f} s  {mb / cat:7.0f} MB/s")
-        print(f"  {'read-back':12} {rb:6.2f} s  {mb / rb:7.0f} MB/s  {rb / cat:4.2f}x cold cat")
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        print(f"{mb} MB in {files} files, ext4 loop -> ext4 loop, median of {rounds} "
+              "interleaved rounds")
+        for name, t in med.items():
+            ratio = t / med["cold cat"] if name == "read-back" else \
+                t / med["cp -a"] if name != "cold cat" else None
+            peer = "cold cat" if name == "read-back" else "cp -a"
+            print(f"  {name:12} {t:6.2f} s  {mb / t:7.0f} MB/s" +
+                  (f"  {ratio:4.2f}x {peer}" if ratio is not None else ""))
     finally:
         a.close()
         b.close()

@@ -6,6 +6,7 @@ were; ``undo`` removes exactly vacate's drop-in."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -78,8 +79,26 @@ def read(path: str) -> str:
         return f.read()
 
 
+def model_on(vol: str, work: str, mb: int, shards: int = 0) -> None:
+    """A model of ``mb`` MiB of weights (and ``shards`` more files) on the volume, and the
+    server that maps it in ``work``."""
+    os.makedirs(f"{vol}/models/qwen/sub")
+    with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
+        f.write(os.urandom(mb << 20))
+    for n in range(shards):
+        with open(f"{vol}/models/qwen/shard-{n:02d}.bin", "wb") as f:
+            f.write(os.urandom(256 << 10))
+    with open(f"{vol}/models/qwen/config.json", "w") as f:
+        f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
+    os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
+    with open(f"{work}/server.py", "w") as f:
+        f.write(SERVER)
+
+
 @pytest.fixture
-def story():
+def story(request):
+    """A booted systemd running qwen.service from a model on a loop volume (its
+    ``request.param``, when given: how many more shard files the model has)."""
     from harness.volumes import can_loop_mount, make_volume
     if not can_loop_mount():
         pytest.skip("needs root and losetup")
@@ -87,14 +106,7 @@ def story():
     work = tempfile.mkdtemp(prefix="vacate-migrate-")
     try:
         vol = v.mountpoint
-        os.makedirs(f"{vol}/models/qwen/sub")
-        with open(f"{vol}/models/qwen/weights.bin", "wb") as f:
-            f.write(os.urandom(3 << 20))
-        with open(f"{vol}/models/qwen/config.json", "w") as f:
-            f.write('{"architectures": ["Qwen3ForCausalLM"]}\n')
-        os.link(f"{vol}/models/qwen/config.json", f"{vol}/models/qwen/sub/config.json")
-        with open(f"{work}/server.py", "w") as f:
-            f.write(SERVER)
+        model_on(vol, work, 3, getattr(request, "param", 0))
         dest = os.path.join(work, "shared", "models")
         os.makedirs(dest)
         b = start_box(unit_files(vol, work), enable=("qwen.service",))
@@ -121,6 +133,27 @@ def plan_to(vol: str, dest: str, work: str) -> str:
     return path
 
 
+def reported(plan_path: str, work: str) -> tuple[str, str]:
+    """``vacate report PLAN`` as a person reads it (whitespace folded: the terminal wraps),
+    and the page ``--html`` writes."""
+    import html
+    import io
+    import re
+
+    from vacate.cli.env import Env
+    from vacate.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["report", plan_path], Env(stdout=out, stderr=err, stdin=None)) == 0, \
+        err.getvalue()
+    page = os.path.join(work, "report.html")
+    assert main(["report", plan_path, "--html", page],
+                Env(stdout=io.StringIO(), stderr=err, stdin=None)) == 0, err.getvalue()
+    inline = re.sub(r"</?(bdi|code|b|small|span)\b[^>]*>", "", read(page))
+    text = re.sub(r"<[^>]+>", " ", inline)
+    return " ".join(out.getvalue().split()), " ".join(html.unescape(text).split())
+
+
 def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
     b, v, vol, dest, work = story
     unit_before = unit_text(b)
@@ -138,8 +171,28 @@ def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
                                                            "repoint-unit", "start-unit"]
     assert "disable-unit" not in kinds                  # it keeps running, from DEST
 
+    text, page = reported(plan_path, work)
+    for said in (text, page):                   # before: what would be done
+        assert f"would migrate: {vol}/models/qwen to {dest}/qwen (3.1 MB; free there when " \
+            "planned: " in said, said[said.find("would migrat") - 200:][:1500]
+        assert "the source is left on the volume" in said
+    assert "│ migrate to" in text and f"migrate to {dest}/qwen" in page   # the items' table
+
     r = ap.apply(plan_path)
     assert r.failed is None, [(s.id, s.status, s.detail) for s in r.steps]
+    for said in reported(plan_path, work):      # after: what was done, how to undo it
+        # 3 files: weights, config and its hardlink (linked again, not copied)
+        assert f"migrated (done): {vol}/models/qwen to {dest}/qwen; copied 2 files (3.1 MB) " \
+            "in 2 passes, 1 hardlinked again; read back from the disk: 2 files (3.1 MB), " \
+            "each as the source was read" in said
+        assert "repointed: qwen.service (" in said and "zz-vacate-migrate.conf" in said
+        assert f"Environment: MODEL={vol}/models/qwen ADMIN_A=1" in said or \
+            f"Environment MODEL={vol}/models/qwen ADMIN_A=1" in said         # text, page
+        assert f"MODEL={dest}/qwen ADMIN_A=1" in said
+        assert "undo: nsenter" in said and \
+            "-a rm /etc/systemd/system/qwen.service.d/zz-vacate-migrate.conf && " in said
+        assert "runs again: start qwen.service" in said
+        assert f"migrated to {dest}/qwen, and left on the volume: {vol}/models/qwen" in said
     # the unit runs from DEST, nothing maps the old volume, the volume is gone
     assert box_cmd(b, "systemctl", "is-active", "qwen.service").stdout.strip() == "active"
     assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
@@ -197,6 +250,8 @@ def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeyp
     r = ap.apply(plan_path)
     assert r.failed is not None and r.failed.kind == "verify-copy"
     assert f"{dest}/qwen/weights.bin" in r.failed.detail
+    for said in reported(plan_path, work):
+        assert f"read back wrong: {dest}/qwen/weights.bin: read back 3145728 bytes" in said
     kinds_done = [s.kind for s in r.steps if s.status in ("ok", "skipped")]
     assert "repoint-unit" not in kinds_done and "stop-unit" not in kinds_done
     # the service still runs from the old path
@@ -223,9 +278,137 @@ def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path
     assert wait_for(lambda: mapped_under(vol), "the server back on the old path")
     assert not [n for n in os.listdir(os.path.join(b.units_dir, "qwen.service.d"))
                 if n.endswith(migrate.DROPIN)]
+    for said in reported(plan_path, work):
+        assert "migrated (failed)" in said
+        assert "brought back from the old path: removed " in said
+        assert "started qwen.service from the old path" in said
     # the rerun finishes the migration
     monkeypatch.setitem(migrate._RUN, "start-unit", real)
     again = ap.apply(plan_path)
     assert again.failed is None, [(s.id, s.status, s.detail) for s in again.steps]
     assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server on the copy")
     assert not os.path.ismount(vol)
+
+
+@contextlib.contextmanager
+def looked_at(v):
+    """The retired volume mounted read-only elsewhere, to see what is left on it."""
+    look = tempfile.mkdtemp(prefix="vacate-look-")
+    try:
+        subprocess.run(["mount", "-o", "ro", v.device, look], check=True)
+        try:
+            yield look
+        finally:
+            subprocess.run(["umount", look], check=True)
+    finally:
+        os.rmdir(look)
+
+
+def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_dest(story):
+    from vacate.act import delete_step
+    from vacate.act.base import Context
+
+    _b, v, vol, dest, work = story
+    path = os.path.join(work, "plan.json")
+    p = make_plan_file(vol, migrations={"models/qwen": dest},
+                       overrides=[("delete", "models/qwen")], outputs=(path,))
+    with open(path, "w") as f:
+        f.write(p.dumps())
+    plan, _ = ap.load(path)
+    (item,) = [i for i in plan.items if i.action == "migrate"]
+    assert item.delete_source and item.entries is not None
+    assert "deleted once what used it runs from there" in item.get_back
+    kinds = [s.kind for s in plan.steps]
+    (delete,) = [s for s in plan.steps if s.kind == "delete"]
+    assert delete.params["item"] == item.path
+    # the delete comes after the unit runs from DEST (start-unit checks it came back)
+    assert kinds.index("start-unit") < kinds.index("delete") < len(kinds) - 1 - \
+        kinds[::-1].index("unmount")                       # the volume's own unmount
+    assert plan.expected_freed_bytes == item.disk_bytes
+    # before anything is copied, the source may not be deleted
+    why = delete_step.ready(delete, Context(plan=plan, plan_path=path))
+    assert why and "nothing was copied yet" in why and "is kept" in why
+
+    r = ap.apply(path)
+    assert r.failed is None, [(s.id, s.status, s.detail) for s in r.steps]
+    done = {s.kind: s for s in r.steps}
+    assert done["delete"].status == "ok"
+    order = [s.kind for s in r.steps]
+    assert order.index("start-unit") < order.index("delete")
+    text, page = reported(path, work)
+    assert f"migrate to {dest}/qwen, then delete" in page and "│ migrate to" in text
+    for said in (text, page):
+        assert "its source: deleted from the volume, now that it runs from the copy" in said
+        assert f"gone: {vol}/models/qwen" in said
+    assert wait_for(lambda: mapped_under(f"{dest}/qwen"), "the server to map the copy")
+    assert os.path.getsize(f"{dest}/qwen/weights.bin") == 3 << 20
+    # the volume, looked at again: the migrated model is gone from it, nothing else was
+    with looked_at(v) as look:
+        assert not os.path.exists(f"{look}/models/qwen")
+        assert os.path.isdir(f"{look}/models")
+
+
+def test_migrate_without_delete_leaves_the_source_on_the_volume(story):
+    _b, v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+    plan, _ = ap.load(plan_path)
+    assert "delete" not in [s.kind for s in plan.steps]
+    assert ap.apply(plan_path).failed is None
+    with looked_at(v) as look:
+        assert os.path.getsize(f"{look}/models/qwen/weights.bin") == 3 << 20
+
+
+def test_an_edited_plan_marking_a_migrated_item_delete_too_is_made_again(story):
+    import json
+
+    from vacate.flow.replan import replan
+
+    _b, _v, vol, dest, work = story
+    plan_path = plan_to(vol, dest, work)
+    with open(plan_path) as f:
+        doc = json.load(f)
+    (it,) = [i for i in doc["items"] if i["action"] == "migrate"]
+    it["delete_source"] = True                     # the person's edit
+    edited = os.path.join(work, "edited.json")
+    with open(edited, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(ap.Refused, match="not the ones its items make"):
+        ap.apply(edited)
+    got = replan(edited, outputs=(os.path.join(work, "new.json"),))
+    assert any(c.startswith("+ ") and f"delete {it['path']} " in c and
+               f"migrated to {dest}/qwen" in c for c in got.changes), got.changes
+    (item,) = [i for i in got.plan.items if i.action == "migrate"]
+    assert item.delete_source and item.entries is not None
+    assert item.migrate_to == f"{dest}/qwen"
+    assert [s.params["item"] for s in got.plan.steps if s.kind == "delete"] == [item.path]
+
+
+def test_a_unit_whose_environment_file_vacate_cannot_rewrite_is_not_started_from_the_copy():
+    from harness.volumes import can_loop_mount, make_volume
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    v = make_volume("ext4", size_mb=32)
+    work = tempfile.mkdtemp(prefix="vacate-migrate-")
+    try:
+        vol = v.mountpoint
+        model_on(vol, work, 1)
+        dest = os.path.join(work, "shared")
+        os.makedirs(dest)
+        # the file lies in the box's own /etc/systemd/system: vacate does not write there
+        units = {"qwen.service": f"{N}[Service]\nEnvironmentFile=/etc/systemd/system/qwen.env\n"
+                                 f"ExecStart={PY} {work}/server.py\n{INSTALL}"}
+        b = start_box(units, enable=("qwen.service",),
+                      files={"qwen.env": f"MODEL={vol}/models/qwen\n"})
+        try:
+            wait_for(lambda: mapped_under(vol), "the server to map the model")
+            p = make_plan_file(vol, migrations={"models/qwen": dest})
+            kinds = [s.kind for s in p.steps]
+            assert "repoint-unit" not in kinds and "start-unit" not in kinds
+            (manual,) = [s for s in p.steps if s.kind == "manual"]
+            assert "qwen.service also names /etc/systemd/system/qwen.env" in manual.summary
+            assert "it is not repointed or started; repoint it by hand" in manual.summary
+        finally:
+            b.close()
+    finally:
+        v.close()
+        shutil.rmtree(work, ignore_errors=True)

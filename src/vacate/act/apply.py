@@ -297,8 +297,10 @@ def _steps(plan_path, plan, actor, j, states, on_step) -> ApplyResult:
         r = _one(step, actor, j, states.get(step.id))
         if r.status == "failed":
             said = actor.bring_back(i)
-            if said:
-                r = replace(r, detail=f"{r.detail}; " + "; ".join(said))
+            if said:     # journaled again with what was brought back
+                r = replace(r, detail=f"{r.detail}; " + "; ".join(said),
+                            data={**(r.data or {}), "brought_back": said})
+                j.outcome(r.id, r.status, r.detail, r.data)
         results.append(r)
         if on_step is not None:
             on_step(r)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import stat
 import time
@@ -55,9 +56,10 @@ class EditParams:
     vmid: str | None = None
     keys: tuple[str, ...] = ()
     config: str | None = None
+    moves: tuple[tuple[str, str], ...] = ()      # repoint-config: each (old, new) path
 
 
-KINDS = (Kind("edit-config", EditParams),)
+KINDS = (Kind("edit-config", EditParams), Kind("repoint-config", EditParams))
 
 MAX_BYTES = 16 << 20
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: (.*)", re.DOTALL)
@@ -150,12 +152,83 @@ def _pve(step: Step) -> bool:
     return step.params.get("do") == "delete-disks"
 
 
+# -- repoint-config: each planned line kept behind the marker, the line with the migrated
+#    paths written after it ---------------------------------------------------------------------
+def _moves(step: Step) -> list[tuple[str, str]]:
+    return [(str(a), str(b)) for a, b in step.params.get("moves") or []]
+
+
+def repointed(line: bytes, moves) -> bytes:
+    """``line`` with each migrated path replaced by its new one."""
+    from vacate.act.migrate import replaced
+
+    return replaced(line.decode("utf-8", "surrogateescape"), moves).encode(
+        "utf-8", "surrogateescape")
+
+
+def _repoint_places(step: Step, f: _File) -> list[tuple[int, str]]:
+    """Each planned line where it is now (0-based) and its state: ``planned``, ``marked``
+    (behind the marker, the repointed line after it) or ``changed``. A line repointed
+    already is two lines, so those after it moved down by one."""
+    out, shift = [], 0
+    for n, h in sorted(_targets(step)):
+        i = n - 1 + shift
+        state = _line_state(f, i + 1, h) if i < len(f.lines) else "changed"
+        if state == "marked":
+            old = MARK.fullmatch(_content(f.lines[i])[0]).group(1)
+            nxt = _content(f.lines[i + 1])[0] if i + 1 < len(f.lines) else None
+            if nxt != repointed(old, _moves(step)):
+                state = "changed"
+            shift += 1
+        out.append((i, state))
+    return out
+
+
+def _repoint_state(step: Step, f: _File) -> str:
+    states = [st for _i, st in _repoint_places(step, f)]
+    if "changed" in states:
+        return "changed"
+    return "marked" if all(x == "marked" for x in states) else "planned"
+
+
+def _edited(step: Step, f: _File, marker: bytes) -> tuple[list[bytes], list[dict]]:
+    """The file's lines with every planned line behind the marker (commented out), and the
+    line with the migrated paths after it for a repoint; what changed, line by line."""
+    lines = list(f.lines)
+    said = []
+    if step.kind == "edit-config":
+        for k, h in _targets(step):
+            if _line_state(f, k, h) == "planned":
+                line, cr = _content(lines[k - 1])
+                lines[k - 1] = marker + line + cr
+        return lines, said
+    for i, state in reversed(_repoint_places(step, f)):
+        if state != "planned":
+            continue
+        line, cr = _content(lines[i])
+        new = repointed(line, _moves(step))
+        lines[i:i + 1] = [marker + line + cr, new + cr]
+        said.append({"line": i + 1, "before": _shown(line), "after": _shown(new)})
+    return lines, said[::-1]
+
+
+def _shown(line: bytes) -> str:
+    from vacate.observing.parsers.redact import redact_text
+
+    return shown_text(redact_text(line.decode("utf-8", "surrogateescape")), 300)
+
+
+def _now_state(step: Step, f: _File) -> str:
+    return _repoint_state(step, f) if step.kind == "repoint-config" else _state(step, f)
+
+
 def done(step: Step, ctx: Context) -> bool:
-    """Line N is the planned line behind vacate's marker."""
+    """Line N is the planned line behind vacate's marker (repointing: with the repointed
+    line after it)."""
     if _pve(step):
         return pve_set.done(step, ctx)
     f, _why = _load(step, ctx)
-    return f is not None and _state(step, f) == "marked"
+    return f is not None and _now_state(step, f) == "marked"
 
 
 def ready(step: Step, ctx: Context) -> str | None:
@@ -165,8 +238,9 @@ def ready(step: Step, ctx: Context) -> str | None:
     f, why = _load(step, ctx)
     if f is None:
         return why
-    if _state(step, f) == "changed":
-        n = next(k for k, h in _targets(step) if _line_state(f, k, h) == "changed")
+    if _now_state(step, f) == "changed":
+        n = next((k for k, h in _targets(step) if _line_state(f, k, h) == "changed"),
+                 _targets(step)[0][0])
         now = shown_text(_content(f.lines[n - 1])[0].decode("utf-8", "surrogateescape"), 120)
         return f"line {n} of {f.name} is not the line planned: it changed since the plan " \
                f"(now: {now!r})"
@@ -236,7 +310,8 @@ def skipped(step: Step, ctx: Context) -> Outcome:
         told = _tell(step, ctx, name, ctx.host.path(name))
     except (CommandFailed, OSError) as e:
         return Outcome("failed", f"{name}:{n} is commented out already, but: {e}")
-    return Outcome("skipped", f"{name}:{n} is commented out already{told}")
+    what = "repointed" if step.kind == "repoint-config" else "commented out"
+    return Outcome("skipped", f"{name}:{n} is {what} already{told}")
 
 
 def run(step: Step, ctx: Context) -> Outcome:
@@ -249,12 +324,8 @@ def run(step: Step, ctx: Context) -> Outcome:
         return Outcome("failed", why)
     now = time.localtime()
     backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S", now))
-    lines = list(f.lines)
     marker = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": "
-    for k, h in _targets(step):
-        if _line_state(f, k, h) == "planned":
-            line, cr = _content(lines[k - 1])
-            lines[k - 1] = marker + line + cr
+    lines, changes = _edited(step, f, marker)
     new = b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b"")
     shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
     try:
@@ -268,12 +339,40 @@ def run(step: Step, ctx: Context) -> Outcome:
     except OSError as e:
         return Outcome("failed", f"{name}: {e.strerror or e}")
     data = {"file": name, "line": n, "backup": shown_backup}
+    what = "commented out"
+    if step.kind == "repoint-config":
+        what = "repointed"
+        data.update(changes=changes, sha256=_sha(new),
+                    undo=shlex.join(("cp", "-p", shown_backup, name)))
     try:
         told = _tell(step, ctx, name, f.local)
     except (CommandFailed, OSError) as e:
-        return Outcome("failed", f"{name}:{n} commented out (backup {shown_backup}), but: {e}",
-                       data)
-    if not done(step, ctx):
-        return Outcome("failed", f"{name}:{n} was written and does not read back as "
-                                 "commented out", data)
-    return Outcome("ok", f"{name}:{n} commented out (backup {shown_backup}){told}", data)
+        return Outcome("failed", f"{name}:{n} {what} (backup {shown_backup}), but: {e}", data)
+    return Outcome("ok", f"{name}:{n} {what} (backup {shown_backup}){told}", data)
+
+
+def undo_repoint(step: Step, data: dict, ctx: Context) -> str:
+    """Put back each line a ``repoint-config`` step rewrote (the marker and the repointed
+    line become the line as it was), after a backup; refused, named, where a line was edited
+    since. What was done, in words."""
+    f, why = _load(step, ctx)
+    if f is None:
+        raise CommandFailed(("undo", step.params.get("file") or "?"), 1, why)
+    places = _repoint_places(step, f)
+    if all(st == "planned" for _i, st in places):
+        return f"{f.name}: its lines are as they were (put back already)"
+    if any(st == "changed" for _i, st in places):
+        raise CommandFailed(("undo", f.name), 1, f"{f.name} was edited where vacate repointed "
+                                                 "it: left as it is")
+    lines = list(f.lines)
+    for i, st in reversed(places):
+        if st == "marked":
+            old = MARK.fullmatch(_content(lines[i])[0]).group(1)
+            lines[i:i + 2] = [old + _content(lines[i])[1]]
+    backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S"))
+    write_atomic(backup, f.data, like=f.st)
+    write_atomic(f.local, b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b""),
+                 like=f.st)
+    told = _tell(step, ctx, f.name, f.local)
+    shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
+    return f"{f.name}: {len(places)} line(s) put back as they were (backup {shown_backup}){told}"

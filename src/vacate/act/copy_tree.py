@@ -5,10 +5,13 @@ A pass walks the item (never following a symlink, never leaving its filesystem) 
 each entry whose source is not the one the state file recorded: a different inode, size,
 ``mtime_ns`` or ``ctime_ns`` (not rsync's size + mtime). A file is copied as it is: a reflink
 (``FICLONE``) where source and destination share a filesystem that can, else its data ranges
-only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the
+only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes), copied by the kernel (``sendfile``)
+and read again from the source's cached pages for the hash (read and written here where the
+kernel cannot copy between the two files); hardlinks inside the
 item stay hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are
-copied where the destination has them. Its BLAKE3 is computed from the bytes read from the
-source as it is copied.
+copied where the destination has them. Its BLAKE3 (BLAKE2b where the blake3 module is
+missing: a far host's bare ``python3``) is computed from the bytes read from the source as it
+is copied.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
 seconds and at the end, each time after a ``syncfs`` of the destination (what it records
@@ -151,8 +154,9 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
-def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> str:
-    """Copy one regular file, fsync it; its BLAKE3 from the bytes read from the source."""
+def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> dict:
+    """Copy one regular file, fsync it; its hash from the bytes read from the source
+    (``{"blake3": HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
 
     h = _hasher(st.st_size)
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -173,6 +177,7 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 pass
             buf = bytearray(CHUNK)
             view = memoryview(buf)
+            kernel = True
             size = st.st_size
             pos = 0
             while pos < size:
@@ -192,14 +197,14 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 if not cloned:
                     os.lseek(dfd, pos, os.SEEK_SET)
                 while pos < hole:
-                    n = os.readv(sfd, [view[:min(CHUNK, hole - pos)]])
+                    n = _chunk(sfd, None if cloned else dfd, pos, min(CHUNK, hole - pos),
+                               view, kernel)
+                    if n < 0:                  # the kernel cannot copy this pair
+                        kernel = False
+                        continue
                     if n == 0:
                         break
                     h.update(view[:n])
-                    if not cloned:
-                        w = 0
-                        while w < n:
-                            w += os.write(dfd, view[w:n])
                     pos += n
                     result.bytes_copied += n
                     tell(n)
@@ -211,14 +216,54 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
             os.close(dfd)
     finally:
         os.close(sfd)
-    return h.hexdigest()
+    return {_algo(h): h.hexdigest()}
 
 
-def _hasher(size: int):
-    """BLAKE3, on several cores for a large file (one core is faster for a small one)."""
-    import blake3
+def _chunk(sfd: int, dfd: int | None, pos: int, count: int, view: memoryview,
+           kernel: bool) -> int:
+    """Up to ``count`` bytes at ``pos`` copied to ``dfd`` (at its offset; None: a reflink
+    holds them already) and read into ``view`` for the hash: the kernel copies them
+    (``sendfile``, page cache to page cache) and they are read again from the source's
+    cached pages, else they are read and written here. -1 when the kernel cannot copy
+    between these files; 0 at the end."""
+    if kernel and dfd is not None:
+        try:
+            n = os.sendfile(dfd, sfd, pos, count)
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP):
+                return -1
+            raise
+        if n and os.preadv(sfd, [view[:n]], pos) != n:
+            raise OSError(errno.ESTALE, "the source shrank while being copied")
+        return n
+    n = os.preadv(sfd, [view[:count]], pos)
+    if dfd is not None:
+        w = 0
+        while w < n:
+            w += os.write(dfd, view[w:n])
+    return n
 
-    return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= THREADED_BYTES else 1)
+
+def _hasher(size: int, algo: str | None = None):
+    """BLAKE3, on several cores for a large file (one core is faster for a small one), where
+    the ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's
+    bare ``python3``). ``algo``: the one a recorded hash was taken with."""
+    if algo in (None, "blake3"):
+        try:
+            import blake3
+        except ImportError:
+            if algo == "blake3":
+                raise
+        else:
+            return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= THREADED_BYTES
+                                 else 1)
+    import hashlib
+
+    return hashlib.blake2b()
+
+
+def _algo(h) -> str:
+    return "blake2b" if type(h).__name__ == "blake2b" else "blake3"
 
 
 def _zeros(h, n: int) -> None:
@@ -271,7 +316,7 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
             after = os.lstat(src)
             if _key(after) != _key(st):
                 raise OSError(errno.ESTALE, f"{src} changed while being copied")
-            state.pending[rel] = {"type": "file", "key": _key(st), "blake3": digest,
+            state.pending[rel] = {"type": "file", "key": _key(st), **digest,
                                   "size": st.st_size, "read_back": False}
             result.copied += 1
         elif stat.S_ISDIR(st.st_mode):
@@ -378,7 +423,8 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
         try:
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            h = _hasher(rec["size"])
+            algo = "blake2b" if "blake2b" in rec else "blake3"
+            h = _hasher(rec["size"], algo)
             buf = bytearray(CHUNK)
             view = memoryview(buf)
             n_total = 0
@@ -394,9 +440,9 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
             os.close(fd)
         out.files += 1
         out.bytes_read += n_total
-        if n_total != rec["size"] or h.hexdigest() != rec["blake3"]:
-            why = (f"read back {n_total} bytes with BLAKE3 {h.hexdigest()[:16]}..., the "
-                   f"source's was {rec['blake3'][:16]}... ({rec['size']} bytes)")
+        if n_total != rec["size"] or h.hexdigest() != rec[algo]:
+            why = (f"read back {n_total} bytes with {algo.upper()} {h.hexdigest()[:16]}..., "
+                   f"the source's was {rec[algo][:16]}... ({rec['size']} bytes)")
             out.mismatches.append((path, why))
             continue
         rec["read_back"] = True

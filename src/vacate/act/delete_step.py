@@ -9,6 +9,10 @@ into ``delete`` after planning has no entries file: it is recorded now (into a t
 one beside the plan), and deleted only when that record's digest is the one the plan took of
 the item (what was reviewed is what goes).
 
+A migrate item also marked delete is deleted the same way, and only once its copy is read
+back as the source is now and every unit repointed to it runs from it
+(:func:`vacate.act.migrate.not_moved_yet`).
+
 ``snapshot`` is taken before the first delete on ZFS and btrfs
 (:func:`vacate.act.snapshot.snapshot`), named after the plan, so a rerun finds its own.
 """
@@ -112,8 +116,15 @@ def ready(step: Step, ctx: Context) -> str | None:
     if step.kind == "snapshot":
         return None
     it = _item(step, ctx)
-    if it is None or it.action != "delete":
+    if it is None or not (it.action == "delete" or it.action == "migrate" and
+                          it.delete_source):
         return f"{step.params['item']} is not an item the plan deletes"
+    if it.action == "migrate":
+        from vacate.act.migrate import not_moved_yet
+
+        why = not_moved_yet(it, ctx)
+        if why:
+            return why
     got = _recorded(it, ctx)
     _close(got)
     return got if isinstance(got, str) else None

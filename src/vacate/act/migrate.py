@@ -471,6 +471,32 @@ def run(step: Step, ctx: Context) -> Outcome:
     return _RUN[step.kind](step, ctx)
 
 
+# -- before a migrated item's source is deleted -----------------------------------------------
+def not_moved_yet(item, ctx: Context) -> str | None:
+    """Why the source of the migrate item ``item`` (a PlanItem) may not be deleted yet, or
+    None: its copy must be of the source as it is now and read back whole, and every unit
+    repointed to it must run from it (active, its processes holding files under the copy
+    and nothing on the volume)."""
+    src, dst = ctx.host.path(item.path), ctx.host.path(item.migrate_to)
+    stale = copy_tree.unchanged(src, dst)
+    if stale:
+        return (f"the copy at {item.migrate_to} is not of {item.path} as it is now "
+                f"({', '.join(stale[:3])}): its source is kept")
+    if not copy_tree.all_read_back(src, dst):
+        return (f"not every file of the copy at {item.migrate_to} was read back from the "
+                f"disk: {item.path} is kept")
+    for s in ctx.plan.steps:
+        if s.kind == "start-unit" and item.migrate_to in s.params.get("into", ()):
+            try:
+                missing = _start_missing(s, ctx)
+            except CommandFailed as e:
+                missing = [str(e)]
+            if missing:
+                return (f"{params(s).unit} does not run from {item.migrate_to} ("
+                        f"{'; '.join(missing)}): {item.path} is kept")
+    return None
+
+
 # -- when a step fails between a stop and its start; undo --------------------------------------
 def window_of(plan, failed_index: int) -> list[Step]:
     """The start-unit steps whose unit was stopped before the failed step and is not started

@@ -1,5 +1,8 @@
 """Proxmox container mount points taken out of the guest's config: ``pct set CTID --delete
-mp0,mp1`` (the edit-config steps whose ``do`` is ``delete-disks``). Proxmox owns the file
+mp0,mp1`` (the edit-config steps whose ``do`` is ``delete-disks``); or, for a migrated item,
+a bind mount point repointed: ``pct set CTID --mp0 NEW`` (``repoint-mount-point``), the
+container started again when the plan stopped it (a running one would keep the change
+pending until it restarts). Proxmox owns the file
 (``/etc/pve`` is its cluster filesystem), so vacate never writes it: ``pct`` does, and vacate
 reads the file before and after.
 
@@ -13,13 +16,35 @@ deletion (``del mp0``) as the config file does. Only ``mpN`` keys are planned th
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
+
 from vacate.act.base import CommandFailed, Context, Outcome
+from vacate.act.kind import Kind, params
+from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import read_bounded
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers import pve_config
 
 MAX_BYTES = 1 << 20
 PENDING = ("pve:pending", "PENDING")
+
+
+@dataclass(frozen=True, **SLOTS)
+class MountPointParams:
+    """A container's bind mount point repointed: its config, the key (``mp0``), the value
+    planned and the new one; ``start``: it ran when planned (the plan stops it), so it is
+    started again once repointed."""
+
+    vmid: str
+    config: str
+    key: str
+    value: str
+    new: str
+    start: bool = False
+
+
+KINDS = (Kind("repoint-mount-point", MountPointParams),)
 
 
 def _keys(step: Step) -> list[str]:
@@ -56,11 +81,15 @@ def _argv(step: Step) -> list[str]:
 
 def done(step: Step, ctx: Context) -> bool:
     """No key is in the current config, or its deletion is pending."""
+    if step.kind == "repoint-mount-point":
+        return mp_done(step, ctx)
     state, _why = _state(step, ctx)
     return state is not None and "present" not in state.values()
 
 
 def ready(step: Step, ctx: Context) -> str | None:
+    if step.kind == "repoint-mount-point":
+        return mp_ready(step, ctx)
     state, why = _state(step, ctx)
     if state is None:
         return why
@@ -81,12 +110,17 @@ def _said(step: Step, state: dict[str, str]) -> str:
 
 
 def skipped(step: Step, ctx: Context) -> Outcome:
+    if step.kind == "repoint-mount-point":
+        p = params(step)
+        return Outcome("skipped", f"{p.key} of CT {p.vmid} is {p.new} already")
     state, _why = _state(step, ctx)
     return Outcome("skipped", _said(step, state or {}) + " already", {"keys": state})
 
 
 def run(step: Step, ctx: Context) -> Outcome:
     """``pct set CTID --delete KEYS``; ok once the file says the keys are gone or pending."""
+    if step.kind == "repoint-mount-point":
+        return mp_run(step, ctx) if not ctx.dry_run else Outcome("ok", f"would {step.summary}")
     argv = _argv(step)
     try:
         ctx.run(argv)
@@ -119,3 +153,82 @@ def _not_pending(step: Step, ctx: Context, keys: list[str]) -> str:
               if len(ln.split()) >= 2 and ln.split()[0] == "del"}
     left = [k for k in keys if k not in listed]
     return f"{' '.join(argv)} does not list the deletion of {','.join(left)}" if left else ""
+
+
+# -- repoint-mount-point ------------------------------------------------------------------------
+def _values(p: MountPointParams, ctx: Context) -> tuple[str | None, str | None, str]:
+    """The key's value in the current config and in the pending changes (None: not there),
+    or why the config cannot be read."""
+    try:
+        data, more = read_bounded(ctx.host.path(p.config), MAX_BYTES, follow=False)
+    except OSError as e:
+        return None, None, f"{p.config}: {e.strerror or e}"
+    if more:
+        return None, None, f"{p.config} is larger than {MAX_BYTES} bytes"
+    cfg, _problems = pve_config.parse(data.decode("utf-8", "surrogateescape"), p.config)
+    current = next((ln.value for ln in cfg.current.lines if ln.key == p.key), None)
+    pending = next((ln.value for sec in cfg.sections[1:] if sec.name in PENDING
+                    for ln in sec.lines if ln.key == p.key), None)
+    return current, pending, ""
+
+
+def _running(p: MountPointParams, ctx: Context) -> bool:
+    r = ctx.run(["pct", "status", p.vmid], check=False, timeout=60)
+    return "status: running" in r.stdout
+
+
+def mp_done(step: Step, ctx: Context) -> bool:
+    """The config (or its pending change) has the new value; started again if it ran."""
+    p = params(step)
+    current, pending, _why = _values(p, ctx)
+    return p.new in (current, pending) and (not p.start or _running(p, ctx))
+
+
+def mp_ready(step: Step, ctx: Context) -> str | None:
+    p = params(step)
+    current, pending, why = _values(p, ctx)
+    if why:
+        return why
+    if p.new in (current, pending):
+        return None                     # repointed already, not started again yet
+    if current != p.value or pending not in (None, p.value):
+        return (f"{p.key} of CT {p.vmid} is {pending or current!r} now, not {p.value!r} as "
+                "planned: left as it is")
+    return None
+
+
+def mp_run(step: Step, ctx: Context) -> Outcome:
+    p = params(step)
+    current, pending, _why = _values(p, ctx)
+    ran = []
+    if p.new not in (current, pending):
+        ran.append(["pct", "set", p.vmid, f"--{p.key}", p.new])
+        ctx.run(ran[-1])
+    if p.start and not _running(p, ctx):
+        ran.append(["pct", "start", p.vmid])
+        ctx.run(ran[-1])
+    current, pending, _why = _values(p, ctx)
+    when = " (pending until the container restarts)" if pending == p.new else ""
+    return Outcome("ok", f"{p.key} of CT {p.vmid} repointed to {p.new}{when}" +
+                   (", started again" if p.start else ""),
+                   {"vmid": p.vmid, "key": p.key, "config": p.config, "before": p.value,
+                    "after": p.new, "commands": ran,
+                    "undo": shlex.join(("pct", "set", p.vmid, f"--{p.key}", p.value))})
+
+
+def undo_mount_point(step: Step, ctx: Context) -> str:
+    """``pct set CTID --KEY VALUE`` back to the planned value, when the key still has the
+    new one; refused, named, otherwise. The container is not restarted."""
+    p = params(step)
+    current, pending, why = _values(p, ctx)
+    if why:
+        raise CommandFailed(("pct", "config", p.vmid), 1, why)
+    if p.value in (pending, current) and p.new not in (pending, current):
+        return f"{p.key} of CT {p.vmid} is {p.value} already"
+    if (pending or current) != p.new:
+        raise CommandFailed(("pct", "config", p.vmid), 1, f"{p.key} of CT {p.vmid} was "
+                                                          "changed since vacate repointed it: "
+                                                          "left as it is")
+    ctx.run(["pct", "set", p.vmid, f"--{p.key}", p.value])
+    return f"{p.key} of CT {p.vmid} is {p.value} again (a running container takes it at its " \
+           "next restart)"

@@ -15,6 +15,8 @@ from vacate.act import (
     manual,
     migrate,
     processes,
+    pve_set,
+    relink,
     units,
 )
 
@@ -30,6 +32,8 @@ MODULES = (
     manual,
     migrate,
     processes,
+    pve_set,
+    relink,
     units,
 )
 

@@ -2,9 +2,13 @@
 
 Each ``repoint-unit`` step the journal records as done names the drop-in it wrote and that
 drop-in's sha256: the drop-in is removed (refused, named, when it was edited since) and the
-unit's manager reloaded. Nothing else is touched: the admin's own drop-ins stay, the copy
-stays where it was made, no unit is started or stopped (a unit started again afterwards
-runs from the old path). Each removal is journaled (intent, outcome) like a step.
+unit's manager reloaded. Each ``repoint-config`` step's lines are put back as they were
+(:func:`vacate.act.config_edit.undo_repoint`), each ``repoint-link`` step's link pointed back
+(:func:`vacate.act.relink.undo`), each ``repoint-mount-point`` step's container mount point
+set back (:func:`vacate.act.pve_set.undo_mount_point`), each refused, named, where it was changed since. Nothing
+else is touched: the admin's own drop-ins stay, the copy stays where it was made, no unit is
+started or stopped (a unit started again afterwards runs from the old path). Each reversal
+is journaled (intent, outcome) like a step.
 """
 
 from __future__ import annotations
@@ -24,9 +28,25 @@ class Undone:
     """One repointing reversed (``status`` ok / skipped / failed), with what was done."""
 
     step: str
-    unit: str
+    unit: str          # what was repointed: a unit, a file, a link
     status: str
     detail: str
+
+
+def _reverse(plan, step, data: dict, ctx: Context) -> tuple[str, str]:
+    """(what it was, what undoing it did) for one repointing step."""
+    from vacate.act import config_edit, pve_set, relink
+
+    if step.kind == "repoint-unit":
+        return data.get("unit", ""), migrate.undo_dropin(plan, step, data, ctx)
+    if step.kind == "repoint-config":
+        return data.get("file", ""), config_edit.undo_repoint(step, data, ctx)
+    if step.kind == "repoint-mount-point":
+        return f"CT {data.get('vmid')}", pve_set.undo_mount_point(step, ctx)
+    return data.get("link", ""), relink.undo(step, ctx)
+
+
+REPOINTS = ("repoint-unit", "repoint-config", "repoint-link", "repoint-mount-point")
 
 
 def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
@@ -44,18 +64,20 @@ def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
         for r in recs:
             if r.get("event") == "outcome" and r.get("status") == "ok" and \
                     by_id.get(r.get("step")) is not None and \
-                    by_id[r["step"]].kind == "repoint-unit" and r.get("data", {}).get("dropin"):
+                    by_id[r["step"]].kind in REPOINTS and r.get("data"):
                 wrote[r["step"]] = r["data"]
         ctx = Context(plan=plan, host=host, plan_path=plan_path)
         with Journal(path_for(plan_path), sha) as j:
             for sid, data in reversed(list(wrote.items())):
                 step = by_id[sid]
                 j.intent(f"undo:{sid}", "undo-repoint")
+                what = data.get("unit") or data.get("file") or data.get("link") or ""
                 try:
-                    said = migrate.undo_dropin(plan, step, data, ctx)
-                    status = "skipped" if "not there" in said else "ok"
+                    what, said = _reverse(plan, step, data, ctx)
+                    status = "skipped" if "already" in said or "not there" in said else "ok"
                 except (CommandFailed, OSError, VacateError) as e:
                     said, status = getattr(e, "output", None) or str(e), "failed"
-                j.outcome(f"undo:{sid}", status, said, {"dropin": data.get("dropin")})
-                out.append(Undone(sid, data.get("unit", ""), status, said))
+                j.outcome(f"undo:{sid}", status, said,
+                          {k: data[k] for k in ("dropin", "file", "link") if k in data})
+                out.append(Undone(sid, what, status, said))
     return tuple(out)

@@ -32,8 +32,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                             "deepest match wins)")
     p.add_argument("--migrate", action="append", default=[], metavar="P=DEST",
                    help="copy P to the directory DEST on another volume (metadata kept, read "
-                        "back from the disk), repoint the systemd units that use it by a "
-                        "drop-in of vacate's own and start them from there")
+                        "back from the disk), repoint what uses it (systemd units by a drop-in "
+                        "of vacate's own, started again from there; fstab, crontab, "
+                        "environment-file and LXC lines; symlinks; Proxmox mount points) and "
+                        "leave P on the volume; with --delete P too, P is deleted once what "
+                        "used it runs from DEST (vacate undo PLAN reverses the repointing)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between TERM and KILL when ending a holder (default 10)")
     p.add_argument("--no-snapshot", action="store_true",

@@ -1,5 +1,6 @@
 """``vacate undo PLAN``: reverse what ``vacate apply PLAN`` repointed (vacate's drop-ins
-removed, nothing else touched), from the apply's journal.
+removed, rewritten lines put back, links pointed back; nothing else touched), from the apply's
+journal.
 
 Exit status: 0 every repointing reversed (or none to reverse); 1 one could not be (edited
 since: named); 2 refused or usage."""
@@ -13,7 +14,8 @@ from vacate.cli.env import Env
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("undo", help="reverse what an apply repointed (vacate's own drop-ins "
-                                    "removed; nothing else touched)")
+                                    "removed, lines and links put back; nothing else "
+                                    "touched)")
     p.add_argument("plan", metavar="PLAN", help="the plan file that was applied")
     return p
 

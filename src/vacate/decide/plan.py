@@ -22,7 +22,13 @@ import os
 from dataclasses import replace
 
 from vacate.decide import verdict
-from vacate.decide.teardown import SNAPSHOT_FS, Teardown, archive_location, teardown
+from vacate.decide.teardown import (
+    SNAPSHOT_FS,
+    Teardown,
+    archive_location,
+    deleted,
+    teardown,
+)
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Identity, Plan, PlanItem
 from vacate.observing.model.usage import ItemUsage
@@ -122,7 +128,9 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
     if action == "keep":
         return "stays on the volume (it goes cold with it)"
     if action == "migrate":
-        return f"it is at {it.migrate_to}, copied there and read back from the disk"
+        return f"it is at {it.migrate_to}, copied there and read back from the disk" + (
+            "; its source on the volume is deleted once what used it runs from there"
+            if it.delete_source else "")
     if action == "delete":
         if known:
             return f"download again: {known}"
@@ -142,9 +150,13 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                migrations: dict[str, str] | None = None,
                migrate_free: dict[str, int] | None = None) -> tuple[PlanItem, ...]:
     target = obs.target.path
-    pats = [(a, _pattern(target, p)) for a, p in overrides]
     moves = {_pattern(target, p): d for p, d in (migrations or {}).items()}
+    pats = [(a, _pattern(target, p)) for a, p in overrides]
+    # --migrate P=DEST with --delete P: migrated, then its source deleted
+    delete_after = {p for a, p in pats if a == "delete" and p in moves}
+    pats = [(a, p) for a, p in pats if not (a == "delete" and p in delete_after)]
     dest_of: dict[str, str] = {}
+    delete_source: set[str] = set()
     used_pats = set()
     decided: dict[str, tuple[str, str]] = {}
     for u in usages:
@@ -157,7 +169,11 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                 if got[1] not in moves:
                     raise PlanRefused(f"--migrate {got[1]}: no destination (P=DEST)")
                 dest_of[u.item.path] = moves[got[1]]
-                decided[u.item.path] = ("migrate", f"asked: --migrate {got[1]}={moves[got[1]]}")
+                if got[1] in delete_after:
+                    delete_source.add(u.item.path)
+                decided[u.item.path] = ("migrate", f"asked: --migrate {got[1]}={moves[got[1]]}"
+                                        + (f" and --delete {got[1]}" if got[1] in delete_after
+                                           else ""))
         elif u.item.parent is None:
             decided[u.item.path] = default_action(u)
     for a, p in pats:
@@ -196,8 +212,10 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
             entries=entries.get(it.path) if action == "delete" else None)
         if action == "migrate":
             dest = dest_of[it.path]
+            gone = it.path in delete_source
             pi = _with(pi, migrate_to=os.path.join(dest, os.path.basename(it.path)),
-                       dest_free_bytes=(migrate_free or {}).get(dest))
+                       dest_free_bytes=(migrate_free or {}).get(dest), delete_source=gone,
+                       entries=entries.get(it.path) if gone else None)
         excl = tuple(p for p, o in around.items() if o == it.path)
         inner = next((known_source(u.item.classification) for u in usages
                       if known_source(u.item.classification)
@@ -225,11 +243,6 @@ def _nothing_to_archive(usages, decided: dict, included: dict, around: dict) -> 
                if inner else "it holds no files: nothing to archive")
         decided[path] = ("keep", why)
         included[path] = "keep"
-
-
-def _with(p: PlanItem, **kw) -> PlanItem:
-    return replace(p, **kw)
-
 
 
 def _with(p: PlanItem, **kw) -> PlanItem:
@@ -274,7 +287,7 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                        "; ".join(p.message for p in result.verdict.unknowns))
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict))
-    deletes = [i for i in items if i.action == "delete"]
+    deletes = [i for i in items if deleted(i)]
     snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
     by_path = {i.path: i for i in items}
     hashed = sum(i.apparent_bytes - sum(by_path[e].apparent_bytes for e in i.exclude
@@ -320,19 +333,32 @@ def rebuild(plan: Plan) -> Plan:
     """The plan made again from what it records (its observation, its items' actions as a
     person left them, the identities it took): what apply compares a plan file with, so
     that only the items' actions are a person's to edit."""
-    target = plan.observation.target.path
-    overrides = [(it.action, _rel(target, it.path)) for it in plan.items]
-    return make_plan(plan.observation, archive_to=plan.archive_to, overrides=overrides,
-                     grace_s=plan.grace_s, snapshot=plan.snapshot,
-                     mask_references=plan.mask_references,
+    return make_plan(plan.observation, archive_to=plan.archive_to,
+                     overrides=overrides_of(plan), grace_s=plan.grace_s,
+                     snapshot=plan.snapshot, mask_references=plan.mask_references,
                      identities={it.path: it.identity for it in plan.items if it.identity},
                      entries={it.path: it.entries for it in plan.items if it.entries},
-                     created_at=plan.created_at,
-                     migrations={_rel(target, it.path): os.path.dirname(it.migrate_to)
-                                 for it in plan.items if it.migrate_to},
-                     migrate_free={os.path.dirname(it.migrate_to): it.dest_free_bytes
-                                   for it in plan.items
-                                   if it.migrate_to and it.dest_free_bytes is not None})
+                     created_at=plan.created_at, **migrations_of(plan))
+
+
+def overrides_of(plan: Plan) -> list[tuple[str, str]]:
+    """The items' actions as the ``--keep/--archive/--delete/--migrate`` that make them
+    (a migrate item whose source is deleted after: ``--migrate`` and ``--delete``)."""
+    target = plan.observation.target.path
+    out = [(it.action, _rel(target, it.path)) for it in plan.items]
+    return out + [("delete", _rel(target, it.path)) for it in plan.items
+                  if it.action == "migrate" and it.delete_source]
+
+
+def migrations_of(plan: Plan) -> dict:
+    """The plan's migrations and the free space it saw at each destination, as
+    :func:`make_plan` takes them."""
+    target = plan.observation.target.path
+    moving = [it for it in plan.items if it.action == "migrate" and it.migrate_to]
+    return {"migrations": {_rel(target, it.path): os.path.dirname(it.migrate_to)
+                           for it in moving},
+            "migrate_free": {os.path.dirname(it.migrate_to): it.dest_free_bytes
+                             for it in moving if it.dest_free_bytes is not None}}
 
 
 def edited_steps(plan: Plan) -> list[str]:

@@ -8,7 +8,9 @@ start them; end the remaining holders (TERM, wait, KILL); confirm the GPUs are r
 kernel users (containers, swap, loop devices, nested and other mounts, exports); archive
 and verify the rest; snapshot, delete; configuration that would mount or use the volume
 again; units that still name what goes away (masked when asked); unmount, lock the empty
-mount point, and look again.
+mount point, and look again. Items migrated have their phases in
+:mod:`vacate.decide.teardown_migrate` (copied while the services run, their units stopped,
+repointed and started again from the new place, what else names them repointed).
 """
 
 from __future__ import annotations
@@ -24,9 +26,14 @@ from vacate.act.gpu import GpuParams
 from vacate.act.kind import as_params
 from vacate.act.lockdir import LockParams
 from vacate.act.manual import ManualParams
-from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
 from vacate.act.processes import EndParams
 from vacate.decide.actions import _file_line, container_place
+from vacate.decide.teardown_migrate import (
+    migrate_live,
+    migrate_rest,
+    migrate_units,
+    verdict_place,
+)
 from vacate.observing.model.action import Action
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import PlanItem, Step
@@ -48,6 +55,12 @@ class _Steps:
                  downtime=downtime, **kw)
         self.steps.append(s)
         return s
+
+
+def deleted(it: PlanItem) -> bool:
+    """Whether the plan deletes the item from the volume (a migrate item: once what used
+    it runs from the copy)."""
+    return it.action == "delete" or it.action == "migrate" and it.delete_source
 
 
 def archive_name(it: PlanItem) -> str:
@@ -132,10 +145,6 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
                                          a.get("line_sha256"))), evidence=c.evidence)
 
 
-def verdict_place(c: Consumer) -> str:
-    from vacate.decide.actions import unit_place
-
-    return unit_place(c).label()
 
 
 @dataclass
@@ -154,6 +163,7 @@ class Teardown:
     stopped_units: set = field(default_factory=set)      # (unit, manager label)
     disabled: set = field(default_factory=set)
     moved: set = field(default_factory=set)              # migrate items copied after a stop
+    repointed: set = field(default_factory=set)          # consumers repointed, not disarmed
 
     def __post_init__(self):
         self.by_id = {c.id: c for c in self.obs.consumers}
@@ -337,7 +347,7 @@ def archive_rest(t: Teardown) -> None:
 
 def snapshot_and_delete(t: Teardown) -> None:
     """7-8. A snapshot before the deletes (ZFS, btrfs), the deletes, the space freed."""
-    deletes = [i for i in t.items if i.action == "delete"]
+    deletes = [i for i in t.items if deleted(i)]
     fstype = t.obs.target.mount.fstype
     if deletes and t.snapshot and fstype in SNAPSHOT_FS:
         t.st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
@@ -345,9 +355,12 @@ def snapshot_and_delete(t: Teardown) -> None:
                                                  tuple(i.path for i in deletes))),
                  postcondition={"exists": True})
     for it in deletes:
-        t.st.add("delete", f"delete {it.path} ({it.files} files)", downtime=True,
+        moved = it.action == "migrate"
+        t.st.add("delete", f"delete {it.path} ({it.files} files)" + (
+                     f", migrated to {it.migrate_to}" if moved else ""), downtime=True,
                  params=as_params(DeleteParams(it.path, it.exclude)),
-                 precondition={"identity": it.identity is not None},
+                 precondition={"identity": it.identity is not None,
+                               **({"migrated_to": it.migrate_to} if moved else {})},
                  postcondition={"gone": True})
     if deletes:
         t.st.add("check", "compare the space freed with what was expected", downtime=True,
@@ -363,7 +376,7 @@ def disarm_config(t: Teardown) -> None:
     for c in t.obs.consumers:
         if c.id not in t.blockers or c.type not in CONFIG_TYPES:
             continue
-        if c.type == "nfs-export" and c.live:
+        if c.type == "nfs-export" and c.live or c.id in t.repointed:
             continue
         for x in t.blockers[c.id].actions:
             if x.kind in ("stop-container", "remove-container"):
@@ -402,97 +415,6 @@ def retire(t: Teardown) -> None:
     t.st.add("check", "look again by the recorded mount identity: nothing uses it, nothing "
                       "mounts it again", downtime=True,
              params=as_params(CheckParams("retired", tg.mount.dev, tg.mount.source)))
-
-
-def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
-    what = "copy again what changed in" if final else "copy"
-    t.st.add("copy", f"{what} {it.path} to {it.migrate_to}", downtime=final,
-             params=as_params(CopyParams(it.path, it.migrate_to, final)),
-             postcondition={"copy_of": it.path})
-    t.st.add("verify-copy", f"read {it.migrate_to} back from the disk against {it.path}",
-             downtime=final, params=as_params(VerifyCopyParams(it.path, it.migrate_to)),
-             postcondition={"mismatches": 0})
-
-
-def migrate_live(t: Teardown) -> None:
-    """1. Each item to migrate copied and read back while the services still run."""
-    for it in t.items:
-        if it.action == "migrate":
-            _copy_steps(t, it, False)
-
-
-def _unit_refs(t: Teardown, a: Action) -> list[str]:
-    """The paths on the volume the unit of the stop action ``a`` uses or names."""
-    out = []
-    for c in t.obs.consumers:
-        if c.type == "process" and c.attrs.get("unit") == a.subject and \
-                verdict_place(c) == a.where.label() or c.type == "systemd-unit" and c.name == a.subject and \
-                container_place(c.attrs.get("container"), c.attrs.get("user")).label() == \
-                a.where.label():
-            out += c.paths
-    return out
-
-
-def migrate_units(t: Teardown) -> None:
-    """2. Each running unit whose every path on the volume lies in items migrated: stop,
-    copy again what changed, read it back, repoint, start from the new place; it is not
-    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
-    item, is stopped and disabled with the rest, and a person is told why."""
-    moving = [i for i in t.items if i.action == "migrate"]
-    if not moving:
-        return
-    seen = set()
-    for b in t.blockers.values():
-        for a in b.actions:
-            key = (a.subject, a.where.label())
-            if a.kind != "stop-unit" or key in seen:
-                continue
-            seen.add(key)
-            refs = _unit_refs(t, a)
-            used = [i for i in moving if any(is_under(r, i.path) for r in refs)]
-            if not used:
-                continue
-            rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
-            if rest:
-                t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
-                                   ", which is not migrated (or is a directory above what "
-                                   "is): it is not repointed or started; repoint it by hand",
-                         downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
-                continue
-            t.stopped_units.add(key)
-            t.disabled.add(key)
-            pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
-                    and c.attrs.get("unit") == a.subject
-                    and verdict_place(c) == a.where.label()]
-            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
-                            downtime=True, precondition=a.precondition,
-                            postcondition={"active": False, "pids_gone": pids},
-                            evidence=t.ev.get(a.consumer or "", ()))
-            for it in used:
-                if it.path not in t.moved:
-                    t.moved.add(it.path)
-                    _copy_steps(t, it, True)
-            moves = tuple((i.path, i.migrate_to) for i in used)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
-                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
-                     downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
-                     postcondition={"shows": [n for _o, n in moves]})
-            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
-                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
-                     params=as_params(StartParams(a.subject, stop.id,
-                                                  tuple(i.migrate_to for i in used),
-                                                  t.obs.target.mountpoint)),
-                     postcondition={"active": True, "holds_under": [i.migrate_to
-                                                                    for i in used]})
-
-
-def migrate_rest(t: Teardown) -> None:
-    """6. Items migrated that no repointed unit used: copied again once nothing uses
-    them, and read back."""
-    for it in t.items:
-        if it.action == "migrate" and it.path not in t.moved:
-            t.moved.add(it.path)
-            _copy_steps(t, it, True)
 
 
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from vacate.decide.plan import PlanRefused, make_plan
+from vacate.decide.plan import PlanRefused, deleted, make_plan
 from vacate.flow.carve import carve
 from vacate.flow.running import refuse_running_system
 from vacate.observing.errors import UsageError
@@ -78,7 +78,7 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
         if it.action == "archive":
             identities[it.path] = identity_of(where.call("record_item", path=it.path,
                                                          dev=target.st_dev))
-        elif it.action == "delete":
+        elif deleted(it):
             os.makedirs(store, exist_ok=True)
             rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
             identities[it.path] = identity_of(rec)

@@ -44,8 +44,8 @@ def _planned_actions(plan: Plan) -> dict[str, str]:
     out = {}
     for s in plan.steps:
         item = s.params.get("item")
-        if s.kind in ("archive", "delete") and item:
-            out[item] = s.kind
+        if s.kind in ("archive", "delete", "copy") and item and out.get(item) != "migrate":
+            out[item] = "migrate" if s.kind == "copy" else s.kind
     return out
 
 
@@ -84,7 +84,7 @@ def replan(edited: str, *, host: Host | None = None,
            outputs: tuple[str, ...] = ()) -> Replanned:
     """The plan in ``edited`` with its steps derived from its items' actions as edited."""
     from vacate.act.apply import load, staleness
-    from vacate.decide.plan import PlanRefused, make_plan
+    from vacate.decide.plan import PlanRefused, deleted, make_plan, migrations_of, overrides_of
     from vacate.flow.plan import identity_of, on_target
     from vacate.observing.collectors import mounts
     from vacate.observing.entries import record_item, write_entries_file
@@ -116,11 +116,11 @@ def replan(edited: str, *, host: Host | None = None,
     _carry_entries(entries.values(), edited, store)
     looked = []
     for it in plan.items:
-        if it.action not in ("archive", "delete"):
+        if it.action != "archive" and not deleted(it):
             continue
         if it.identity is not None and (it.action == "archive" or it.entries):
             continue
-        if it.action == "delete":
+        if deleted(it):
             os.makedirs(store, exist_ok=True)
             rec = write_entries_file(it.path, dev=target.st_dev, directory=store)
         else:
@@ -136,7 +136,7 @@ def replan(edited: str, *, host: Host | None = None,
                              "the plan saw (other files, or changed since)",
                              hint=f"make a new plan: vacate plan {plan.target_path}")
         identities[it.path] = ident
-        if it.action == "delete":
+        if deleted(it):
             entries[it.path] = rec.reference()
         looked.append(f"{it.path}: looked at again for its new action ({it.action}): "
                       f"{ident.files} files recorded")
@@ -144,9 +144,9 @@ def replan(edited: str, *, host: Host | None = None,
     if local_dest:
         st = os.statvfs(existing_parent(local_dest))
         free = st.f_bavail * st.f_frsize
-    rel = [(it.action, os.path.relpath(it.path, plan.target_path)) for it in plan.items]
     try:
-        new = make_plan(plan.observation, archive_to=plan.archive_to, overrides=rel,
+        new = make_plan(plan.observation, archive_to=plan.archive_to,
+                        overrides=overrides_of(plan), **migrations_of(plan),
                         grace_s=plan.grace_s, snapshot=plan.snapshot,
                         mask_references=plan.mask_references, identities=identities,
                         entries=entries, dest_free=free, created_at=time.time())

@@ -12,6 +12,7 @@ from vacate.decide.inside import inside
 from vacate.observing.model.plan import Plan
 from vacate.observing.units import human_bytes, human_duration
 from vacate.output.actions import command
+from vacate.output.report_migrate import action_text
 
 ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red", "migrate": "green"}
 
@@ -57,7 +58,8 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
         t.add_row(escape(os.path.relpath(it.path, plan.target_path)) + ("/" if it.files != 1
                                                                         or it.kind == "directory"
                                                                         else ""),
-                  f"[{ACTION_STYLE[it.action]}]{it.action}[/]", _size(it), escape(it.reason),
+                  f"[{ACTION_STYLE[it.action]}]{escape(action_text(it))}[/]", _size(it),
+                  escape(it.reason),
                   escape(it.get_back))
         for x in within.get(it.path, ()):
             _inside_row(t, plan, it, x)
@@ -76,7 +78,9 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
                 human_bytes(it.dest_free_bytes)
             console.print(f"migrate: {escape(os.path.relpath(it.path, plan.target_path))} "
                           f"({human_bytes(it.disk_bytes)}) to {escape(it.migrate_to)}; free "
-                          f"there when planned: {free}")
+                          f"there when planned: {free}" + ("; its source deleted once what "
+                                                           "used it runs from there"
+                                                           if it.delete_source else ""))
     if not steps:
         return
     console.print("\n[bold]steps[/]")

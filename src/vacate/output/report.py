@@ -6,9 +6,11 @@ path). The terminal and the page render this document; neither reads anything el
 from __future__ import annotations
 
 from vacate.act.journal import check_belongs, path_for, states_of
+from vacate.decide.teardown import deleted as deletes_item
 from vacate.observing.model import codec
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
+from vacate.output.report_migrate import action_text, migrations
 from vacate.output.report_refs import parts_of, references
 
 SCHEMA = "vacate.report/1"
@@ -67,7 +69,7 @@ def _item_row(path: str, stats, c, status: str, users, action: str | None = None
             "disk_bytes": stats.disk_bytes, "apparent_bytes": stats.apparent_bytes,
             "files": stats.files, "newest_mtime": stats.newest_mtime,
             "newest_atime": stats.newest_atime, "status": status, "users": list(users),
-            "action": action, "why": why, "get_back": get_back}
+            "action": action, "action_text": action, "why": why, "get_back": get_back}
 
 
 def report_of_observation(obs: Observation) -> dict:
@@ -90,11 +92,21 @@ def report_of_observation(obs: Observation) -> dict:
                                  for b in v.blockers]},
         "done": {"steps": [], "archived_bytes": 0, "deleted_bytes": 0, "freed_bytes": None,
                  "snapshots": [], "fixed": [], "gone": []},
-        "remains": {"kept": [{"path": r["path"], "action": "keep", "why": "not planned"}
-                             for r in rows], "manual": [], "failed": [], "started": [],
+        "remains": {"kept": [{"path": r["path"], "action": "keep", "why": "not planned",
+                              "where": "left on the volume"} for r in rows],
+                    "manual": [], "failed": [], "started": [],
                     "left": [], "references": []},
-        "would": [], "estimate": None, "complete": False,
+        "would": [], "estimate": None, "complete": False, "migrations": [],
     }
+
+
+def _left(it) -> str:
+    """What became of an item left on the volume, in words."""
+    if it.action == "archive":
+        return "archived, and left on the volume"
+    if it.action == "migrate":
+        return f"migrated to {it.migrate_to}, and left on the volume"
+    return "left on the volume"
 
 
 def _stats_of(it):
@@ -147,7 +159,7 @@ def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> 
     rows = [_item_row(i.path, _stats_of(i), None, i.status, i.users, i.action, i.reason,
                       i.get_back) for i in plan.items]
     for r, i in zip(rows, plan.items):
-        r.update(kind=i.kind, label=i.label)
+        r.update(kind=i.kind, label=i.label, action_text=action_text(i), to=i.migrate_to)
         st = mtimes.get(i.path)
         if st is not None:
             r.update(newest_mtime=st.newest_mtime, newest_atime=st.newest_atime)
@@ -166,10 +178,12 @@ def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> 
                  "expected_freed_bytes": plan.expected_freed_bytes, "archives": archives,
                  "snapshots": snaps, "fixed": [r for r in refs if r.get("fixed")],
                  "gone": [{"path": i.path, "disk_bytes": i.disk_bytes, "get_back": i.get_back}
-                          for i in plan.items if i.action == "delete" and i.path in gone]},
+                          for i in plan.items if deletes_item(i) and i.path in gone]},
         "remains": {
-            "kept": [{"path": i.path, "action": i.action, "why": i.reason}
-                     for i in plan.items if i.action in ("keep", "archive")],
+            "kept": [{"path": i.path, "action": i.action, "why": i.reason, "to": i.migrate_to,
+                      "where": _left(i)} for i in plan.items
+                     if i.action in ("keep", "archive") or
+                     i.action == "migrate" and not i.delete_source],
             "manual": [{"id": x["id"], "summary": x["summary"], "detail": x["detail"],
                         "command": x["command"]} for x in steps if x["status"] == "manual"],
             "failed": [{"id": x["id"], "summary": x["summary"], "detail": x["detail"],
@@ -188,8 +202,9 @@ def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> 
                      "archive_bytes": plan.archive_bytes,
                      "archive_estimate_s": plan.archive_estimate_s,
                      "get_back": [{"path": i.path, "action": i.action, "get_back": i.get_back}
-                                  for i in plan.items if i.action in ("archive", "delete")]},
+                                  for i in plan.items if i.action != "keep"]},
         "complete": applied and all(x["status"] in ("ok", "skipped") for x in steps),
+        "migrations": migrations(plan, steps),
     }
     return doc
 

@@ -41,6 +41,56 @@ def went(r: dict) -> str:
     return "deleted" if r["action"] == "delete" else r["action"]
 
 
+def migration_lines(m: dict, console) -> None:
+    """What a person reads of one migrated item: where it went, the copy and the read-back,
+    each unit repointed (before -> after, how to undo it), whether it runs from there, what
+    was brought back on a failure, and what became of the source."""
+    c, rb = m["copy"], m["read_back"]
+    if m["state"] == "planned":
+        free = "not known" if m["free_bytes"] is None else human_bytes(m["free_bytes"])
+        console.print(Text.assemble("  would migrate: ", shown(m["path"]), " to ",
+                                    shown(m["to"]), f" ({human_bytes(m['disk_bytes'])}; free "
+                                    f"there when planned: {free}); the source is ",
+                                    shown(m["source"])))
+        return
+    line = Text.assemble(f"  migrated ({m['state']}): ", shown(m["path"]), " to ",
+                         shown(m["to"]))
+    if c["passes"]:
+        line.append(f"; copied {c['copied']} files ({human_bytes(c['bytes'])}) in "
+                    f"{c['passes']} pass{'es' if c['passes'] > 1 else ''}"
+                    + (f", {c['reflinked']} reflinked" if c["reflinked"] else "")
+                    + (f", {c['hardlinked']} hardlinked again" if c["hardlinked"] else ""))
+    if rb["passes"]:
+        line.append(f"; read back from the disk: {rb['files']} files "
+                    f"({human_bytes(rb['bytes'])}), each as the source was read")
+    console.print(line)
+    for x in m["mismatches"]:
+        console.print(Text.assemble(("    read back wrong: ", "red"), shown(x["path"]), ": ",
+                                    shown(x["why"])))
+    for u in m["repointed"]:
+        if u["status"] not in ("ok", "skipped"):
+            continue
+        if u["kind"] == "repoint-unit":
+            console.print(Text.assemble("    repointed: ", shown(u["unit"]), " (",
+                                        shown(u["manager"] or "?"), ") by ",
+                                        shown(u["dropin"])))
+        lead = "      " if u["kind"] == "repoint-unit" else "    repointed: "
+        for ch in u["changes"]:
+            console.print(Text.assemble(lead, shown(ch["setting"]), ": ",
+                                        shown(" ".join(ch["before"])), " -> ",
+                                        shown(" ".join(ch["after"]))))
+        if u["undo"]:
+            console.print(Text.assemble("      undo: ", shown(u["undo"]),
+                                        " (or vacate undo PLAN)"))
+    for u in m["started"]:
+        if u["status"] in ("ok", "skipped"):
+            console.print(Text.assemble("    runs again: ", shown(u["summary"])))
+    for said in m["brought_back"]:
+        console.print(Text.assemble(("    brought back from the old path: ", "yellow"),
+                                    shown(said)))
+    console.print(Text.assemble("    its source: ", shown(m["source"])))
+
+
 def summary(doc: dict, console) -> None:
     """What a person reads first: the state, what is gone, what is left and why, space."""
     v = doc["there"]["volume"]
@@ -55,10 +105,10 @@ def summary(doc: dict, console) -> None:
                                     f" ({human_bytes(g['disk_bytes'])}; ", shown(g["get_back"]),
                                     ")"))
     for k in r["kept"]:
-        where = "archived, and left on the volume" if k["action"] == "archive" else \
-            "left on the volume"
-        console.print(Text.assemble(f"  {where}: ", shown(k["path"]), " (", shown(k["why"]),
-                                    ")"))
+        console.print(Text.assemble("  ", shown(k["where"]), ": ", shown(k["path"]), " (",
+                                    shown(k["why"]), ")"))
+    for m in doc.get("migrations", []):
+        migration_lines(m, console)
     if d["archived_bytes"]:
         console.print(f"  archived: {human_bytes(d['archived_bytes'])} read")
     if d["freed_bytes"] is not None:
@@ -112,7 +162,7 @@ def render(doc: dict, console) -> None:
                   human_bytes(row["disk_bytes"]), human_bytes(row["apparent_bytes"]),
                   human_age(row["newest_mtime"], now),
                   _t(row["status"], STATUS_STYLE.get(row["status"], "")),
-                  _t(row["action"] or "-"))
+                  _t(row.get("action_text") or row["action"] or "-"))
         for i in inside.get(row["path"], []):
             t.add_row(_t("  " + i["path"]), _t(i["label"] or i["kind"]),
                       human_bytes(i["disk_bytes"]), human_bytes(i["apparent_bytes"]),

@@ -53,7 +53,8 @@ class PlanItem:
     """One item of the volume and what happens to it. ``action``: keep (stays on the volume,
     untouched, and goes cold with it), archive (copied to the destination and verified; it
     stays on the volume too), migrate (copied to another volume, read back, and what uses it
-    repointed and started from there; it stays on the volume too) or delete. ``get_back``: what it would take to have it again."""
+    repointed and started from there; it stays on the volume too, unless ``delete_source``)
+    or delete. ``get_back``: what it would take to have it again."""
 
     id: str
     path: str
@@ -75,9 +76,12 @@ class PlanItem:
     # sha256, with its size, where its index starts, its entry and directory counts and the
     # item's digest (vacate.entries-file/1; see vacate.observing.entries)
     entries: dict[str, Any] | None = None
-    # a migrate item: its path at the destination, and the free bytes seen there
+    # a migrate item: its path at the destination, and the free bytes seen there;
+    # ``delete_source``: it is also marked delete, and its source on the volume is deleted
+    # once what used it runs from the destination (else the source stays on the volume)
     migrate_to: str | None = None
     dest_free_bytes: int | None = None
+    delete_source: bool = False
 
 
 @dataclass(frozen=True, **SLOTS)

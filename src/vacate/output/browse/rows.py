@@ -21,7 +21,7 @@ STATUS_STYLE = {"active": Style(color="red", bold=True), "referenced": Style(col
                 "cold": Style(color="cyan"), "disposable": Style(color="green"),
                 "artifact": Style(dim=True)}
 ACTION_STYLE = {"keep": Style(color="blue"), "archive": Style(color="magenta"),
-                "delete": Style(color="red", bold=True)}
+                "delete": Style(color="red", bold=True), "migrate": Style(color="green")}
 DIM = Style(dim=True)
 BAR = 10
 WIDE = 120      # from this width on, the apparent size, files, age and kind are shown too

@@ -23,7 +23,7 @@ from vacate.output.html import treemap
 from vacate.output.report_names import Hider, shown
 
 COLOURS = ("active", "referenced", "cold", "disposable", "artifact")
-ACTIONS = ("keep", "archive", "delete")
+ACTIONS = ("keep", "archive", "delete", "migrate")
 
 
 def _asset(name: str) -> str:

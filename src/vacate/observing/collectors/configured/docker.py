@@ -284,6 +284,7 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
         paths.append(root_on)
         ev.append(Evidence("config-line", root_on, src,
                            f"its filesystem and logs live in the data root {root}"))
+    binds: list[list[str]] = []      # [path on the volume, path in the container, rw/ro]
     for typ, source, dest, rw, vname in _mounts(cfg, hostcfg):
         mode = "rw" if rw else "ro"
         h = on_volume(host, view, source)
@@ -293,6 +294,8 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
                 continue   # already said by the data root
             relations.append(rel)
             paths.append(h)
+            if rel == "bind":
+                binds.append([h, dest, mode])
             what = f"volume {vname}" if vname else f"bind {source}"
             ev.append(Evidence("config-line", h, src, f"{what} -> {dest} ({mode})"))
         elif typ == "volume" and vname:
@@ -320,6 +323,8 @@ def _container(host: Host, view: VolumeView, root: str, root_on: str | None, cdi
              "autostart": policy in ("always", "unless-stopped") or
                           (policy == "on-failure" and running is True),
              "relations": list(dict.fromkeys(relations))}
+    if binds:
+        attrs["binds"] = binds
     if pid:
         attrs["pid"] = pid
     return Consumer(f"docker-container:{name}", "docker-container", name, False,

@@ -8,7 +8,12 @@ from __future__ import annotations
 import os
 import posixpath
 
-from vacate.observing.collectors.configured.cfgfiles import line_evidence, list_dir, read_text
+from vacate.observing.collectors.configured.cfgfiles import (
+    line_evidence,
+    line_sha256,
+    list_dir,
+    read_text,
+)
 from vacate.observing.collectors.configured.match import VolumeView, lines_with_paths
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
@@ -50,5 +55,6 @@ def collect(host: Host, target: Target, view: VolumeView
             id=f"config-file:{path}", type="config-file", name=path, live=False,
             paths=tuple(sorted({e.path for e in evidence if e.path})), evidence=evidence,
             attrs={"file": path, "format": "environment" if "profile" not in path
-                   and "bashrc" not in path else "shell", "lines": [n for n, _l, _f in hits]}))
+                   and "bashrc" not in path else "shell", "lines": [n for n, _l, _f in hits],
+                   "line_sha256s": [[n, line_sha256(line)] for n, line, _f in hits]}))
     return tuple(consumers), tuple(problems)

@@ -126,6 +126,8 @@ class GuestAudit:
     snapshots: list[str] = field(default_factory=list)  # snapshot sections that name it
     hostname: str | None = None
     onboot: bool = False
+    # the current config's bind mount points that use it: key -> value as written
+    binds: dict[str, str] = field(default_factory=dict)
 
 
 def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: str,
@@ -157,6 +159,9 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
                 for h, why in uses:
                     found.add(rel, h, line_evidence("config-line", h, where, ln.line, ln.raw,
                                                     why + note_sec))
+                if uses and sec.name is None and rel == "mount-point" and \
+                        pve_config.parse_volume(ln.value).volume.startswith("/"):
+                    audit.binds[ln.key] = ln.value
             elif ln.key == "lxc.mount.entry":
                 mount_entry_uses(scope, found, problems, where, ln.line, ln.value, ln.raw,
                                  rootfs)
@@ -219,6 +224,8 @@ def collect(host: Host, target: Target, view: VolumeView
                  "in_current_config": bool(audit.keys), "keys": audit.keys,
                  "pending_keys": audit.pending,
                  "snapshots": audit.snapshots}
+        if audit.binds:
+            attrs["binds"] = audit.binds
         if node:
             attrs["node"] = node
         if pid:

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from vacate.observing.collectors.configured.cfgfiles import list_dir, read_text
+from vacate.observing.collectors.configured.cfgfiles import line_sha256, list_dir, read_text
 from vacate.observing.collectors.configured.match import VolumeView
 from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
@@ -437,7 +437,11 @@ def _env_consumer(path: str, hits: list[Hit], unit_ids: list[str]) -> Consumer:
         paths=tuple(sorted({h.host_path for h in hits})),
         evidence=tuple(dict.fromkeys(Evidence("config-line", h.host_path, f"{path}:{h.line}",
                                               shown_text(h.text)) for h in hits)),
-        attrs={"file": path, "format": "environment-file", "used_by": unit_ids})
+        attrs={"file": path, "format": "environment-file", "used_by": unit_ids,
+               # each line that names the volume with its sha256 (what a rewrite checks)
+               "line_sha256s": [list(x) for x in sorted({(h.line, line_sha256(h.text))
+                                                         for h in hits
+                                                         if h.line and "\n" not in h.text})]})
 
 
 def collect(host: Host, target: Target, view: VolumeView

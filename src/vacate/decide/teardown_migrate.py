@@ -1,0 +1,236 @@
+"""The teardown's phases for the items migrated (``--migrate P=DEST``), pure, like the rest of
+:mod:`vacate.decide.teardown`: each item copied and read back while the services still run;
+each running unit whose every path on the volume is migrated stopped, copied again, read
+back, repointed by a drop-in and started from the new place; the rest copied again once
+nothing uses them; then what else names only migrated paths repointed (lines of config
+files, symlinks, Proxmox mount points; a docker bind is a manual step).
+"""
+
+from __future__ import annotations
+
+from vacate.act.config_edit import EditParams
+from vacate.act.kind import as_params
+from vacate.act.manual import ManualParams
+from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
+from vacate.act.pve_set import MountPointParams
+from vacate.act.relink import RelinkParams
+from vacate.decide.actions import container_place
+from vacate.observing.model.action import Action
+from vacate.observing.model.plan import PlanItem
+from vacate.observing.model.usage import Consumer
+from vacate.observing.parsers.paths import is_under
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from vacate.decide.teardown import Teardown
+
+
+def verdict_place(c: Consumer) -> str:
+    from vacate.decide.actions import unit_place
+
+    return unit_place(c).label()
+
+
+def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
+    what = "copy again what changed in" if final else "copy"
+    t.st.add("copy", f"{what} {it.path} to {it.migrate_to}", downtime=final,
+             params=as_params(CopyParams(it.path, it.migrate_to, final)),
+             postcondition={"copy_of": it.path})
+    t.st.add("verify-copy", f"read {it.migrate_to} back from the disk against {it.path}",
+             downtime=final, params=as_params(VerifyCopyParams(it.path, it.migrate_to)),
+             postcondition={"mismatches": 0})
+
+
+def migrate_live(t: Teardown) -> None:
+    """1. Each item to migrate copied and read back while the services still run."""
+    for it in t.items:
+        if it.action == "migrate":
+            _copy_steps(t, it, False)
+
+
+def _unit_refs(t: Teardown, a: Action) -> list[str]:
+    """The paths on the volume the unit of the stop action ``a`` uses or names."""
+    out = []
+    for c in t.obs.consumers:
+        if c.type == "process" and c.attrs.get("unit") == a.subject and \
+                verdict_place(c) == a.where.label() or c.type == "systemd-unit" and c.name == a.subject and \
+                container_place(c.attrs.get("container"), c.attrs.get("user")).label() == \
+                a.where.label():
+            out += c.paths
+    return out
+
+
+def _env_files_kept(t: Teardown, a: Action) -> list[str]:
+    """The environment files the unit of the stop action ``a`` reads that name the volume
+    and that vacate cannot rewrite here (inside a container, or a line it cannot check):
+    the unit would start from the old path."""
+    return [c.name for c in t.obs.consumers if c.type == "config-file"
+            and any(u.rsplit(":", 1)[-1] == a.subject for u in c.attrs.get("used_by") or ())
+            and container_place(c.attrs.get("container"), c.attrs.get("user")).label() ==
+            a.where.label()
+            and (c.attrs.get("container") or not c.attrs.get("line_sha256s"))]
+
+
+def migrate_units(t: Teardown) -> None:
+    """2. Each running unit whose every path on the volume lies in items migrated: stop,
+    copy again what changed, read it back, repoint, start from the new place; it is not
+    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
+    item, is stopped and disabled with the rest, and a person is told why."""
+    moving = [i for i in t.items if i.action == "migrate"]
+    if not moving:
+        return
+    seen = set()
+    for b in t.blockers.values():
+        for a in b.actions:
+            key = (a.subject, a.where.label())
+            if a.kind != "stop-unit" or key in seen:
+                continue
+            seen.add(key)
+            refs = _unit_refs(t, a)
+            used = [i for i in moving if any(is_under(r, i.path) for r in refs)]
+            if not used:
+                continue
+            rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
+            rest += _env_files_kept(t, a)
+            if a.where.user is not None:
+                t.st.add("manual", f"{a.subject} runs in {a.where.user}'s own manager "
+                                   f"({a.where.label()}): vacate writes "
+                                   "its drop-ins for system managers only so far; it is not "
+                                   f"repointed or started; repoint it by hand to "
+                                   f"{', '.join(i.migrate_to for i in used)} (systemctl "
+                                   "--user edit, in that user's session)", downtime=True,
+                         params=as_params(ManualParams(consumer=a.consumer)))
+                continue
+            if rest:
+                t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
+                                   " (not migrated, a directory above what is, or an "
+                                   "environment file vacate cannot rewrite there): it is not "
+                                   "repointed or started; repoint it by hand",
+                         downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
+                continue
+            t.stopped_units.add(key)
+            t.disabled.add(key)
+            pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
+                    and c.attrs.get("unit") == a.subject
+                    and verdict_place(c) == a.where.label()]
+            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                            downtime=True, precondition=a.precondition,
+                            postcondition={"active": False, "pids_gone": pids},
+                            evidence=t.ev.get(a.consumer or "", ()))
+            for it in used:
+                if it.path not in t.moved:
+                    t.moved.add(it.path)
+                    _copy_steps(t, it, True)
+            repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
+            moves = tuple((i.path, i.migrate_to) for i in used)
+            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
+                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
+                     downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
+                     postcondition={"shows": [n for _o, n in moves]})
+            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
+                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
+                     params=as_params(StartParams(a.subject, stop.id,
+                                                  tuple(i.migrate_to for i in used),
+                                                  t.obs.target.mountpoint)),
+                     postcondition={"active": True, "holds_under": [i.migrate_to
+                                                                    for i in used]})
+
+
+def migrate_rest(t: Teardown) -> None:
+    """6. Items migrated that no repointed unit used: copied again once nothing uses
+    them, and read back; then what names them repointed."""
+    for it in t.items:
+        if it.action == "migrate" and it.path not in t.moved:
+            t.moved.add(it.path)
+            _copy_steps(t, it, True)
+    repoint_config(t)
+
+
+def _new_path(path: str, moves) -> str | None:
+    for old, new in moves:
+        if is_under(path, old):
+            return new + path[len(old.rstrip("/")):]
+    return None
+
+
+def _repoint_one(t: Teardown, c: Consumer, moves) -> bool:
+    """The steps that repoint one consumer naming only migrated paths; False when vacate
+    has no way to (it is then disarmed like any other)."""
+    a = c.attrs
+    lines = None
+    if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
+        lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
+    elif c.type == "config-file" and a.get("line_sha256s") and a.get("file"):
+        lines = [(a["file"], [list(x) for x in a["line_sha256s"]])]
+    elif c.type == "lxc-container" and a.get("mount_entries"):
+        lines = [(e["file"], [[e["line"], e["line_sha256"]]]) for e in a["mount_entries"]]
+    if lines is not None:
+        for file, targets in lines:
+            first = targets[0][0]
+            x = Action("edit-config", f"{file}:{first}", consumer=c.id,
+                       params={"file": file, "line": first})
+            t.st.add("repoint-config", f"repoint {c.type} {c.name} ({file}) to "
+                                       f"{', '.join(n for _o, n in moves)}", action=x,
+                     downtime=True,
+                     params=as_params(EditParams(file, first, targets[0][1],
+                                                 lines=targets if len(targets) > 1 else None,
+                                                 moves=tuple(moves))),
+                     postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
+        return True
+    if c.type == "symlink" and a.get("target"):
+        raw = a["target"]
+        to = _new_path(raw, moves) if raw.startswith("/") else None
+        to = to or _new_path(a.get("resolved") or "", moves)
+        if to is None:
+            return False
+        t.st.add("repoint-link", f"point {c.name} to {to}", downtime=True,
+                 params=as_params(RelinkParams(c.name, raw, to)),
+                 postcondition={"points_to": to}, evidence=c.evidence)
+        return True
+    if c.type == "pve-container" and a.get("binds") and a.get("config"):
+        news = {k: _new_path(v.split(",", 1)[0], moves) for k, v in a["binds"].items()}
+        if None in news.values() or not set(a.get("keys") or ()) <= set(news) or \
+                a.get("pending_keys"):
+            return False                  # it also uses the volume another way
+        for key, value in sorted(a["binds"].items()):
+            new_value = ",".join([news[key], *value.split(",")[1:]])
+            t.st.add("repoint-mount-point", f"pct set {a.get('vmid')} --{key} {new_value}" +
+                     (", then start it again" if a.get("running") else ""), downtime=True,
+                     params=as_params(MountPointParams(str(a.get("vmid")), a["config"], key,
+                                                       value, new_value,
+                                                       bool(a.get("running")))),
+                     postcondition={key: new_value}, evidence=c.evidence)
+        return True
+    if c.type == "docker-container" and a.get("binds"):
+        for source, dest, mode in a["binds"]:
+            new = _new_path(source, moves)
+            if new is None:
+                continue
+            ro = ",readonly" if mode == "ro" else ""
+            t.st.add("manual", f"docker container {c.name} binds {source} at {dest}: recreate "
+                               f"it (vacate does not) with --mount type=bind,source={new},"
+                               f"target={dest}{ro} in place of that bind: docker stop "
+                               f"{c.name} && docker rm {c.name}, then docker run as it was "
+                               f"made (docker inspect {c.name} shows how)", downtime=True,
+                     params=as_params(ManualParams(consumer=c.id)), evidence=c.evidence)
+        return True
+    return False
+
+
+def repoint_config(t: Teardown) -> None:
+    """What names only items migrated and copied for the last time by now, repointed:
+    lines of fstab, crontabs, environment files and LXC configs rewritten (the line as it
+    was kept behind a dated marker, a backup beside the file), symlinks pointed at the new
+    place, a Proxmox container's bind mount points set by ``pct set`` (the container started
+    again when it ran); a docker container's bind is a person's to recreate (a manual
+    step)."""
+    moving = [i for i in t.items if i.action == "migrate" and i.path in t.moved]
+    for c in t.obs.consumers:
+        if c.id in t.repointed or not c.paths or c.attrs.get("container"):
+            continue
+        if not all(any(is_under(p, i.path) for i in moving) for p in c.paths):
+            continue
+        moves = tuple((i.path, i.migrate_to) for i in moving
+                      if any(is_under(p, i.path) for p in c.paths))
+        if _repoint_one(t, c, moves):
+            t.repointed.add(c.id)
