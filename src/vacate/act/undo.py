@@ -53,8 +53,15 @@ def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
     """Reverse the repointings the journal of ``plan_path`` records (newest first)."""
     from vacate.act.apply import check_machine, load
 
+    from vacate.act.apply import Refused
+
     host = host or Host.local()
     plan, sha = load(plan_path)
+    if plan.observation.host.ssh:
+        raise Refused(f"the plan was applied on {plan.observation.host.ssh} over ssh; vacate "
+                      "undo reverses repointings on the machine it runs on: nothing was "
+                      "changed", hint=f"run vacate undo there (ssh {plan.observation.host.ssh})"
+                                      " with a copy of the plan and its journal")
     check_machine(plan, host)
     by_id = {s.id: s for s in plan.steps}
     out = []
