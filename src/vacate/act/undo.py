@@ -51,9 +51,7 @@ REPOINTS = ("repoint-unit", "repoint-config", "repoint-link", "repoint-mount-poi
 
 def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
     """Reverse the repointings the journal of ``plan_path`` records (newest first)."""
-    from vacate.act.apply import check_machine, load
-
-    from vacate.act.apply import Refused
+    from vacate.act.apply import Refused, check_machine, load
 
     host = host or Host.local()
     plan, sha = load(plan_path)
