@@ -424,7 +424,7 @@ def _check_entries(entries: list[Entry], parts: set[str], at: list[int]) -> None
     # path comes right after it: one look at each neighbour finds an entry inside a
     # non-directory (a file inside a symlink, say), however deep
     order = sorted(by_path, key=lambda p: p.replace(b"/", b"\0"))
-    for a, b in itertools.pairwise(order):
+    for a, b in zip(order, itertools.islice(order, 1, None)):
         t = entries[by_path[a]].type
         if t != "dir" and b.startswith(a + b"/"):
             raise Damaged(f"line {at[by_path[b]]} ({shown(b)}) lies inside {shown(a)}, which "

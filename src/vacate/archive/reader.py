@@ -3,8 +3,9 @@
 ``read_part(fileobj, on_member)`` drives one pass over a part. For each member it calls
 ``on_member(member)``, which returns a consumer (``update(offset, data)`` per data segment,
 then ``done()``) or None to skip the data. The compressed bytes are hashed on the way in;
-decompression runs in a helper thread (zstandard and hashlib release the GIL), so the
-part's sha256, decompression and the members' sha256 proceed at the same time.
+decompression runs in a helper thread (python-zstandard and hashlib release the GIL; without
+the library, a ``zstd -d`` child decompresses: :func:`vacate.archive.compress.decompressor`),
+so the part's sha256, decompression and the members' sha256 proceed at the same time.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-import zstandard
-
-from vacate.archive import tarfmt
+from vacate.archive import compress, tarfmt
 from vacate.archive.tarfmt import BLOCK, Member, TarFormatError
 from vacate.archive.target import LocalTarget, Target
 from vacate.observing import fsio
@@ -43,7 +42,10 @@ def read_named(target: Target, name: str, limit: int) -> tuple[bytes, bool]:
     chunks = []
     left = limit + 1
     with target.open(name) as f:
-        while left > 0 and (b := f.read(min(left, READ))):
+        while left > 0:
+            b = f.read(min(left, READ))
+            if not b:
+                break
             chunks.append(b)
             left -= len(b)
     data = b"".join(chunks)
@@ -119,7 +121,10 @@ class _Hashing:
         self.t.start()
 
     def _hash(self) -> None:
-        while (b := self.q.get()) is not None:
+        while True:
+            b = self.q.get()
+            if b is None:
+                return
             self.h.update(b)
 
     def read(self, n: int = -1) -> bytes:
@@ -144,9 +149,9 @@ _EOF = object()
 
 def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event,
                      limit: int | None) -> None:
+    r = None
     try:
-        dctx = zstandard.ZstdDecompressor()
-        r = dctx.stream_reader(src, read_size=2 * READ, read_across_frames=True)
+        r = compress.decompressor(src)
         total = 0
         while not stop.is_set():
             b = r.read(4 * READ)
@@ -161,10 +166,13 @@ def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event,
         if not stop.is_set():
             src.drain()   # the rest of the file still counts for the part's checksum
         q.put(_EOF)
-    except zstandard.ZstdError as e:
+    except compress.DecompressError as e:
         q.put(PartError("corrupt", f"zstd: {e}"))
     except Exception as e:  # noqa: BLE001 (the reader must always learn how it ended)
         q.put(PartError("unreadable", f"{type(e).__name__}: {e}"))
+    finally:
+        if r is not None:
+            r.close()
 
 
 class _Stream:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from vacate.archive import compress
 from vacate.archive import manifest as mf
 from vacate.archive.beneath import Tree
 from vacate.archive.manifest import shown
@@ -104,6 +105,7 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
             force: bool = False, preserve_special: bool = False,
             progress: Callable[[int, int], None] | None = None) -> RestoreResult:
     t0 = time.monotonic()
+    compress.require()              # no zstd at all: refused before anything is written
     try:
         m = load_manifest(target)
     except ArchiveDamaged as e:     # refused (exit 2; unreadable: 3) before anything is written

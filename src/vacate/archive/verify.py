@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from vacate.archive import compress, sums
 from vacate.archive import manifest as mf
-from vacate.archive import sums
 from vacate.archive.manifest import shown
 from vacate.archive.reader import PartError, open_part, read_named, read_part
 from vacate.archive.source import arc_roots, walk
@@ -367,6 +367,7 @@ def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -
 def verify(target: Target, *, against: list[str] | None = None,
            progress: Callable[[int, int], None] | None = None) -> VerifyResult:
     t0 = time.monotonic()
+    compress.require()                   # no zstd at all: nothing could be read back
     try:
         m = load_manifest(target)
     except ArchiveDamaged as e:          # the damage is the answer (exit 1, or 3 unreadable)

@@ -39,10 +39,10 @@ import json
 import os
 import pwd
 import queue
-import shutil
 import stat as S
 import threading
 import time
+import typing
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -54,7 +54,7 @@ from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
 from vacate.observing import fsio
 from vacate.observing.compat import SLOTS
-from vacate.observing.errors import UsageError
+from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 from vacate.observing.model.common import Problem
 
 CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane handoffs than
@@ -63,7 +63,7 @@ SMALL = 1 << 20        # files up to this are read, hashed and written whole, on
 MAX_LANES = 32         # files hashed side by side at most
 INFLIGHT = 64          # CHUNKs read and not hashed yet, all lanes together (128 MiB)
 _ZEROS = memoryview(bytes(CHUNK))
-Progress = Callable[[int, int], None]     # (bytes done, bytes total)
+Progress = typing.Callable[[int, int], None]   # (bytes done, bytes total); typing's: 3.8
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -87,6 +87,17 @@ class ArchiveResult:
     bytes_hashed: int = 0              # the files' whole sizes, holes included (all hashed)
     up_to_date: bool = False           # a complete archive was there, the sources unchanged
     changed_since: tuple[str, ...] = ()  # ... or what changed in them since it was made
+
+
+def exit_code(r: ArchiveResult) -> int:
+    """0 done or up to date; 1 changed while read, left out, or changed since; 3 unreadable."""
+    if r.changed or r.changed_since:
+        return EXIT_IN_USE            # something was archived while it changed, or since
+    if any(w.blocks_verdict for w in r.warnings):
+        return EXIT_UNKNOWN           # something could not be read: the archive is not whole
+    if r.missing:
+        return EXIT_IN_USE            # something the sources hold is not in the archive
+    return EXIT_OK
 
 
 class _Lane:
@@ -166,12 +177,9 @@ class _Part:
         self.out = stage.Stager(self.sink, lane, wlane, buffers)
         self.lane = lane
         self.wlane = wlane
-        try:
-            if use_zstd_process():     # the stager is fed by the child's output pump
-                self.z = compress.ProcessCompressor(self.out.write, level, threads)
-            else:                      # by this thread, within the compressor's calls
-                self.z = compress.LibraryCompressor(self.out.write, level, threads,
-                                                    raw_out=self.out.write_raw)
+        try:                           # the stager is fed by a zstd child's output pump, or
+            self.z = compress.compressor(  # by this thread, within the library's calls
+                self.out.write, level, threads, raw_out=self.out.write_raw)
         except BaseException:
             self.sink.abort()          # nothing was written to it yet
             raise
@@ -203,12 +211,6 @@ class _Part:
                 v[2] = v[2].result()
         return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
                            len(self.entries))
-
-
-def use_zstd_process() -> bool:
-    """python-zstandard compresses unless VACATE_ZSTD=process (and the zstd command exists):
-    the child process measured the same here (2 vCPUs); it may pay off with more cores."""
-    return os.environ.get("VACATE_ZSTD") == "process" and shutil.which("zstd") is not None
 
 
 class _Names:
@@ -466,7 +468,7 @@ class _Writer:
                 gname=common["group"].encode(), mtime_ns=common["mtime_ns"], sparse=segs)))
             stored = 0
             pos = 0
-            direct = isinstance(part.z, compress.LibraryCompressor)
+            direct = part.z.direct
             for off, length in segs or ((0, size),):
                 if pos < off:                # a hole: hash its zeros, store nothing
                     lane.call(_hash_zeros, h, off - pos, self._tick)
@@ -748,6 +750,7 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
             raise UsageError(f"{os.fsdecode(ab)}: no such file or directory")
     src_list = [os.fsdecode(ab) for ab, _ in roots]
     excl = _excluded(roots, list(exclude), target)
+    compress.require()                   # no zstd at all: said before anything is written
     if mf.MANIFEST in target.list():
         done = _finished_earlier(target, src_list, t0)
         if done is not None:
