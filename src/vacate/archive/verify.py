@@ -16,10 +16,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from vacate.archive import compress, sums
+from vacate.archive import catalog, compress, sums
 from vacate.archive import manifest as mf
+from vacate.archive.catalog import Catalog
 from vacate.archive.manifest import shown
-from vacate.archive.reader import PartError, open_part, read_named, read_part
+from vacate.archive.reader import PartError, lines, open_part, read_part
 from vacate.archive.source import arc_roots, walk
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
@@ -39,6 +40,7 @@ from vacate.observing.model.common import Problem
 CHUNK = 1 << 20
 _ZEROS = memoryview(bytes(CHUNK))
 SUMS_SLACK = 1 << 20        # read this much of a sums file beyond what the manifest gives
+SUMS_LINE = 2 * mf.MAX_PATH + 128   # longer than any line a sums file of vacate's holds
 MAX_SUMS_FINDINGS = 50      # lines of one sums file named one by one
 
 
@@ -116,12 +118,22 @@ class ArchiveUnreadable(ArchiveDamaged):
     exit_code = EXIT_UNKNOWN
 
 
-def load_manifest(target: Target) -> mf.Manifest:
-    """The archive's manifest, read within a bound and checked; raises NotFound where there
-    is none, ArchiveDamaged / ArchiveUnreadable where it cannot be used."""
+def load_manifest(target: Target) -> Catalog:
+    """The archive's manifest, streamed within a bound into a checked :class:`Catalog` (the
+    caller closes it); raises NotFound where there is none, ArchiveDamaged /
+    ArchiveUnreadable where it cannot be used."""
     where = f"{target.location}/{mf.MANIFEST}"
+    larger = Finding("manifest-damaged", f"{where} is larger than vacate reads a manifest "
+                     f"({mf.MAX_MANIFEST:,} bytes); not read")
     try:
-        raw, more = read_named(target, mf.MANIFEST, mf.MAX_MANIFEST)
+        with open_part(target, mf.MANIFEST, mf.MAX_MANIFEST) as f:
+            if f.size is not None and f.size > mf.MAX_MANIFEST:
+                raise ArchiveDamaged(larger)
+            cat = catalog.build(f)
+            if f.more():
+                cat.close()
+                raise ArchiveDamaged(larger)
+            return cat
     except (FileNotFoundError, KeyError):
         if target.list(mf.STATE_DIR):
             raise UsageError(f"{target.location} holds an unfinished archive",
@@ -134,15 +146,59 @@ def load_manifest(target: Target) -> mf.Manifest:
     except OSError as e:
         raise ArchiveUnreadable(Finding("manifest-unreadable", f"{where}: could not read it "
                                         f"({e.strerror or e})")) from None
-    if more:
-        raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is larger than vacate "
-                                     f"reads a manifest ({mf.MAX_MANIFEST:,} bytes); not "
-                                     "read"))
-    try:
-        return mf.loads(raw)
     except ValueError as e:
         raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is damaged: {e}")) \
             from None
+
+
+class Expected:
+    """The entries one part should hold, matched with its members as they come. The writer
+    lists a part's entries in the order of its members, so each member is the next entry:
+    nothing is looked up or held. A member out of that order is looked up by name
+    (``lookup(path)``: its line and entry, or None where the part should not hold it), and
+    the entries passed over on the way are held until their member comes or the part ends:
+    only a part out of the manifest's order (damage) makes this hold more than one entry.
+    ``ordered``: ``(line, member path, entry)`` in the manifest's order."""
+
+    def __init__(self, ordered, lookup):
+        self.it = iter(ordered)
+        self.lookup = lookup
+        self.head = next(self.it, None)
+        self.skipped: dict[bytes, mf.Entry] = {}
+        self.odd: set[bytes] = set()        # members the part should not hold, met
+
+    def match(self, path: bytes) -> tuple[str, mf.Entry | None]:
+        """``("ok", entry)``, ``("again", None)`` for a second member of one name, or
+        ``("unexpected", None)``."""
+        h = self.head
+        if h is not None and h[1] == path:
+            self.head = next(self.it, None)
+            return "ok", h[2]
+        e = self.skipped.pop(path, None)
+        if e is not None:
+            return "ok", e
+        found = self.lookup(path)
+        if found is None:
+            if path in self.odd:
+                return "again", None
+            self.odd.add(path)
+            return "unexpected", None
+        line, e = found
+        if h is None or line < h[0]:
+            return "again", None                # matched before (it is not skipped)
+        while h is not None and h[0] < line:
+            self.skipped[h[1]] = h[2]
+            h = next(self.it, None)
+        self.head = next(self.it, None)         # past the one found
+        return "ok", e
+
+    def missing(self):
+        """The entries no member matched (once the part is read)."""
+        yield from self.skipped.values()
+        if self.head is not None:
+            yield self.head[2]
+            for x in self.it:
+                yield x[2]
 
 
 class _Hasher:
@@ -228,26 +284,57 @@ def part_error(info_name: str, err: BaseException, target: Target) -> Finding:
                    f"({getattr(err, 'strerror', None) or err})", part=info_name)
 
 
-def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entry],
-                findings: list[Finding], tick) -> int:
-    seen: dict[bytes, tuple[_Hasher | None, mf.Entry | None]] = {}
+class _Checked(_Hasher):
+    """A member's content hashed and, once complete, checked against its entry's sha256."""
+
+    __slots__ = ("e", "findings", "part")
+
+    def __init__(self, e: mf.Entry, tick, findings: list[Finding], part: str):
+        super().__init__(e.size, tick)
+        self.e, self.findings, self.part = e, findings, part
+
+    def done(self) -> None:
+        super().done()
+        self.check()
+
+    def check(self) -> None:
+        if self.h.hexdigest() != self.e.sha256:
+            self.findings.append(Finding("file-checksum", f"{shown(self.e.path)}: content does "
+                                         f"not match its sha256 in the manifest ({self.part})",
+                                         _dec(self.e.path), self.part))
+
+
+def in_part(cat: Catalog, part: str):
+    """``lookup`` for :class:`Expected`: an entry of ``part`` by its path."""
+    def lookup(path: bytes):
+        found = cat.line_of(path)
+        return found if found is not None and found[1].part == part else None
+    return lookup
+
+
+def _check_part(target: Target, info: mf.PartInfo, cat: Catalog, findings: list[Finding],
+                tick) -> int:
+    exp = Expected(((n, e.path, e) for n, e in cat.numbered(info.name)),
+                   in_part(cat, info.name))
+    files = [0]
+    current: list[_Checked] = []        # the member being read
 
     def on_member(m: Member):
-        e = expected.get(m.path)
-        if m.path in seen:
+        how, e = exp.match(m.path)
+        if how == "again":
             findings.append(Finding("member-unexpected", f"{info.name} holds "
                                     f"{shown(m.path)} a second time", _member_path(m),
                                     info.name))
             return None
         findings.extend(check_member(m, e, info.name))
+        current.clear()
         if content_checked(m, e):
-            h = _Hasher(e.size, tick)
-            seen[m.path] = (h, e)
+            files[0] += 1
+            h = _Checked(e, tick, findings, info.name)
+            current.append(h)
             return h
-        seen[m.path] = (None, None)
         return None
 
-    files = 0
     lost = False
     try:
         with open_part(target, info.name, info.bytes) as f:
@@ -266,25 +353,18 @@ def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entr
     except (PartError, OSError) as err:
         found = part_error(info.name, err, target)
         if found.code in UNREADABLE:     # what it holds is not known to be lost, nor checked
-            findings.append(replace(found, message=f"{found.message}; its {len(expected):,} "
-                                    "entries were not checked"))
+            findings.append(replace(found, message=f"{found.message}; its "
+                                    f"{cat.part_count(info.name):,} entries were not checked"))
             return 0
         findings.append(found)
         lost = not isinstance(err, PartError)
-    for path, (h, e) in seen.items():
-        if h is None or e is None:
-            continue
-        files += 1
-        if h.h.hexdigest() != e.sha256:
-            findings.append(Finding("file-checksum", f"{shown(path)}: content does not match "
-                                    f"its sha256 in the manifest ({info.name})", _dec(path),
-                                    info.name))
-    for path in expected:
-        if path not in seen:
-            findings.append(Finding("member-missing", f"{shown(path)} is lost with {info.name}"
-                                    if lost else f"{shown(path)} is not readable from "
-                                    f"{info.name}", _dec(path), info.name))
-    return files
+        if current and current[0].pos < current[0].size:
+            current[0].check()           # the part ended inside it
+    for e in exp.missing():
+        findings.append(Finding("member-missing", f"{shown(e.path)} is lost with {info.name}"
+                                if lost else f"{shown(e.path)} is not readable from "
+                                f"{info.name}", _dec(e.path), info.name))
+    return files[0]
 
 
 def _file_sha(path: bytes) -> str:
@@ -297,29 +377,48 @@ def _file_sha(path: bytes) -> str:
             h.update(b)
 
 
-def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -> tuple[
+def check_against(cat: Catalog, against: list[str], problems: list[Problem]) -> tuple[
         list[Finding], int]:
-    """Compare source trees with the manifest (whose content the part pass proves)."""
+    """Compare source trees with the manifest (whose content the part pass proves); runs in
+    a thread of its own, on its own connection to the catalog."""
+    with cat.reader() as m:
+        return _against(m, against, problems)
+
+
+def _against(m: Catalog, against: list[str], problems: list[Problem]) -> tuple[
+        list[Finding], int]:
     try:
         roots = arc_roots(against)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    tops = {e.path.split(b"/", 1)[0] for e in m.entries}
+    tops = m.tops()
     for _, base in roots:
         if base not in tops:
             raise UsageError(f"--against {os.fsdecode(base)!r}: the archive holds no top-level "
                              f"{os.fsdecode(base)!r}",
                              hint="top-level names: " + ", ".join(sorted(map(_dec, tops))))
     bases = {b for _, b in roots}
-    entries = {e.path: e for e in m.entries if e.path.split(b"/", 1)[0] in bases}
     out: list[Finding] = []
-    seen = set()
+    seen = m.marks()
+    try:
+        n = _walk_against(m, roots, seen, problems, out)
+        for path in seen.unmet():
+            if path.split(b"/", 1)[0] in bases:
+                p = _dec(path)
+                out.append(Finding("source-missing", f"{p} is in the archive but not in the "
+                                   "source", p))
+    finally:
+        seen.close()
+    return out, n
+
+
+def _walk_against(m: Catalog, roots, seen, problems: list[Problem], out: list[Finding]) -> int:
     n = 0
     for ab, base in roots:
         for se in walk(ab, base, problems, mf.excluded(m)):
             n += 1
             p = _dec(se.abspath)
-            e = entries.get(se.arcpath)
+            e = m.get(se.arcpath)
             seen.add(se.arcpath)
             st = se.st
             if e is None:
@@ -356,12 +455,7 @@ def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -
                 diffs.append("owner differs")
             if diffs:
                 out.append(Finding("source-changed", f"{p}: {', '.join(diffs)}", p))
-    for path in entries:
-        if path not in seen:
-            p = _dec(path)
-            out.append(Finding("source-missing", f"{p} is in the archive but not in the source",
-                               p))
-    return out, n
+    return n
 
 
 def verify(target: Target, *, against: list[str] | None = None,
@@ -374,21 +468,24 @@ def verify(target: Target, *, against: list[str] | None = None,
         name = os.path.basename(target.location.rstrip("/"))
         return VerifyResult(target.location, name, 0, 0, 0, 0, (e.finding,), (),
                             time.monotonic() - t0)
+    with m:
+        return _verify(target, m, against, progress, t0)
+
+
+def _verify(target: Target, m: Catalog, against: list[str] | None, progress,
+            t0: float) -> VerifyResult:
     findings: list[Finding] = []
     problems: list[Problem] = []
     listed = target.list()
-    check_sums(target, mf.PART_SUMS, {p.name.encode(): p.sha256 for p in m.parts},
-               mf.part_sums_file(m.parts), "a part of this archive", findings)
-    check_sums(target, mf.SUMS, {e.path: e.sha256 for e in m.entries
-                                 if e.type in ("file", "hardlink") and e.sha256},
-               mf.sums_file(m.entries), "a file of this archive", findings)
+    check_sums(target, mf.PART_SUMS, _PartSums(m.parts), "a part of this archive", findings)
+    check_sums(target, mf.SUMS, _FileSums(m), "a file of this archive", findings)
     names = {p.name for p in m.parts}
     for n in listed:
         if n.endswith(".tar.zst") and n not in names:
             findings.append(Finding("part-unlisted", f"{shown(n)} is not part of this archive",
                                     part=n))
 
-    total = sum(e.size for e in m.entries if e.type == "file")
+    total = m.file_bytes()
     done = [0]
     last = [0.0]
 
@@ -400,9 +497,6 @@ def verify(target: Target, *, against: list[str] | None = None,
                 last[0] = now
                 progress(done[0], total)
 
-    by_part: dict[str, dict[bytes, mf.Entry]] = {p.name: {} for p in m.parts}
-    for e in m.entries:
-        by_part[e.part][e.path] = e
     pool = ThreadPoolExecutor(1) if against else None
     fut = pool.submit(check_against, m, against, problems) if pool else None
     files = 0
@@ -412,7 +506,7 @@ def verify(target: Target, *, against: list[str] | None = None,
                 findings.append(Finding("part-truncated", f"{info.name}: "
                                         f"{listed[info.name]:,} bytes, the manifest says "
                                         f"{info.bytes:,}", part=info.name))
-            files += _check_part(target, info, by_part[info.name], findings, tick)
+            files += _check_part(target, info, m, findings, tick)
         sources = 0
         if fut is not None:
             found, sources = fut.result()
@@ -434,58 +528,174 @@ def verify(target: Target, *, against: list[str] | None = None,
                         tuple(uniq), tuple(problems), time.monotonic() - t0)
 
 
-def check_sums(target: Target, fname: str, expected: dict[bytes, str], want: bytes,
-               what: str, findings: list[Finding]) -> None:
-    """Every line of the sums file ``fname`` names one of ``expected`` (name -> sha256), once,
-    with its sha256, and every one of them is listed: a line naming anything else (stock
-    ``sha256sum -c`` would read it, wherever it points) is damage."""
+class _PartSums:
+    """What ``PARTS.SHA256SUMS`` should hold (a few lines: in memory)."""
+
+    def __init__(self, parts):
+        self.want = mf.part_sums_file(parts)
+        self.shas = {p.name.encode(): p.sha256 for p in parts}
+        self.met: set[bytes] = set()
+
+    def chunks(self):
+        yield self.want
+
+    def size(self) -> int:
+        return len(self.want)
+
+    def mark(self, name: bytes) -> bool:
+        new = name not in self.met
+        self.met.add(name)
+        return new
+
+    def sha(self, name: bytes) -> str | None:
+        return self.shas.get(name)
+
+    def unmet(self):
+        return (n for n in self.shas if n not in self.met)
+
+    def close(self) -> None:
+        pass
+
+
+class _FileSums:
+    """What ``SHA256SUMS`` should hold, from the catalog: its lines in order, a name's
+    sha256, and (where the file differs) which names it listed, in a file of marks."""
+
+    def __init__(self, m: Catalog):
+        self.m = m
+        self.marks = None
+
+    def chunks(self):
+        batch: list[bytes] = []
+        for path, sha in self.m.summed():
+            batch.append(sums.line(sha, path))
+            if len(batch) >= 4096:
+                yield b"".join(batch)
+                batch = []
+        yield b"".join(batch)
+
+    def size(self) -> int:
+        return self.m.summed_size()
+
+    def sha(self, name: bytes) -> str | None:
+        e = self.m.get(name)
+        return e.sha256 if e is not None and e.type in ("file", "hardlink") else None
+
+    def mark(self, name: bytes) -> bool:
+        if self.marks is None:
+            self.marks = self.m.marks()
+        return self.marks.add(name)
+
+    def unmet(self):
+        if self.marks is None:
+            self.marks = self.m.marks()
+        return self.marks.unmet(summed=True)
+
+    def close(self) -> None:
+        if self.marks is not None:
+            self.marks.close()
+
+
+def _same(f, chunks) -> bool:
+    """Whether ``f`` holds exactly the concatenation of ``chunks`` (both streamed)."""
+    for want in chunks:
+        got = b""
+        while len(got) < len(want):
+            b = f.read(len(want) - len(got))
+            if not b:
+                return False
+            got += b
+        if got != want:
+            return False
+    return not f.read(1)
+
+
+def check_sums(target: Target, fname: str, expected, what: str,
+               findings: list[Finding]) -> None:
+    """Every line of the sums file ``fname`` names one of ``expected``'s names (its
+    ``sha(name)``), once, with its sha256, and every one of them is listed: a line naming
+    anything else (stock ``sha256sum -c`` would read it, wherever it points) is damage. The
+    file is streamed: compared with what it should hold, then, where it differs, read again
+    line by line."""
     try:
-        data, more = read_named(target, fname, len(want) + SUMS_SLACK)
+        size = expected.size()
+        with open_part(target, fname, size + SUMS_SLACK) as f:
+            if _same(f, expected.chunks()):
+                return
+        with open_part(target, fname, size + SUMS_SLACK) as f:
+            _sums_lines(f, fname, expected, what, findings)
     except (FileNotFoundError, KeyError):
         findings.append(Finding("sums-mismatch", f"{fname} is missing"))
-        return
     except fsio.NotRegular as e:
         findings.append(Finding("sums-mismatch", f"{fname} is a {e.what}, not a regular "
                                 "file; not read"))
-        return
     except OSError as e:
         findings.append(Finding("sums-unreadable", f"{fname}: could not read it "
                                 f"({e.strerror or e})"))
-        return
-    if data == want:
-        return
+    finally:
+        expected.close()
+
+
+def _sums_lines(f, fname: str, expected, what: str, findings: list[Finding]) -> None:
     bad: list[str] = []
-    seen: set[bytes] = set()
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    elif not more:
-        bad.append(f"{fname} does not end with a newline")
-    for n, raw in enumerate(lines, 1):
-        if more and n == len(lines):
-            break                         # cut by the bound: said below
-        try:
-            digest, name = sums.parse_line(raw)
-        except ValueError:
-            bad.append(f"{fname} line {n} is not a sha256sum line: {shown(raw, 80)}")
-            continue
-        if name not in expected:
-            bad.append(f"{fname} line {n} names {shown(name)}, which is not {what}")
-        elif name in seen:
-            bad.append(f"{fname} line {n} names {shown(name)} a second time")
-        elif digest != expected[name]:
-            bad.append(f"{fname} disagrees with the manifest about {shown(name)}")
-        seen.add(name)
-    missing = [x for x in expected if x not in seen]
-    for name in missing[:MAX_SUMS_FINDINGS]:
-        bad.append(f"{fname} does not list {shown(name)}")
-    if len(missing) > MAX_SUMS_FINDINGS:
-        bad.append(f"{fname} leaves out {len(missing) - MAX_SUMS_FINDINGS:,} more")
+    nbad = 0
+    read = 0
+    held = None                       # the previous line: the last one may be cut short
+
+    def one(n: int, raw) -> None:
+        nonlocal nbad
+        why = _sums_line(n, raw, fname, expected, what)
+        if why:
+            nbad += 1
+            if len(bad) < MAX_SUMS_FINDINGS:
+                bad.append(why)
+
+    ended = []
+    for n, raw in lines(f, SUMS_LINE, ended=ended):
+        read += raw if isinstance(raw, int) else len(raw) + 1
+        if held is not None:
+            one(*held)
+        held = (n, raw)
+    more = f.more()
+    if held is not None and not (more and ended == [False]):
+        one(*held)                    # (cut by the bound: said below)
+    if ended == [False] and not more:
+        bad.insert(0, f"{fname} does not end with a newline")
+        nbad += 1
+    missing = 0
+    for name in expected.unmet():
+        missing += 1
+        if missing <= MAX_SUMS_FINDINGS:
+            nbad += 1
+            bad.append(f"{fname} does not list {shown(name)}")
+    if missing > MAX_SUMS_FINDINGS:
+        nbad += 1
+        bad.append(f"{fname} leaves out {missing - MAX_SUMS_FINDINGS:,} more")
     if more:
+        nbad += 1
         bad.append(f"{fname} is longer than the manifest accounts for (read "
-                   f"{len(data):,} bytes of it)")
+                   f"{read:,} bytes of it)")
     for msg in bad[:MAX_SUMS_FINDINGS]:
         findings.append(Finding("sums-mismatch", msg))
-    if len(bad) > MAX_SUMS_FINDINGS:
-        findings.append(Finding("sums-mismatch", f"{fname}: {len(bad) - MAX_SUMS_FINDINGS:,} "
+    if nbad > MAX_SUMS_FINDINGS:
+        findings.append(Finding("sums-mismatch", f"{fname}: {nbad - MAX_SUMS_FINDINGS:,} "
                                 "more problems"))
+
+
+def _sums_line(n: int, raw, fname: str, expected, what: str) -> str | None:
+    """What is wrong with line ``n`` of a sums file (None: nothing)."""
+    if isinstance(raw, int):
+        return f"{fname} line {n} is not a sha256sum line: {raw:,} bytes long"
+    try:
+        digest, name = sums.parse_line(raw)
+    except ValueError:
+        return f"{fname} line {n} is not a sha256sum line: {shown(raw, 80)}"
+    want = expected.sha(name)
+    if want is None:
+        expected.mark(name)
+        return f"{fname} line {n} names {shown(name)}, which is not {what}"
+    if not expected.mark(name):
+        return f"{fname} line {n} names {shown(name)} a second time"
+    if digest != want:
+        return f"{fname} disagrees with the manifest about {shown(name)}"
+    return None

@@ -50,8 +50,10 @@ from dataclasses import dataclass, replace
 from vacate import __version__
 from vacate.archive import changes, compress, source, stage, tarfmt
 from vacate.archive import manifest as mf
+from vacate.archive.catalog import Catalog
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
+from vacate.archive.verify import load_manifest
 from vacate.observing import fsio
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
@@ -641,14 +643,13 @@ def _drop_state(target: Target) -> None:
         target.remove_dir(mf.STATE_DIR)
 
 
-def _of_manifest(target: Target, m: mf.Manifest, t0: float, **kw) -> ArchiveResult:
+def _of_manifest(target: Target, m: Catalog, t0: float, **kw) -> ArchiveResult:
     """The result for the complete archive ``m`` already at ``target`` (nothing written)."""
     return ArchiveResult(
-        location=target.location, name=m.name, parts=m.parts, entries=len(m.entries),
-        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=0,
+        location=target.location, name=m.name, parts=m.parts, entries=m.count,
+        files=m.files(), bytes_read=0,
         bytes_written=sum(p.bytes for p in m.parts), resumed_parts=len(m.parts),
-        changed=tuple(e.path.decode("utf-8", "surrogateescape") for e in m.entries
-                      if e.changed),
+        changed=tuple(p.decode("utf-8", "surrogateescape") for p in m.changed()),
         warnings=(), elapsed_s=time.monotonic() - t0,
         excluded=tuple(m.extra.get("excluded", ())), **kw)
 
@@ -662,16 +663,21 @@ def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveR
         return None
     if state["sources"] != sources:
         return None
-    m = mf.loads(target.get(mf.MANIFEST))
-    _drop_state(target)
-    return _of_manifest(target, m, t0)
+    with load_manifest(target) as m:
+        _drop_state(target)
+        return _of_manifest(target, m, t0)
 
 
 def _again(target: Target, roots, src_list: list[str], exclude: frozenset[bytes],
            t0: float) -> ArchiveResult:
     """``archive`` onto a complete archive: up to date when the sources are as archived
     (nothing is written), else what changed since."""
-    m = mf.loads(target.get(mf.MANIFEST))
+    with load_manifest(target) as m:
+        return _again_of(target, m, roots, src_list, exclude, t0)
+
+
+def _again_of(target: Target, m: Catalog, roots, src_list: list[str],
+              exclude: frozenset[bytes], t0: float) -> ArchiveResult:
     if list(m.sources) != src_list:
         raise UsageError(f"{target.location} already holds a complete archive of other "
                          f"sources ({', '.join(m.sources)})",
