@@ -5,6 +5,7 @@ memory, the parsed manifest cost ~1.5 KB an entry: ~340 MB here)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +14,10 @@ import sys
 import pytest
 from test_archive_support import needs_tools
 
-pytestmark = [pytest.mark.root, needs_tools("zstd", "tar", "sha256sum")]
+from vacate.archive.target import open_target
+from vacate.archive.verify import manifest_sha256
+
+pytestmark = [pytest.mark.root, pytest.mark.slow, needs_tools("zstd", "tar", "sha256sum")]
 
 DIRS, FILES = 2000, 100                   # 202,001 entries with the top directory
 ENTRIES = 1 + DIRS * (FILES + 1)
@@ -91,6 +95,8 @@ def test_a_200k_entry_archive_is_verified_restored_and_rechecked_in_bounded_memo
     assert res["out"] == [0, ENTRIES]
     with open(os.path.join(out, "item", "shard-1234", "056.bin"), "rb") as f:
         assert f.read() == b"1234/56\n"
+    with open(os.path.join(loc, "MANIFEST.jsonl"), "rb") as f:
+        assert manifest_sha256(open_target(loc)) == hashlib.sha256(f.read()).hexdigest()
     print(f"peak memory, 200k entries: verify --against {ver['mb']:.0f} MB, restore "
           f"{res['mb']:.0f} MB, staleness {again['mb']:.0f} MB (archive {made['mb']:.0f} MB)")
     for what, doc in (("verify", ver), ("restore", res), ("staleness", again)):

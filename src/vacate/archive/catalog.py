@@ -87,6 +87,7 @@ class Catalog:
         self.name, self.created, self.sources = head.name, head.created, head.sources
         self.parts, self.tool, self.extra = head.parts, head.tool, head.extra
         self.count = count
+        self.has_links: bool | None = None
         self.path = path
         self.owner = owner
         self.db = _connect(os.path.join(path, "catalog.db"), readonly=not owner)
@@ -108,27 +109,36 @@ class Catalog:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def entries(self, part: str | None = None) -> Iterator[Entry]:
-        """The entries in the manifest's order (of one part only, with ``part``)."""
-        if part is None:
-            cur = self.db.execute(f"SELECT {_ENTRY} FROM e ORDER BY seq")
-        else:
-            cur = self.db.execute(f"SELECT {_ENTRY} FROM e WHERE part = ? ORDER BY seq",
-                                  (part,))
-        for r in cur:
+    def entries(self, part: str | None = None, types: tuple[str, ...] = ()
+                ) -> Iterator[Entry]:
+        """The entries in the manifest's order (of one part only, with ``part``; of these
+        types only, with ``types``)."""
+        where, args = [], []
+        if part is not None:
+            where.append("part = ?")
+            args.append(part)
+        if types:
+            where.append(f"type IN ({', '.join('?' * len(types))})")
+            args += types
+        cond = f"WHERE {' AND '.join(where)} " if where else ""
+        for r in self.db.execute(f"SELECT {_ENTRY} FROM e {cond}ORDER BY seq", args):
             yield _entry(r)
 
-    def by_name(self, reverse: bool = False) -> Iterator[Entry]:
-        """The entries in component order (a directory before what it holds; ``reverse``:
-        after)."""
+    def dirs(self, reverse: bool = False) -> Iterator[Entry]:
+        """The directories in component order (a directory before what it holds;
+        ``reverse``: after)."""
         order = "DESC" if reverse else "ASC"
-        for r in self.db.execute(f"SELECT {_ENTRY} FROM e ORDER BY key {order}"):
+        for r in self.db.execute(f"SELECT {_ENTRY} FROM e WHERE type = 'dir' "
+                                 f"ORDER BY key {order}"):
             yield _entry(r)
 
     def linked(self, path: bytes) -> bool:
         """Whether a hardlink of the archive points at ``path``."""
-        return self.db.execute("SELECT 1 FROM e WHERE lkey = ? LIMIT 1",
-                               (key(path),)).fetchone() is not None
+        if self.has_links is None:
+            self.has_links = self.db.execute("SELECT 1 FROM e WHERE lkey IS NOT NULL LIMIT 1"
+                                             ).fetchone() is not None
+        return self.has_links and self.db.execute(
+            "SELECT 1 FROM e WHERE lkey = ? LIMIT 1", (key(path),)).fetchone() is not None
 
     def numbered(self, part: str) -> Iterator[tuple[int, Entry]]:
         """``(line, entry)`` of one part's entries, in the manifest's order."""
@@ -210,6 +220,28 @@ class Marks:
     def add(self, path: bytes) -> bool:
         """Mark ``path``; False where it was marked before."""
         return self.db.execute("INSERT OR IGNORE INTO w VALUES (?)", (key(path),)).rowcount > 0
+
+    def meet(self, items, path_of, batch: int = 256):
+        """``(item, its entry or None)`` for each of ``items``, whose path is
+        ``path_of(item)``, each marked: looked up ``batch`` at a time (one query, not one a
+        path; ``batch`` items held)."""
+        held: list = []
+        for item in items:
+            held.append(item)
+            if len(held) >= batch:
+                yield from self._meet(held, path_of)
+                held = []
+        yield from self._meet(held, path_of)
+
+    def _meet(self, held: list, path_of):
+        if not held:
+            return
+        keys = [key(path_of(x)) for x in held]
+        self.db.executemany("INSERT OR IGNORE INTO w VALUES (?)", ((k,) for k in keys))
+        found = {r[0]: _entry(r) for r in self.db.execute(
+            f"SELECT {_ENTRY} FROM c.e WHERE key IN ({', '.join('?' * len(keys))})", keys)}
+        for x, k in zip(held, keys):
+            yield x, found.get(k)
 
     def unmet(self, summed: bool = False) -> Iterator[bytes]:
         """The catalog's paths not marked, in the manifest's order (``summed``: only the

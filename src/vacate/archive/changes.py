@@ -64,10 +64,9 @@ def _since(m: Catalog, roots, exclude: frozenset[bytes], problems: list[Problem]
            seen) -> list[str]:
     out: list[str] = []
     for ab, base in roots:
-        for se in source.walk(ab, base, problems, exclude):
-            seen.add(se.arcpath)
+        walked = source.walk(ab, base, problems, exclude)
+        for se, e in seen.meet(walked, lambda se: se.arcpath):
             p = os.fsdecode(se.abspath)
-            e = m.get(se.arcpath)
             if e is None:
                 out.append(f"{p}: new since the archive was made")
                 continue

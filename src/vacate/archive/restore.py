@@ -15,6 +15,12 @@ file, so nothing is written through one; directory metadata comes after them. A 
 made only to a file this restore wrote. Each file is written to a temp name, its sha256
 compared with the manifest, then renamed.
 
+The manifest is read through a catalog (:mod:`vacate.archive.catalog`): each step (the
+preflight, directories, each part's files, links, symlinks, directory metadata) is a pass
+over it in the order it needs, and a part's members are matched with its entries as they
+come (:class:`vacate.archive.verify.Expected`); what is held beyond that is one inode per
+file a hardlink points at, and per hardlinked file outside the patterns, one path.
+
 By default no device node is created and set-user-ID / set-group-ID bits are dropped, each
 named in ``withheld``; ``preserve_special`` restores them. That is decided by the caller's
 flag, never by anything written inside the archive.
@@ -128,13 +134,28 @@ class Wanted:
             return None
         return e
 
-    def entries(self, *, by_name: bool = False, reverse: bool = False):
-        """The entries restored, as restored (manifest order, or component order)."""
-        src = self.m.by_name(reverse) if by_name else self.m.entries()
-        for e in src:
+    def entries(self, types: tuple[str, ...] = ()):
+        """The entries restored (of these types only, with ``types``), as restored, in the
+        manifest's order. A hardlink restored with its file's content is a file."""
+        if types and "file" in types and "hardlink" not in types and self.alias:
+            types = (*types, "hardlink")
+        for e in self.m.entries(types=types):
             r = self._as_restored(e)
-            if r is not None:
+            if r is not None and (not types or r.type in types):
                 yield r
+
+    def dirs(self, reverse: bool = False):
+        """The directories restored, a directory before what it holds (``reverse``:
+        after)."""
+        for e in self.m.dirs(reverse):
+            if self.chosen(e.path):
+                yield e
+
+    def file_bytes(self) -> int:
+        """What the files restored hold."""
+        if not self.rx:
+            return self.m.file_bytes()
+        return sum(e.size for e in self.entries(("file",)))
 
     def _of_member(self, line: int, e: mf.Entry):
         """The file a part's member (entry ``e`` on ``line``) is restored as, or None."""
@@ -202,7 +223,7 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
 def _withheld(wanted: Wanted) -> list[Finding]:
     """The device nodes left out; the set-id bits that will be dropped."""
     out = []
-    for e in wanted.entries():
+    for e in wanted.entries(("char", "block", "file", "dir", "fifo")):
         p = e.path
         if e.type in ("char", "block"):
             major, minor = e.rdev or (0, 0)
@@ -305,24 +326,20 @@ class _Restore:
     def run(self, target: Target, m: Catalog, wanted: Wanted) -> None:
         """Each step a pass over the catalog: nothing is held per entry."""
         self.m = m
-        self.total = sum(e.size for e in wanted.entries() if e.type == "file")
-        for e in wanted.entries(by_name=True):      # a directory before what it holds
-            if e.type == "dir":
-                self._mkdir(e)
+        self.total = wanted.file_bytes()
+        for e in wanted.dirs():                     # a directory before what it holds
+            self._mkdir(e)
         for info in m.parts:
             exp = Expected(wanted.in_part(info.name), wanted.lookup(info.name))
             if exp.head is not None:
                 self.parts_read.append(info.name)
                 self._part(target, info, exp)
-        for e in wanted.entries():
-            if e.type in ("hardlink", "fifo", "char", "block"):
-                self._other(e)
-        for e in wanted.entries():
-            if e.type == "symlink":
-                self._symlink(e)
-        for e in wanted.entries(by_name=True, reverse=True):   # after what it holds
-            if e.type == "dir":
-                self._dir_meta(e)
+        for e in wanted.entries(("hardlink", "fifo", "char", "block")):
+            self._other(e)
+        for e in wanted.entries(("symlink",)):
+            self._symlink(e)
+        for e in wanted.dirs(reverse=True):         # after what it holds
+            self._dir_meta(e)
         if self.progress:
             self.progress(self.written, self.total)
 

@@ -4,6 +4,11 @@ Every part's sha256 (against ``PARTS.SHA256SUMS`` and the manifest), every membe
 type, size and link against the manifest, ``SHA256SUMS`` against the manifest, and with
 ``against`` the source tree against the archive (content re-hashed, metadata compared), in a
 second thread while the parts are read. Each problem is a named finding.
+
+Nothing is held per entry: the manifest is streamed into a catalog
+(:mod:`vacate.archive.catalog`), each part's members are matched with its entries in the
+manifest's order as they come (:class:`Expected`), the sums files are streamed against what
+the catalog says they hold, and the source walk marks what it met in a file beside it.
 """
 
 from __future__ import annotations
@@ -149,6 +154,17 @@ def load_manifest(target: Target) -> Catalog:
     except ValueError as e:
         raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is damaged: {e}")) \
             from None
+
+
+def manifest_sha256(target: Target) -> str:
+    """The sha256 of the archive's ``MANIFEST.jsonl``, streamed (never held whole)."""
+    h = hashlib.sha256()
+    with open_part(target, mf.MANIFEST, mf.MAX_MANIFEST) as f:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
 
 
 class Expected:
@@ -415,11 +431,10 @@ def _against(m: Catalog, against: list[str], problems: list[Problem]) -> tuple[
 def _walk_against(m: Catalog, roots, seen, problems: list[Problem], out: list[Finding]) -> int:
     n = 0
     for ab, base in roots:
-        for se in walk(ab, base, problems, mf.excluded(m)):
+        walked = walk(ab, base, problems, mf.excluded(m))
+        for se, e in seen.meet(walked, lambda se: se.arcpath):
             n += 1
             p = _dec(se.abspath)
-            e = m.get(se.arcpath)
-            seen.add(se.arcpath)
             st = se.st
             if e is None:
                 out.append(Finding("source-extra", f"{p} is not in the archive", p))
