@@ -21,20 +21,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from vacate.archive import catalog, compress, sums
+from vacate.archive import catalog, compress
 from vacate.archive import manifest as mf
 from vacate.archive.catalog import Catalog
+from vacate.archive.findings import UNREADABLE, Finding, exit_code
 from vacate.archive.manifest import shown
-from vacate.archive.reader import PartError, lines, open_part, read_part
+from vacate.archive.reader import PartError, open_part, read_part
 from vacate.archive.source import arc_roots, walk
+from vacate.archive.sums_check import FileSums, PartSums, check_sums
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
 from vacate.observing import fsio
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import (
     EXIT_ERROR,
-    EXIT_IN_USE,
-    EXIT_OK,
     EXIT_UNKNOWN,
     NotFound,
     UsageError,
@@ -44,40 +44,6 @@ from vacate.observing.model.common import Problem
 
 CHUNK = 1 << 20
 _ZEROS = memoryview(bytes(CHUNK))
-SUMS_SLACK = 1 << 20        # read this much of a sums file beyond what the manifest gives
-SUMS_LINE = 2 * mf.MAX_PATH + 128   # longer than any line a sums file of vacate's holds
-MAX_SUMS_FINDINGS = 50      # lines of one sums file named one by one
-
-
-@dataclass(frozen=True, **SLOTS)
-class Finding:
-    """One thing that does not match. ``code``: manifest-damaged, manifest-unreadable,
-    part-missing, part-not-a-file, part-unreadable, part-truncated, part-corrupt,
-    part-checksum, part-unlisted, file-checksum, member-missing, member-unexpected,
-    member-metadata, sums-mismatch, sums-unreadable, source-changed, source-missing,
-    source-extra; restore adds not-restored, and notes what it withheld on purpose
-    (device-not-created, setid-dropped)."""
-
-    code: str
-    message: str
-    path: str | None = None
-    part: str | None = None
-
-    def as_json(self) -> dict:
-        return {"code": self.code, "message": self.message, "path": self.path,
-                "part": self.part}
-
-
-# what could not be read: the answer is "could not tell" (exit 3), unless something else
-# was found to be wrong
-UNREADABLE = frozenset({"manifest-unreadable", "part-unreadable", "sums-unreadable"})
-
-
-def exit_code(findings) -> int:
-    """0 nothing found, 1 a mismatch or damage, 3 only what could not be read."""
-    if not findings:
-        return EXIT_OK
-    return EXIT_UNKNOWN if all(f.code in UNREADABLE for f in findings) else EXIT_IN_USE
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -492,8 +458,8 @@ def _verify(target: Target, m: Catalog, against: list[str] | None, progress,
     findings: list[Finding] = []
     problems: list[Problem] = []
     listed = target.list()
-    check_sums(target, mf.PART_SUMS, _PartSums(m.parts), "a part of this archive", findings)
-    check_sums(target, mf.SUMS, _FileSums(m), "a file of this archive", findings)
+    check_sums(target, mf.PART_SUMS, PartSums(m.parts), "a part of this archive", findings)
+    check_sums(target, mf.SUMS, FileSums(m), "a file of this archive", findings)
     names = {p.name for p in m.parts}
     for n in listed:
         if n.endswith(".tar.zst") and n not in names:
@@ -541,176 +507,3 @@ def _verify(target: Target, m: Catalog, against: list[str] | None, progress,
             uniq.append(f)
     return VerifyResult(target.location, m.name, len(m.parts), files, done[0], sources,
                         tuple(uniq), tuple(problems), time.monotonic() - t0)
-
-
-class _PartSums:
-    """What ``PARTS.SHA256SUMS`` should hold (a few lines: in memory)."""
-
-    def __init__(self, parts):
-        self.want = mf.part_sums_file(parts)
-        self.shas = {p.name.encode(): p.sha256 for p in parts}
-        self.met: set[bytes] = set()
-
-    def chunks(self):
-        yield self.want
-
-    def size(self) -> int:
-        return len(self.want)
-
-    def mark(self, name: bytes) -> bool:
-        new = name not in self.met
-        self.met.add(name)
-        return new
-
-    def sha(self, name: bytes) -> str | None:
-        return self.shas.get(name)
-
-    def unmet(self):
-        return (n for n in self.shas if n not in self.met)
-
-    def close(self) -> None:
-        pass
-
-
-class _FileSums:
-    """What ``SHA256SUMS`` should hold, from the catalog: its lines in order, a name's
-    sha256, and (where the file differs) which names it listed, in a file of marks."""
-
-    def __init__(self, m: Catalog):
-        self.m = m
-        self.marks = None
-
-    def chunks(self):
-        batch: list[bytes] = []
-        for path, sha in self.m.summed():
-            batch.append(sums.line(sha, path))
-            if len(batch) >= 4096:
-                yield b"".join(batch)
-                batch = []
-        yield b"".join(batch)
-
-    def size(self) -> int:
-        return self.m.summed_size()
-
-    def sha(self, name: bytes) -> str | None:
-        e = self.m.get(name)
-        return e.sha256 if e is not None and e.type in ("file", "hardlink") else None
-
-    def mark(self, name: bytes) -> bool:
-        if self.marks is None:
-            self.marks = self.m.marks()
-        return self.marks.add(name)
-
-    def unmet(self):
-        if self.marks is None:
-            self.marks = self.m.marks()
-        return self.marks.unmet(summed=True)
-
-    def close(self) -> None:
-        if self.marks is not None:
-            self.marks.close()
-
-
-def _same(f, chunks) -> bool:
-    """Whether ``f`` holds exactly the concatenation of ``chunks`` (both streamed)."""
-    for want in chunks:
-        got = b""
-        while len(got) < len(want):
-            b = f.read(len(want) - len(got))
-            if not b:
-                return False
-            got += b
-        if got != want:
-            return False
-    return not f.read(1)
-
-
-def check_sums(target: Target, fname: str, expected, what: str,
-               findings: list[Finding]) -> None:
-    """Every line of the sums file ``fname`` names one of ``expected``'s names (its
-    ``sha(name)``), once, with its sha256, and every one of them is listed: a line naming
-    anything else (stock ``sha256sum -c`` would read it, wherever it points) is damage. The
-    file is streamed: compared with what it should hold, then, where it differs, read again
-    line by line."""
-    try:
-        size = expected.size()
-        with open_part(target, fname, size + SUMS_SLACK) as f:
-            if _same(f, expected.chunks()):
-                return
-        with open_part(target, fname, size + SUMS_SLACK) as f:
-            _sums_lines(f, fname, expected, what, findings)
-    except (FileNotFoundError, KeyError):
-        findings.append(Finding("sums-mismatch", f"{fname} is missing"))
-    except fsio.NotRegular as e:
-        findings.append(Finding("sums-mismatch", f"{fname} is a {e.what}, not a regular "
-                                "file; not read"))
-    except OSError as e:
-        findings.append(Finding("sums-unreadable", f"{fname}: could not read it "
-                                f"({e.strerror or e})"))
-    finally:
-        expected.close()
-
-
-def _sums_lines(f, fname: str, expected, what: str, findings: list[Finding]) -> None:
-    bad: list[str] = []
-    nbad = 0
-    read = 0
-    held = None                       # the previous line: the last one may be cut short
-
-    def one(n: int, raw) -> None:
-        nonlocal nbad
-        why = _sums_line(n, raw, fname, expected, what)
-        if why:
-            nbad += 1
-            if len(bad) < MAX_SUMS_FINDINGS:
-                bad.append(why)
-
-    ended = []
-    for n, raw in lines(f, SUMS_LINE, ended=ended):
-        read += raw if isinstance(raw, int) else len(raw) + 1
-        if held is not None:
-            one(*held)
-        held = (n, raw)
-    more = f.more()
-    if held is not None and not (more and ended == [False]):
-        one(*held)                    # (cut by the bound: said below)
-    if ended == [False] and not more:
-        bad.insert(0, f"{fname} does not end with a newline")
-        nbad += 1
-    missing = 0
-    for name in expected.unmet():
-        missing += 1
-        if missing <= MAX_SUMS_FINDINGS:
-            nbad += 1
-            bad.append(f"{fname} does not list {shown(name)}")
-    if missing > MAX_SUMS_FINDINGS:
-        nbad += 1
-        bad.append(f"{fname} leaves out {missing - MAX_SUMS_FINDINGS:,} more")
-    if more:
-        nbad += 1
-        bad.append(f"{fname} is longer than the manifest accounts for (read "
-                   f"{read:,} bytes of it)")
-    for msg in bad[:MAX_SUMS_FINDINGS]:
-        findings.append(Finding("sums-mismatch", msg))
-    if nbad > MAX_SUMS_FINDINGS:
-        findings.append(Finding("sums-mismatch", f"{fname}: {nbad - MAX_SUMS_FINDINGS:,} "
-                                "more problems"))
-
-
-def _sums_line(n: int, raw, fname: str, expected, what: str) -> str | None:
-    """What is wrong with line ``n`` of a sums file (None: nothing)."""
-    if isinstance(raw, int):
-        return f"{fname} line {n} is not a sha256sum line: {raw:,} bytes long"
-    try:
-        digest, name = sums.parse_line(raw)
-    except ValueError:
-        return f"{fname} line {n} is not a sha256sum line: {shown(raw, 80)}"
-    want = expected.sha(name)
-    if want is None:
-        expected.mark(name)
-        return f"{fname} line {n} names {shown(name)}, which is not {what}"
-    if not expected.mark(name):
-        return f"{fname} line {n} names {shown(name)} a second time"
-    if digest != want:
-        return f"{fname} disagrees with the manifest about {shown(name)}"
-    return None
