@@ -25,7 +25,6 @@ from test_archive_support import (
 
 from vacate.archive import writer
 from vacate.archive.target import open_target
-from vacate.cli import archive_cmd
 
 pytestmark = needs_tools("zstd", "tar", "sha256sum")
 
@@ -173,7 +172,7 @@ def test_a_file_vanishing_or_replaced_mid_run_is_named_and_exit_1(tmp_path):
     r = writer.archive([str(src)], target, "src", progress=progress)
     gone = str(src / "keep" / "gone.bin")
     assert r.missing == (gone, str(src / "keep" / "swapped.bin"))
-    assert archive_cmd.exit_code(r) == 1
+    assert writer.exit_code(r) == 1
     assert [(x["code"], x["path"]) for x in _header(tmp_path / "b" / "src")["left_out"]] == \
         [("vanished", "src/keep/gone.bin"), ("replaced", "src/keep/swapped.bin")]
     from io import StringIO
@@ -210,7 +209,7 @@ def test_unreadable_file_is_exit_3_not_silently_left_out(tmp_path):
             os.setgid(65534)
             os.setuid(65534)
             r = writer.archive([str(src)], open_target(str(dest / "src")), "src")
-            os.write(wfd, json.dumps({"code": archive_cmd.exit_code(r),
+            os.write(wfd, json.dumps({"code": writer.exit_code(r),
                                       "missing": list(r.missing)}).encode())
         except BaseException as e:  # noqa: BLE001 (reported to the parent)
             os.write(wfd, json.dumps({"error": repr(e)}).encode())

@@ -120,8 +120,7 @@ def run(step: Step, ctx: Context) -> Outcome:
 
 
 def _archive(step: Step, ctx: Context, target, loc: str) -> Outcome:
-    from vacate.archive.writer import archive
-    from vacate.cli.archive_cmd import exit_code
+    from vacate.archive.writer import archive, exit_code
 
     p = step.params
     r = archive([p["item"]], target, p["name"], exclude=list(p.get("exclude") or ()),

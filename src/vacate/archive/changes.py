@@ -11,6 +11,7 @@ import stat as S
 
 from vacate.archive import manifest as mf
 from vacate.archive import source, tarfmt
+from vacate.archive.catalog import Catalog
 from vacate.observing.model.common import Problem
 
 
@@ -46,19 +47,26 @@ def _differences(se: source.SourceEntry, e: mf.Entry) -> list[str]:
     return out
 
 
-def since(m: mf.Manifest, roots: list[tuple[bytes, bytes]], exclude: frozenset[bytes],
+def since(m: Catalog, roots: list[tuple[bytes, bytes]], exclude: frozenset[bytes],
           problems: list[Problem]) -> list[str]:
     """``path: what changed`` for each entry of the sources ``roots`` (see
     :func:`source.arc_roots`) that is new, gone or different since ``m`` was written; what
-    the walk could not read goes to ``problems``."""
-    entries = {e.path: e for e in m.entries}
+    the walk could not read goes to ``problems``. Each entry walked is looked up by name in
+    the catalog and marked there; what no walk marked is gone: nothing held per entry."""
+    seen = m.marks()
+    try:
+        return _since(m, roots, exclude, problems, seen)
+    finally:
+        seen.close()
+
+
+def _since(m: Catalog, roots, exclude: frozenset[bytes], problems: list[Problem],
+           seen) -> list[str]:
     out: list[str] = []
-    seen: set[bytes] = set()
     for ab, base in roots:
-        for se in source.walk(ab, base, problems, exclude):
-            seen.add(se.arcpath)
+        walked = source.walk(ab, base, problems, exclude)
+        for se, e in seen.meet(walked, lambda se: se.arcpath):
             p = os.fsdecode(se.abspath)
-            e = entries.get(se.arcpath)
             if e is None:
                 out.append(f"{p}: new since the archive was made")
                 continue
@@ -66,10 +74,9 @@ def since(m: mf.Manifest, roots: list[tuple[bytes, bytes]], exclude: frozenset[b
             if diffs:
                 out.append(f"{p}: {', '.join(diffs)}")
     where = {base: ab for ab, base in roots}
-    for path in entries:
-        if path not in seen:
-            top, _, rest = path.partition(b"/")
-            ab = where.get(top)
-            p = os.fsdecode(ab + b"/" + rest if ab and rest else ab or path)
-            out.append(f"{p}: gone since the archive was made")
+    for path in seen.unmet():
+        top, _, rest = path.partition(b"/")
+        ab = where.get(top)
+        p = os.fsdecode(ab + b"/" + rest if ab and rest else ab or path)
+        out.append(f"{p}: gone since the archive was made")
     return out

@@ -1,12 +1,18 @@
-"""Where a part's tar stream is compressed.
+"""How a part's tar stream is compressed and read back: python-zstandard where it is
+importable, else the host's ``zstd`` command; one interface either way.
 
 python-zstandard (0.25, in-process, the default) releases the GIL while it compresses
-(measured: a sha256 thread beside it overlaps). With ``VACATE_ZSTD=process`` (and the ``zstd`` command
-installed) a part is compressed by a ``zstd -T0`` child process instead: we write the tar
-stream to its stdin and a pump thread hashes and stores what comes out of its stdout, as
-``tar | zstd`` would. On the 2-vCPU machine of BENCHMARKS.md both measured the same (the CPU
-sum is the limit there), so the library is the default. Both write one zstd frame with its
-content checksum.
+(measured: a sha256 thread beside it overlaps). Where it is not installed (a far host's
+``python3``), or with ``VACATE_ZSTD=process``, a part is compressed by a ``zstd -T0`` child
+process instead: we write the tar stream to its stdin and a pump thread hashes and stores what
+comes out of its stdout, as ``tar | zstd`` would. On the 2-vCPU machine of BENCHMARKS.md both
+measured the same (the CPU sum is the limit there). Both write one standard zstd stream with
+content checksums, so the parts are the same format either way: ``zstd -dc PART | tar -x``
+restores them. Reading back is the same choice: :func:`decompressor` hands out the
+decompressed bytes of a part through the library's stream reader or a ``zstd -d`` child.
+
+:func:`missing` says, without side effects, when neither is there (the planner asks it up
+front); :func:`require` raises :class:`ZstdMissing` before anything is written.
 """
 
 from __future__ import annotations
@@ -17,14 +23,72 @@ import subprocess
 import threading
 from collections.abc import Callable
 
-import zstandard
+from vacate.observing.errors import VacateError
 
 READ = 1 << 20
+PACKAGE = "zstd"            # what provides the command on Debian, Ubuntu, RHEL, Fedora, SUSE
+_LIB: list = []             # [python-zstandard or None], once looked for
+
+
+def library():
+    """The ``zstandard`` module, or None where it is not importable (imported once, on first
+    use: the modules shipped to a far host must import without it)."""
+    if not _LIB:
+        try:
+            import zstandard
+        except ImportError:
+            zstandard = None
+        _LIB.append(zstandard)
+    return _LIB[0]
+
+
+def command() -> str | None:
+    """The path of the ``zstd`` command on PATH, or None."""
+    return shutil.which("zstd")
+
+
+def missing() -> str | None:
+    """Why this host cannot write or read an archive (None: it can): neither python-zstandard
+    nor the ``zstd`` command is there. Cheap and side-effect free, for a plan to say so up
+    front."""
+    if library() is not None or command() is not None:
+        return None
+    return f"neither the zstd command nor python-zstandard is installed: install the " \
+           f"package {PACKAGE!r} (apt-get install {PACKAGE} / dnf install {PACKAGE})"
+
+
+class ZstdMissing(VacateError):
+    """Archives cannot be written or read here: no zstd at all (exit 2, before anything is
+    written)."""
+
+
+def require() -> None:
+    """Raise :class:`ZstdMissing` where :func:`missing` names a reason."""
+    why = missing()
+    if why is not None:
+        raise ZstdMissing(why, hint=f"install {PACKAGE} on this host and run it again")
+
+
+def use_process() -> bool:
+    """Whether a ``zstd`` child compresses: where python-zstandard is missing, or where
+    ``VACATE_ZSTD=process`` asks for it (and the command exists)."""
+    if library() is None:
+        return True
+    return os.environ.get("VACATE_ZSTD") == "process" and command() is not None
+
+
+class DecompressError(Exception):
+    """The compressed stream is not valid zstd (what zstd said)."""
 
 
 class ProcessCompressor:
+    """A part compressed by a ``zstd`` child: ``write()`` feeds its stdin, a pump thread hands
+    its stdout to ``out``. Incompressible data is left to zstd (it stores such blocks raw)."""
+
+    direct = False              # no raw blocks read straight into the stage (``raw_begin``)
+
     def __init__(self, out: Callable[[bytes], None], level: int, threads: int):
-        cmd = ["zstd", "-q", "-c", "--no-progress", f"-T{max(threads, 0)}", f"-{level}"]
+        cmd = ["zstd", "-q", "-c", f"-T{max(threads, 0)}", f"-{level}"]
         if level > 19:
             cmd.insert(1, "--ultra")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -35,7 +99,10 @@ class ProcessCompressor:
 
     def _pump(self, out) -> None:
         try:
-            while b := self.p.stdout.read(READ):
+            while True:
+                b = self.p.stdout.read(READ)
+                if not b:
+                    break
                 out(b)
         except BaseException as e:  # noqa: BLE001 (raised in the main thread at close)
             self.err = e
@@ -131,6 +198,8 @@ class LibraryCompressor:
     copies it to where the part is gathered, before it returns; else ``out`` gets the framed
     blocks."""
 
+    direct = True               # incompressible data may go straight into raw blocks
+
     def __init__(self, out: Callable[[bytes], None], level: int, threads: int,
                  raw_out: Callable | None = None):
         class _W:
@@ -138,6 +207,7 @@ class LibraryCompressor:
                 out(data)
                 return len(data)
 
+        zstandard = library()
         cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True)
         self.zw = cctx.stream_writer(_W(), closefd=False, write_return_read=True)
         self.out = out
@@ -175,7 +245,7 @@ class LibraryCompressor:
     def _switch(self, mode: str) -> None:
         self._flush_pending()
         if self.mode == "z":
-            self.zw.flush(zstandard.FLUSH_FRAME)
+            self.zw.flush(library().FLUSH_FRAME)
         elif self.mode == "raw":
             self.out(RAW_LAST_EMPTY)
         if mode == "raw":
@@ -210,7 +280,7 @@ class LibraryCompressor:
         if self.mode == "raw":
             self._switch("")
         else:
-            self.zw.flush(zstandard.FLUSH_FRAME)
+            self.zw.flush(library().FLUSH_FRAME)
         self.zw.close()
 
     def abort(self) -> None:
@@ -218,8 +288,99 @@ class LibraryCompressor:
 
 
 def compressor(out: Callable[[bytes], None], level: int, threads: int,
-               use_process: bool | None = None):
-    if use_process is None:
-        use_process = shutil.which("zstd") is not None
-    cls = ProcessCompressor if use_process else LibraryCompressor
-    return cls(out, level, threads)
+               raw_out: Callable | None = None):
+    """The part's compressor: python-zstandard's, or a ``zstd`` child's (:func:`use_process`);
+    :class:`ZstdMissing` where neither is there."""
+    require()
+    if use_process():
+        return ProcessCompressor(out, level, threads)
+    return LibraryCompressor(out, level, threads, raw_out=raw_out)
+
+
+# ---- reading back --------------------------------------------------------------------------
+
+class _LibraryReader:
+    """Decompressed bytes through python-zstandard's stream reader (all frames)."""
+
+    def __init__(self, src):
+        self.r = library().ZstdDecompressor().stream_reader(src, read_size=2 * READ,
+                                                            read_across_frames=True)
+
+    def read(self, n: int) -> bytes:
+        try:
+            return self.r.read(n)
+        except library().ZstdError as e:
+            raise DecompressError(str(e)) from None
+
+    def close(self) -> None:
+        pass                        # the source is the caller's to close
+
+
+class _ProcessReader:
+    """Decompressed bytes from a ``zstd -q -d -c`` child: a feeder thread writes what
+    ``src.read`` gives to its stdin; ``read`` takes its stdout. At the end, zstd's exit status
+    tells whether the stream was whole."""
+
+    def __init__(self, src):
+        self.p = subprocess.Popen(["zstd", "-q", "-d", "-c"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        self.src = src
+        self.err: BaseException | None = None
+        self.stderr = b""
+        self.t = threading.Thread(target=self._feed, daemon=True)
+        self.t.start()
+        self.e = threading.Thread(target=self._errors, daemon=True)
+        self.e.start()
+
+    def _feed(self) -> None:
+        try:
+            while True:
+                b = self.src.read(2 * READ)
+                if not b:
+                    break
+                self.p.stdin.write(b)
+        except BrokenPipeError:
+            pass                    # zstd stopped reading: its status says why
+        except BaseException as e:  # noqa: BLE001 (raised in the reading thread)
+            self.err = e
+            self.p.kill()
+        finally:
+            try:
+                self.p.stdin.close()
+            except OSError:
+                pass
+
+    def _errors(self) -> None:
+        self.stderr = self.p.stderr.read()
+
+    def read(self, n: int) -> bytes:
+        b = self.p.stdout.read(n)
+        if b:
+            return b
+        self.t.join()
+        rc = self.p.wait()
+        self.e.join()
+        if self.err is not None:
+            raise self.err
+        if rc != 0:
+            said = self.stderr.decode(errors="replace").strip().splitlines()
+            raise DecompressError(said[-1][-300:] if said else f"zstd exited with {rc}")
+        return b""
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.t.join()
+        self.e.join()
+        self.p.stdout.close()
+        self.p.stderr.close()
+
+
+def decompressor(src):
+    """A reader of the decompressed bytes of the zstd stream ``src.read`` gives (all its
+    frames): ``read(n)`` (b"" at the end; :class:`DecompressError` where the stream is not
+    valid zstd), ``close()``. python-zstandard where it is importable (and not
+    ``VACATE_ZSTD=process``), else a ``zstd`` child; :class:`ZstdMissing` where neither is."""
+    require()
+    return _ProcessReader(src) if use_process() else _LibraryReader(src)

@@ -186,17 +186,22 @@ def entry_lines(entries) -> list[str]:
 
 
 def loads(data: bytes) -> Manifest:
-    """Parse and check ``MANIFEST.jsonl``; raises :class:`Damaged` (a ValueError) naming the
-    line and what is wrong with it. Every field is checked for its JSON type and range, every
-    line for its length (so the work is linear in the file), and the entries for what the
-    writer never produces: unsafe or repeated paths, an entry inside a non-directory, a
-    hardlink to anything but a file of the archive, a part the header does not list."""
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    if not lines or not lines[0]:
+    """Parse and check ``MANIFEST.jsonl`` held in memory (:mod:`vacate.archive.catalog`
+    checks it, as it checks one read from an archive); raises :class:`Damaged`."""
+    import io
+
+    from vacate.archive import catalog
+
+    with catalog.build(io.BytesIO(data)) as c:
+        return c.whole()
+
+
+def parse_header(raw: bytes | int) -> tuple[Manifest, int]:
+    """The manifest's first line, checked: the archive without its entries, and how many
+    entries the header says follow. Raises :class:`Damaged` naming what is wrong."""
+    if not raw:
         raise Damaged("empty manifest")
-    head = _line(lines[0], 1, MAX_HEADER_LINE)
+    head = _line(raw, 1, MAX_HEADER_LINE)
     if not isinstance(head, dict):
         raise Damaged(f"line 1 (the header) is a JSON {_jtype(head)}, not an object")
     if head.get("schema") != SCHEMA:
@@ -229,25 +234,30 @@ def loads(data: bytes) -> Manifest:
         if p.name in names:
             raise Damaged(f"line 1 (the header): part {p.name} is listed twice")
         names.add(p.name)
-    entries = []
-    at: list[int] = []                  # each entry's line number
-    for n, raw in enumerate(lines[1:], 2):
-        if not raw:
-            continue
-        d = _line(raw, n, MAX_ENTRY_LINE)
-        at.append(n)
-        try:
-            entries.append(Entry.from_json(d))
-        except Damaged as e:
-            where = f" ({shown(d['path'])})" if isinstance(d, dict) and isinstance(
-                d.get("path"), str) else ""
-            raise Damaged(f"line {n}{where}: {e}") from None
-    if count != len(entries):
-        raise Damaged(f"manifest lists {len(entries)} entries, header says {count}")
-    _check_entries(entries, names, at)
     known = {"schema", "name", "created", "tool", "sources", "parts", "entries"}
-    return Manifest(name, created, tuple(sources), tuple(parts), tuple(entries), tool,
-                    {k: v for k, v in head.items() if k not in known})
+    return Manifest(name, created, tuple(sources), tuple(parts), (), tool,
+                    {k: v for k, v in head.items() if k not in known}), count
+
+
+def parse_entry(raw: bytes | int, n: int, parts: frozenset[str]) -> Entry:
+    """Line ``n`` (an entry), checked alone: its fields, a safe path, a part the header
+    lists (``parts``), a file's sha256. Raises :class:`Damaged` naming the line."""
+    d = _line(raw, n, MAX_ENTRY_LINE)
+    try:
+        e = Entry.from_json(d)
+    except Damaged as err:
+        where = f" ({shown(d['path'])})" if isinstance(d, dict) and isinstance(
+            d.get("path"), str) else ""
+        raise Damaged(f"line {n}{where}: {err}") from None
+    why = unsafe(e.path)
+    if why:
+        raise Damaged(f"line {n}: unsafe path {shown(e.path)!r} ({why})")
+    if e.part not in parts:
+        raise Damaged(f"line {n} ({shown(e.path)}): in part {shown(e.part)!r}, which the "
+                      "header does not list")
+    if e.type == "file" and e.sha256 is None:
+        raise Damaged(f"line {n} ({shown(e.path)}): a file without its sha256")
+    return e
 
 
 # ---- checking what is read --------------------------------------------------------------
@@ -260,7 +270,7 @@ TYPES = frozenset(("file", "hardlink", "symlink", "dir", "fifo", "char", "block"
 MAX_PATH = 32 << 10
 MAX_ENTRY_LINE = 256 << 10
 MAX_HEADER_LINE = 64 << 20
-MAX_MANIFEST = 4 << 30     # ~13 million entries: the manifest is held in memory whole
+MAX_MANIFEST = 4 << 30     # ~13 million entries (streamed, never held whole)
 _I63 = 1 << 63
 _U32 = 1 << 32
 _MISSING = object()
@@ -323,9 +333,11 @@ def _jtype(v) -> str:
             float: "number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _line(raw: bytes, n: int, limit: int):
-    if len(raw) > limit:
-        raise Damaged(f"line {n} is {len(raw):,} bytes, longer than any line vacate writes "
+def _line(raw: bytes | int, n: int, limit: int):
+    """Line ``n`` as JSON; ``raw`` is its length where it was too long to be read."""
+    size = raw if isinstance(raw, int) else len(raw)
+    if size > limit:
+        raise Damaged(f"line {n} is {size:,} bytes, longer than any line vacate writes "
                       f"({limit:,})")
     if not raw.isascii():
         raise Damaged(f"line {n} is not ASCII JSON")
@@ -396,41 +408,7 @@ def _path(d: dict | list, key: str | int) -> bytes:
     return b
 
 
-def _check_entries(entries: list[Entry], parts: set[str], at: list[int]) -> None:
-    by_path: dict[bytes, int] = {}            # path -> index
-    def where(i: int) -> str:
-        return f"line {at[i]} ({shown(entries[i].path)})"
-
-    for i, e in enumerate(entries):
-        why = unsafe(e.path)
-        if why:
-            raise Damaged(f"line {at[i]}: unsafe path {shown(e.path)!r} ({why})")
-        if e.path in by_path:
-            raise Damaged(f"{where(i)}: listed twice (first on line {at[by_path[e.path]]})")
-        by_path[e.path] = i
-        if e.part not in parts:
-            raise Damaged(f"{where(i)}: in part {shown(e.part)!r}, which the header does not "
-                          "list")
-        if e.type == "file" and e.sha256 is None:
-            raise Damaged(f"{where(i)}: a file without its sha256")
-    for i, e in enumerate(entries):
-        if e.type == "hardlink":
-            j = by_path.get(e.link or b"")
-            if j is None or entries[j].type != "file":
-                raise Damaged(f"{where(i)}: a hardlink to "
-                              f"{shown(e.link or b'')}, which is not a file of the archive")
-    # in component order (NUL sorts before any byte a name holds), whatever lies inside a
-    # path comes right after it: one look at each neighbour finds an entry inside a
-    # non-directory (a file inside a symlink, say), however deep
-    order = sorted(by_path, key=lambda p: p.replace(b"/", b"\0"))
-    for a, b in zip(order, order[1:]):  # noqa: RUF007 (3.8: no pairwise)
-        t = entries[by_path[a]].type
-        if t != "dir" and b.startswith(a + b"/"):
-            raise Damaged(f"line {at[by_path[b]]} ({shown(b)}) lies inside {shown(a)}, which "
-                          f"is a {t}, not a directory")
-
-
-def excluded(m: Manifest) -> frozenset[bytes]:
+def excluded(m) -> frozenset[bytes]:
     """The archive paths the writer was told to leave out (``--exclude``; the archive itself
     when written inside its source): a comparison with the sources leaves them out too."""
     return frozenset(os.fsencode(p) for p in m.extra.get("excluded", ()))

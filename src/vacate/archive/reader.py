@@ -3,8 +3,9 @@
 ``read_part(fileobj, on_member)`` drives one pass over a part. For each member it calls
 ``on_member(member)``, which returns a consumer (``update(offset, data)`` per data segment,
 then ``done()``) or None to skip the data. The compressed bytes are hashed on the way in;
-decompression runs in a helper thread (zstandard and hashlib release the GIL), so the
-part's sha256, decompression and the members' sha256 proceed at the same time.
+decompression runs in a helper thread (python-zstandard and hashlib release the GIL; without
+the library, a ``zstd -d`` child decompresses: :func:`vacate.archive.compress.decompressor`),
+so the part's sha256, decompression and the members' sha256 proceed at the same time.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-import zstandard
-
-from vacate.archive import tarfmt
+from vacate.archive import compress, tarfmt
 from vacate.archive.tarfmt import BLOCK, Member, TarFormatError
 from vacate.archive.target import LocalTarget, Target
 from vacate.observing import fsio
@@ -30,33 +29,14 @@ MAX_META = 16 << 20            # a pax header or GNU long name: what vacate writ
 MAX_SPARSE_MAP = 256 << 20     # a sparse map's text (~20 bytes a data segment)
 
 
-def read_named(target: Target, name: str, limit: int) -> tuple[bytes, bool]:
-    """The archive's file ``name`` and whether it holds more than ``limit`` bytes (then only
-    what was read, perhaps nothing: the caller refuses it). A local file is opened without blocking and must be a regular file (``NotRegular``
-    otherwise: a FIFO or ``/dev/zero`` in its place neither hangs nor exhausts memory)."""
-    if isinstance(target, LocalTarget):
-        path = os.path.join(target.root, name)
-        st = os.stat(path)                   # never blocks; larger than the bound: not read
-        if S.S_ISREG(st.st_mode) and st.st_size > limit:
-            return b"", True
-        return fsio.read_bounded(path, limit)
-    chunks = []
-    left = limit + 1
-    with target.open(name) as f:
-        while left > 0 and (b := f.read(min(left, READ))):
-            chunks.append(b)
-            left -= len(b)
-    data = b"".join(chunks)
-    return data[:limit], len(data) > limit
-
-
 class _Capped:
     """A part's bytes, at most ``limit`` of them (the size the manifest records): what lies
     beyond is never read (``more()`` tells whether there is any)."""
 
-    def __init__(self, f: BinaryIO, limit: int):
+    def __init__(self, f: BinaryIO, limit: int, size: int | None = None):
         self.f = f
         self.left = limit
+        self.size = size            # the file's size, where it is known before reading
 
     def read(self, n: int = -1) -> bytes:
         if self.left <= 0:
@@ -77,8 +57,9 @@ class _Capped:
 
 
 def open_part(target: Target, name: str, size: int) -> _Capped:
-    """Open the part ``name`` to read at most ``size`` bytes of it. A local part is opened
-    without blocking and checked to be a regular file first (``NotRegular``)."""
+    """Open the part (or other file of the archive) ``name`` to read at most ``size`` bytes
+    of it. A local file is opened without blocking and checked to be a regular file first
+    (``NotRegular``); its size is known before it is read (``.size``)."""
     if not isinstance(target, LocalTarget):
         return _Capped(target.open(name), size)
     path = os.path.join(target.root, name)
@@ -87,10 +68,50 @@ def open_part(target: Target, name: str, size: int) -> _Capped:
         st = os.fstat(fd)
         if not S.S_ISREG(st.st_mode):
             raise fsio.NotRegular(path, fsio.file_kind(st.st_mode))
-        return _Capped(os.fdopen(fd, "rb", buffering=0), size)
+        return _Capped(os.fdopen(fd, "rb", buffering=0), size, st.st_size)
     except BaseException:
         os.close(fd)
         raise
+
+
+def lines(f, limit: int, chunk: int = READ, ended: list | None = None):
+    """The lines of ``f`` (without their newline), numbered from 1, read ``chunk`` bytes at a
+    time: ``(n, line)``, or ``(n, length)`` for a line longer than ``limit``, which is
+    skipped without being held. The last line need not end with a newline: ``ended`` (a
+    list) is given True or False at the end, whether it did (nothing for an empty file)."""
+    buf = b""
+    n = 0
+    over = -1                   # the length so far of a line being skipped (-1: none)
+    while True:
+        b = f.read(chunk)
+        if not b:
+            break
+        if over >= 0:
+            i = b.find(b"\n")
+            if i < 0:
+                over += len(b)
+                continue
+            n += 1
+            yield n, over + i
+            over, b = -1, b[i + 1:]
+        buf += b
+        start = 0
+        while True:
+            i = buf.find(b"\n", start)
+            if i < 0:
+                break
+            n += 1
+            yield n, (buf[start:i] if i - start <= limit else i - start)
+            start = i + 1
+        buf = buf[start:]
+        if len(buf) > limit:
+            over, buf = len(buf), b""
+    if ended is not None and (n or over >= 0 or buf):
+        ended.append(over < 0 and not buf)
+    if over >= 0:
+        yield n + 1, over
+    elif buf:
+        yield n + 1, buf
 
 
 class Consumer(Protocol):
@@ -119,7 +140,10 @@ class _Hashing:
         self.t.start()
 
     def _hash(self) -> None:
-        while (b := self.q.get()) is not None:
+        while True:
+            b = self.q.get()
+            if b is None:
+                return
             self.h.update(b)
 
     def read(self, n: int = -1) -> bytes:
@@ -144,9 +168,9 @@ _EOF = object()
 
 def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event,
                      limit: int | None) -> None:
+    r = None
     try:
-        dctx = zstandard.ZstdDecompressor()
-        r = dctx.stream_reader(src, read_size=2 * READ, read_across_frames=True)
+        r = compress.decompressor(src)
         total = 0
         while not stop.is_set():
             b = r.read(4 * READ)
@@ -161,10 +185,13 @@ def _decompress_into(src: _Hashing, q: queue.Queue, stop: threading.Event,
         if not stop.is_set():
             src.drain()   # the rest of the file still counts for the part's checksum
         q.put(_EOF)
-    except zstandard.ZstdError as e:
+    except compress.DecompressError as e:
         q.put(PartError("corrupt", f"zstd: {e}"))
     except Exception as e:  # noqa: BLE001 (the reader must always learn how it ended)
         q.put(PartError("unreadable", f"{type(e).__name__}: {e}"))
+    finally:
+        if r is not None:
+            r.close()
 
 
 class _Stream:

@@ -15,6 +15,12 @@ file, so nothing is written through one; directory metadata comes after them. A 
 made only to a file this restore wrote. Each file is written to a temp name, its sha256
 compared with the manifest, then renamed.
 
+The manifest is read through a catalog (:mod:`vacate.archive.catalog`): each step (the
+preflight, directories, each part's files, links, symlinks, directory metadata) is a pass
+over it in the order it needs, and a part's members are matched with its entries as they
+come (:class:`vacate.archive.verify.Expected`); what is held beyond that is one inode per
+file a hardlink points at, and per hardlinked file outside the patterns, one path.
+
 By default no device node is created and set-user-ID / set-group-ID bits are dropped, each
 named in ``withheld``; ``preserve_special`` restores them. That is decided by the caller's
 flag, never by anything written inside the archive.
@@ -32,8 +38,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from vacate.archive import compress
 from vacate.archive import manifest as mf
 from vacate.archive.beneath import Tree
+from vacate.archive.catalog import Catalog
 from vacate.archive.manifest import shown
 from vacate.archive.reader import PartError, open_part, read_part
 from vacate.archive.tarfmt import Member
@@ -41,6 +49,7 @@ from vacate.archive.target import Target
 from vacate.archive.verify import (
     UNREADABLE,
     ArchiveDamaged,
+    Expected,
     Finding,
     _Hasher,
     check_member,
@@ -84,15 +93,95 @@ class RestoreResult:
         return exit_code(self.findings + self.refused)
 
 
-def select(m: mf.Manifest, patterns: list[str]) -> list[mf.Entry]:
-    """The entries a pattern matches, or that lie in a directory one matches: one regular
-    expression per pattern, anchored at a ``/`` or the end, so each path is looked at once
-    however deep it is."""
-    if not patterns:
-        return list(m.entries)
-    rx = [re.compile(fnmatch.translate(p.rstrip("/"))[:-2] + r"(?=/|\Z)", re.DOTALL)
-          for p in patterns]
-    return [e for e in m.entries if any(r.match(os.fsdecode(e.path)) for r in rx)]
+class Wanted:
+    """What a restore writes, streamed from the catalog in the order asked: the entries the
+    patterns choose (or that lie in a directory one chooses; all without patterns), device
+    nodes only with ``devices``. A hardlink whose file is not chosen gets that file's content
+    (the first such link) or links to that first link. Holds the patterns' expressions and
+    one path per hardlinked file not chosen whose link is (``alias``), nothing per entry."""
+
+    def __init__(self, m: Catalog, patterns: list[str], devices: bool):
+        self.m = m
+        self.devices = devices
+        # one regular expression per pattern, anchored at a ``/`` or the end, so each path is
+        # looked at once however deep it is
+        self.rx = [re.compile(fnmatch.translate(p.rstrip("/"))[:-2] + r"(?=/|\Z)",
+                              re.DOTALL) for p in patterns]
+        self.alias: dict[bytes, bytes] = {}     # first file's path -> where its content goes
+        self.any = not patterns and m.count > 0
+        if patterns:
+            for e in m.entries():
+                if self.chosen(e.path):
+                    self.any = True
+                    if e.type == "hardlink" and not self.chosen(e.link or b""):
+                        self.alias.setdefault(e.link or b"", e.path)
+
+    def chosen(self, path: bytes) -> bool:
+        if not self.rx:
+            return True
+        p = os.fsdecode(path)
+        return any(r.match(p) for r in self.rx)
+
+    def _as_restored(self, e: mf.Entry) -> mf.Entry | None:
+        if not self.chosen(e.path):
+            return None
+        if e.type == "hardlink" and e.link in self.alias:
+            first = self.alias[e.link]
+            if first == e.path:
+                return replace(self.m.get(e.link), path=e.path)
+            return replace(e, link=first)
+        if e.type in ("char", "block") and not self.devices:
+            return None
+        return e
+
+    def entries(self, types: tuple[str, ...] = ()):
+        """The entries restored (of these types only, with ``types``), as restored, in the
+        manifest's order. A hardlink restored with its file's content is a file."""
+        if types and "file" in types and "hardlink" not in types and self.alias:
+            types = (*types, "hardlink")
+        for e in self.m.entries(types=types):
+            r = self._as_restored(e)
+            if r is not None and (not types or r.type in types):
+                yield r
+
+    def dirs(self, reverse: bool = False):
+        """The directories restored, a directory before what it holds (``reverse``:
+        after)."""
+        for e in self.m.dirs(reverse):
+            if self.chosen(e.path):
+                yield e
+
+    def file_bytes(self) -> int:
+        """What the files restored hold."""
+        if not self.rx:
+            return self.m.file_bytes()
+        return sum(e.size for e in self.entries(("file",)))
+
+    def _of_member(self, line: int, e: mf.Entry):
+        """The file a part's member (entry ``e`` on ``line``) is restored as, or None."""
+        if e.type != "file":
+            return None
+        if self.chosen(e.path):
+            return line, e
+        if e.path in self.alias:
+            return line, replace(e, path=self.alias[e.path])
+        return None
+
+    def in_part(self, part: str):
+        """``(line, member path, file restored)`` of a part's members, in order."""
+        for line, e in self.m.numbered(part):
+            r = self._of_member(line, e)
+            if r is not None:
+                yield r[0], e.path, r[1]
+
+    def lookup(self, part: str):
+        """:class:`Expected`'s lookup of a member of ``part`` by its path."""
+        def find(path: bytes):
+            found = self.m.line_of(path)
+            if found is None or found[1].part != part:
+                return None
+            return self._of_member(*found)
+        return find
 
 
 def _kind(path: bytes, e: mf.Entry) -> str:
@@ -104,53 +193,43 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
             force: bool = False, preserve_special: bool = False,
             progress: Callable[[int, int], None] | None = None) -> RestoreResult:
     t0 = time.monotonic()
+    compress.require()              # no zstd at all: refused before anything is written
     try:
         m = load_manifest(target)
     except ArchiveDamaged as e:     # refused (exit 2; unreadable: 3) before anything is written
         e.hint = "nothing was restored; `vacate verify` names the damage"
         raise
-    chosen = select(m, patterns or [])
-    if patterns and not chosen:
-        raise UsageError("no entry matches " + ", ".join(patterns),
-                         hint="patterns match archive paths such as "
-                         + shown(m.entries[0].path if m.entries else b"NAME/..."))
-    by_path = {e.path: e for e in m.entries}
-    wanted: dict[bytes, mf.Entry] = {e.path: e for e in chosen}
-    # a hardlink whose first file is not selected: the first such link gets the content
-    # (read from the first file's member), the others link to it
-    alias: dict[bytes, bytes] = {}      # first file's path -> where its content goes
-    for p, e in list(wanted.items()):
-        if e.type == "hardlink" and e.link not in wanted:
-            if e.link in alias:
-                wanted[p] = replace(e, link=alias[e.link])
-            else:
-                alias[e.link] = p
-                first = by_path[e.link]
-                wanted[p] = replace(first, path=p)
-    withheld: list[Finding] = []
-    if not preserve_special:
-        withheld = _withhold(wanted)
-    dest = os.path.abspath(dest)
-    os.makedirs(dest, exist_ok=True)
-    with Tree(dest) as tree:
-        _preflight(tree, dest, wanted, force)
-        r = _Restore(tree, dest, force, preserve_special, progress)
-        r.run(target, m, wanted, alias)
+    with m:
+        wanted = Wanted(m, patterns or [], preserve_special)
+        if patterns and not wanted.any:
+            first = next(m.entries(), None)
+            raise UsageError("no entry matches " + ", ".join(patterns),
+                             hint="patterns match archive paths such as "
+                             + shown(first.path if first else b"NAME/..."))
+        withheld: list[Finding] = []
+        if not preserve_special:
+            withheld = _withheld(Wanted(m, patterns or [], True))
+        dest = os.path.abspath(dest)
+        os.makedirs(dest, exist_ok=True)
+        with Tree(dest) as tree:
+            _preflight(tree, dest, wanted.entries(), force)
+            r = _Restore(tree, dest, force, preserve_special, progress)
+            r.run(target, m, wanted)
     return RestoreResult(target.location, dest, r.restored, r.written, tuple(r.parts_read),
                          tuple(r.refused), tuple(r.findings), time.monotonic() - t0,
                          tuple(withheld))
 
 
-def _withhold(wanted: dict[bytes, mf.Entry]) -> list[Finding]:
-    """Leave out device nodes; note the set-id bits that will be dropped."""
+def _withheld(wanted: Wanted) -> list[Finding]:
+    """The device nodes left out; the set-id bits that will be dropped."""
     out = []
-    for p, e in list(wanted.items()):
+    for e in wanted.entries(("char", "block", "file", "dir", "fifo")):
+        p = e.path
         if e.type in ("char", "block"):
             major, minor = e.rdev or (0, 0)
             out.append(Finding("device-not-created", f"{shown(p)}: {_kind(p, e)} "
                                f"{major}:{minor} not created (--preserve-special creates "
                                "device nodes)", os.fsdecode(p), e.part))
-            del wanted[p]
         elif e.mode & SETID and e.type in ("file", "dir", "fifo"):
             out.append(Finding("setid-dropped", f"{shown(p)}: restored with mode "
                                f"{e.mode & ~SETID:04o}, without the set-user-ID/set-group-ID "
@@ -159,11 +238,14 @@ def _withhold(wanted: dict[bytes, mf.Entry]) -> list[Finding]:
     return out
 
 
-def _preflight(tree: Tree, dest: str, wanted: dict[bytes, mf.Entry], force: bool) -> None:
+def _preflight(tree: Tree, dest: str, wanted, force: bool) -> None:
     """Refuse before anything is written when what is under DIR is in the way."""
     blocked: list[str] = []
+    nblocked = 0
     exists: list[bytes] = []
-    for p, e in wanted.items():
+    nexists = 0
+    for e in wanted:
+        p = e.path
         head, _, name = p.rpartition(b"/")
         try:
             fd = tree.dir(head)
@@ -173,26 +255,34 @@ def _preflight(tree: Tree, dest: str, wanted: dict[bytes, mf.Entry], force: bool
             why = {errno.ELOOP: "a symlink is on the way (nothing is restored through one)",
                    errno.ENOTDIR: "a file is on the way where a directory goes"}.get(
                        err.errno, err.strerror)
-            blocked.append(f"{shown(head)}: {why}")
+            nblocked += 1
+            if len(blocked) < 3:
+                blocked.append(f"{shown(head)}: {why}")
             continue
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
+        why = None
         if e.type == "dir":
             if not S.S_ISDIR(st.st_mode):
-                blocked.append(f"{shown(p)} is a {fsio.file_kind(st.st_mode)} where the "
-                               "archive has a directory")
+                why = f"{shown(p)} is a {fsio.file_kind(st.st_mode)} where the archive has a " \
+                    "directory"
         elif S.S_ISDIR(st.st_mode):
-            blocked.append(f"{shown(p)} is a directory; not replacing it")
+            why = f"{shown(p)} is a directory; not replacing it"
         else:
-            exists.append(p)
+            nexists += 1
+            exists[:] = exists or [p]
+        if why:
+            nblocked += 1
+            if len(blocked) < 3:
+                blocked.append(why)
     if blocked:
-        more = f" (and {len(blocked) - 3:,} more)" if len(blocked) > 3 else ""
-        raise UsageError(f"in the way under {dest}: " + "; ".join(blocked[:3]) + more,
+        more = f" (and {nblocked - 3:,} more)" if nblocked > 3 else ""
+        raise UsageError(f"in the way under {dest}: " + "; ".join(blocked) + more,
                          hint="nothing was restored; restore into an empty directory")
     if exists and not force:
-        raise UsageError(f"{len(exists)} path(s) already exist under {dest}, e.g. "
+        raise UsageError(f"{nexists} path(s) already exist under {dest}, e.g. "
                          f"{shown(exists[0])}",
                          hint="restore into an empty directory, or pass --force to overwrite")
 
@@ -212,7 +302,8 @@ class _Restore:
         self.findings: list[Finding] = []
         self.refused: list[Finding] = []
         self.parts_read: list[str] = []
-        self.made: set[tuple[int, int]] = set()     # (dev, ino) of the files written
+        self.made: set[tuple[int, int]] = set()     # (dev, ino) of the files written that
+                                                    # a hardlink points at
         self.unread: set[bytes] = set()             # files in parts that could not be read
         self.restored = 0
         self.written = 0
@@ -232,27 +323,22 @@ class _Restore:
         self.findings.append(Finding(code, f"{shown(e.path)}: {why}; not restored",
                                      os.fsdecode(e.path), e.part))
 
-    def run(self, target: Target, m: mf.Manifest, wanted: dict[bytes, mf.Entry],
-            alias: dict[bytes, bytes]) -> None:
-        files = [e for e in wanted.values() if e.type == "file"]
-        self.total = sum(e.size for e in files)
-        dirs = sorted((e for e in wanted.values() if e.type == "dir"),
-                      key=lambda e: e.path.replace(b"/", b"\0"))
-        for e in dirs:
+    def run(self, target: Target, m: Catalog, wanted: Wanted) -> None:
+        """Each step a pass over the catalog: nothing is held per entry."""
+        self.m = m
+        self.total = wanted.file_bytes()
+        for e in wanted.dirs():                     # a directory before what it holds
             self._mkdir(e)
-        alias_of = {v: k for k, v in alias.items()}   # destination -> member to read
         for info in m.parts:
-            here = {alias_of.get(e.path, e.path): e for e in files if e.part == info.name}
-            if here:
+            exp = Expected(wanted.in_part(info.name), wanted.lookup(info.name))
+            if exp.head is not None:
                 self.parts_read.append(info.name)
-                self._part(target, info, here)
-        for e in wanted.values():
-            if e.type in ("hardlink", "fifo", "char", "block"):
-                self._other(e)
-        for e in wanted.values():
-            if e.type == "symlink":
-                self._symlink(e)
-        for e in sorted(dirs, key=lambda e: e.path.count(b"/"), reverse=True):
+                self._part(target, info, exp)
+        for e in wanted.entries(("hardlink", "fifo", "char", "block")):
+            self._other(e)
+        for e in wanted.entries(("symlink",)):
+            self._symlink(e)
+        for e in wanted.dirs(reverse=True):         # after what it holds
             self._dir_meta(e)
         if self.progress:
             self.progress(self.written, self.total)
@@ -283,22 +369,20 @@ class _Restore:
 
     # -- files ----------------------------------------------------------------------------
 
-    def _part(self, target: Target, info: mf.PartInfo, here: dict[bytes, mf.Entry]) -> None:
-        started: set[bytes] = set()
+    def _part(self, target: Target, info: mf.PartInfo, exp: Expected) -> None:
         current: list[_FileOut] = []
 
         def on_member(mem: Member):
-            e = here.get(mem.path)
-            if e is None or mem.path in started:
+            how, e = exp.match(mem.path)
+            if how != "ok":
                 return None
-            started.add(mem.path)
             found = check_member(mem, e, info.name)
             self.findings.extend(found)
             if not content_checked(mem, e):
                 return None
             try:
                 fd, name = self.tree.parent(e.path, create=True)
-                out = _FileOut(self, e, fd, name)
+                out = _FileOut(self, e, fd, name, self.m.linked(mem.path))
             except OSError as err:
                 self.fail(e, err.strerror or str(err))
                 return None
@@ -311,23 +395,23 @@ class _Restore:
         except (PartError, OSError) as err:     # a damaged part loses only its own files
             found = part_error(info.name, err, target)
             if found.code in UNREADABLE:
-                unread = [e.path for p, e in here.items() if p not in started]
+                unread = [e.path for e in exp.missing()]
                 self.unread.update(unread)
                 found = replace(found, message=f"{found.message}; {len(unread):,} of its "
                                 "files were not restored")
-                here = {}
+                exp = Expected((), lambda p: None)
             self.findings.append(found)
         finally:
             for out in current:
                 out.abandon()            # the stream ended inside it
-        for path, e in here.items():
-            if path not in started:
-                self.findings.append(Finding("member-missing", f"{shown(e.path)} is not "
-                                             f"readable from {info.name}; not restored",
-                                             os.fsdecode(e.path), info.name))
+        for e in exp.missing():
+            self.findings.append(Finding("member-missing", f"{shown(e.path)} is not "
+                                         f"readable from {info.name}; not restored",
+                                         os.fsdecode(e.path), info.name))
 
     def file_done(self, out: _FileOut) -> None:
-        self.made.add(out.inode)
+        if out.linked:
+            self.made.add(out.inode)
         self.restored += 1
 
     # -- links and special files ----------------------------------------------------------
@@ -417,9 +501,10 @@ class _FileOut:
     checked against the manifest's sha256, given its metadata and renamed into place. A
     write error is noted and the file dropped, never raised into the part's reading."""
 
-    def __init__(self, r: _Restore, e: mf.Entry, dir_fd: int, name: bytes):
+    def __init__(self, r: _Restore, e: mf.Entry, dir_fd: int, name: bytes, linked: bool):
         self.r = r
         self.e = e
+        self.linked = linked            # a hardlink points at it: its inode is remembered
         self.name = name
         self.dir_fd = os.dup(dir_fd)
         self.tmp = b".vacate-tmp-%d-%d" % (os.getpid(), next(_TMP))

@@ -4,6 +4,11 @@ Every part's sha256 (against ``PARTS.SHA256SUMS`` and the manifest), every membe
 type, size and link against the manifest, ``SHA256SUMS`` against the manifest, and with
 ``against`` the source tree against the archive (content re-hashed, metadata compared), in a
 second thread while the parts are read. Each problem is a named finding.
+
+Nothing is held per entry: the manifest is streamed into a catalog
+(:mod:`vacate.archive.catalog`), each part's members are matched with its entries in the
+manifest's order as they come (:class:`Expected`), the sums files are streamed against what
+the catalog says they hold, and the source walk marks what it met in a file beside it.
 """
 
 from __future__ import annotations
@@ -16,19 +21,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from vacate.archive import catalog, compress
 from vacate.archive import manifest as mf
-from vacate.archive import sums
+from vacate.archive.catalog import Catalog
+from vacate.archive.findings import UNREADABLE, Finding, exit_code
 from vacate.archive.manifest import shown
-from vacate.archive.reader import PartError, open_part, read_named, read_part
+from vacate.archive.reader import PartError, open_part, read_part
 from vacate.archive.source import arc_roots, walk
+from vacate.archive.sums_check import FileSums, PartSums, check_sums
 from vacate.archive.tarfmt import Member
 from vacate.archive.target import Target
 from vacate.observing import fsio
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import (
     EXIT_ERROR,
-    EXIT_IN_USE,
-    EXIT_OK,
     EXIT_UNKNOWN,
     NotFound,
     UsageError,
@@ -38,39 +44,6 @@ from vacate.observing.model.common import Problem
 
 CHUNK = 1 << 20
 _ZEROS = memoryview(bytes(CHUNK))
-SUMS_SLACK = 1 << 20        # read this much of a sums file beyond what the manifest gives
-MAX_SUMS_FINDINGS = 50      # lines of one sums file named one by one
-
-
-@dataclass(frozen=True, **SLOTS)
-class Finding:
-    """One thing that does not match. ``code``: manifest-damaged, manifest-unreadable,
-    part-missing, part-not-a-file, part-unreadable, part-truncated, part-corrupt,
-    part-checksum, part-unlisted, file-checksum, member-missing, member-unexpected,
-    member-metadata, sums-mismatch, sums-unreadable, source-changed, source-missing,
-    source-extra; restore adds not-restored, and notes what it withheld on purpose
-    (device-not-created, setid-dropped)."""
-
-    code: str
-    message: str
-    path: str | None = None
-    part: str | None = None
-
-    def as_json(self) -> dict:
-        return {"code": self.code, "message": self.message, "path": self.path,
-                "part": self.part}
-
-
-# what could not be read: the answer is "could not tell" (exit 3), unless something else
-# was found to be wrong
-UNREADABLE = frozenset({"manifest-unreadable", "part-unreadable", "sums-unreadable"})
-
-
-def exit_code(findings) -> int:
-    """0 nothing found, 1 a mismatch or damage, 3 only what could not be read."""
-    if not findings:
-        return EXIT_OK
-    return EXIT_UNKNOWN if all(f.code in UNREADABLE for f in findings) else EXIT_IN_USE
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -116,12 +89,22 @@ class ArchiveUnreadable(ArchiveDamaged):
     exit_code = EXIT_UNKNOWN
 
 
-def load_manifest(target: Target) -> mf.Manifest:
-    """The archive's manifest, read within a bound and checked; raises NotFound where there
-    is none, ArchiveDamaged / ArchiveUnreadable where it cannot be used."""
+def load_manifest(target: Target) -> Catalog:
+    """The archive's manifest, streamed within a bound into a checked :class:`Catalog` (the
+    caller closes it); raises NotFound where there is none, ArchiveDamaged /
+    ArchiveUnreadable where it cannot be used."""
     where = f"{target.location}/{mf.MANIFEST}"
+    larger = Finding("manifest-damaged", f"{where} is larger than vacate reads a manifest "
+                     f"({mf.MAX_MANIFEST:,} bytes); not read")
     try:
-        raw, more = read_named(target, mf.MANIFEST, mf.MAX_MANIFEST)
+        with open_part(target, mf.MANIFEST, mf.MAX_MANIFEST) as f:
+            if f.size is not None and f.size > mf.MAX_MANIFEST:
+                raise ArchiveDamaged(larger)
+            cat = catalog.build(f)
+            if f.more():
+                cat.close()
+                raise ArchiveDamaged(larger)
+            return cat
     except (FileNotFoundError, KeyError):
         if target.list(mf.STATE_DIR):
             raise UsageError(f"{target.location} holds an unfinished archive",
@@ -134,15 +117,70 @@ def load_manifest(target: Target) -> mf.Manifest:
     except OSError as e:
         raise ArchiveUnreadable(Finding("manifest-unreadable", f"{where}: could not read it "
                                         f"({e.strerror or e})")) from None
-    if more:
-        raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is larger than vacate "
-                                     f"reads a manifest ({mf.MAX_MANIFEST:,} bytes); not "
-                                     "read"))
-    try:
-        return mf.loads(raw)
     except ValueError as e:
         raise ArchiveDamaged(Finding("manifest-damaged", f"{where} is damaged: {e}")) \
             from None
+
+
+def manifest_sha256(target: Target) -> str:
+    """The sha256 of the archive's ``MANIFEST.jsonl``, streamed (never held whole)."""
+    h = hashlib.sha256()
+    with open_part(target, mf.MANIFEST, mf.MAX_MANIFEST) as f:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+class Expected:
+    """The entries one part should hold, matched with its members as they come. The writer
+    lists a part's entries in the order of its members, so each member is the next entry:
+    nothing is looked up or held. A member out of that order is looked up by name
+    (``lookup(path)``: its line and entry, or None where the part should not hold it), and
+    the entries passed over on the way are held until their member comes or the part ends:
+    only a part out of the manifest's order (damage) makes this hold more than one entry.
+    ``ordered``: ``(line, member path, entry)`` in the manifest's order."""
+
+    def __init__(self, ordered, lookup):
+        self.it = iter(ordered)
+        self.lookup = lookup
+        self.head = next(self.it, None)
+        self.skipped: dict[bytes, mf.Entry] = {}
+        self.odd: set[bytes] = set()        # members the part should not hold, met
+
+    def match(self, path: bytes) -> tuple[str, mf.Entry | None]:
+        """``("ok", entry)``, ``("again", None)`` for a second member of one name, or
+        ``("unexpected", None)``."""
+        h = self.head
+        if h is not None and h[1] == path:
+            self.head = next(self.it, None)
+            return "ok", h[2]
+        e = self.skipped.pop(path, None)
+        if e is not None:
+            return "ok", e
+        found = self.lookup(path)
+        if found is None:
+            if path in self.odd:
+                return "again", None
+            self.odd.add(path)
+            return "unexpected", None
+        line, e = found
+        if h is None or line < h[0]:
+            return "again", None                # matched before (it is not skipped)
+        while h is not None and h[0] < line:
+            self.skipped[h[1]] = h[2]
+            h = next(self.it, None)
+        self.head = next(self.it, None)         # past the one found
+        return "ok", e
+
+    def missing(self):
+        """The entries no member matched (once the part is read)."""
+        yield from self.skipped.values()
+        if self.head is not None:
+            yield self.head[2]
+            for x in self.it:
+                yield x[2]
 
 
 class _Hasher:
@@ -228,26 +266,57 @@ def part_error(info_name: str, err: BaseException, target: Target) -> Finding:
                    f"({getattr(err, 'strerror', None) or err})", part=info_name)
 
 
-def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entry],
-                findings: list[Finding], tick) -> int:
-    seen: dict[bytes, tuple[_Hasher | None, mf.Entry | None]] = {}
+class _Checked(_Hasher):
+    """A member's content hashed and, once complete, checked against its entry's sha256."""
+
+    __slots__ = ("e", "findings", "part")
+
+    def __init__(self, e: mf.Entry, tick, findings: list[Finding], part: str):
+        super().__init__(e.size, tick)
+        self.e, self.findings, self.part = e, findings, part
+
+    def done(self) -> None:
+        super().done()
+        self.check()
+
+    def check(self) -> None:
+        if self.h.hexdigest() != self.e.sha256:
+            self.findings.append(Finding("file-checksum", f"{shown(self.e.path)}: content does "
+                                         f"not match its sha256 in the manifest ({self.part})",
+                                         _dec(self.e.path), self.part))
+
+
+def in_part(cat: Catalog, part: str):
+    """``lookup`` for :class:`Expected`: an entry of ``part`` by its path."""
+    def lookup(path: bytes):
+        found = cat.line_of(path)
+        return found if found is not None and found[1].part == part else None
+    return lookup
+
+
+def _check_part(target: Target, info: mf.PartInfo, cat: Catalog, findings: list[Finding],
+                tick) -> int:
+    exp = Expected(((n, e.path, e) for n, e in cat.numbered(info.name)),
+                   in_part(cat, info.name))
+    files = [0]
+    current: list[_Checked] = []        # the member being read
 
     def on_member(m: Member):
-        e = expected.get(m.path)
-        if m.path in seen:
+        how, e = exp.match(m.path)
+        if how == "again":
             findings.append(Finding("member-unexpected", f"{info.name} holds "
                                     f"{shown(m.path)} a second time", _member_path(m),
                                     info.name))
             return None
         findings.extend(check_member(m, e, info.name))
+        current.clear()
         if content_checked(m, e):
-            h = _Hasher(e.size, tick)
-            seen[m.path] = (h, e)
+            files[0] += 1
+            h = _Checked(e, tick, findings, info.name)
+            current.append(h)
             return h
-        seen[m.path] = (None, None)
         return None
 
-    files = 0
     lost = False
     try:
         with open_part(target, info.name, info.bytes) as f:
@@ -266,25 +335,18 @@ def _check_part(target: Target, info: mf.PartInfo, expected: dict[bytes, mf.Entr
     except (PartError, OSError) as err:
         found = part_error(info.name, err, target)
         if found.code in UNREADABLE:     # what it holds is not known to be lost, nor checked
-            findings.append(replace(found, message=f"{found.message}; its {len(expected):,} "
-                                    "entries were not checked"))
+            findings.append(replace(found, message=f"{found.message}; its "
+                                    f"{cat.part_count(info.name):,} entries were not checked"))
             return 0
         findings.append(found)
         lost = not isinstance(err, PartError)
-    for path, (h, e) in seen.items():
-        if h is None or e is None:
-            continue
-        files += 1
-        if h.h.hexdigest() != e.sha256:
-            findings.append(Finding("file-checksum", f"{shown(path)}: content does not match "
-                                    f"its sha256 in the manifest ({info.name})", _dec(path),
-                                    info.name))
-    for path in expected:
-        if path not in seen:
-            findings.append(Finding("member-missing", f"{shown(path)} is lost with {info.name}"
-                                    if lost else f"{shown(path)} is not readable from "
-                                    f"{info.name}", _dec(path), info.name))
-    return files
+        if current and current[0].pos < current[0].size:
+            current[0].check()           # the part ended inside it
+    for e in exp.missing():
+        findings.append(Finding("member-missing", f"{shown(e.path)} is lost with {info.name}"
+                                if lost else f"{shown(e.path)} is not readable from "
+                                f"{info.name}", _dec(e.path), info.name))
+    return files[0]
 
 
 def _file_sha(path: bytes) -> str:
@@ -297,30 +359,48 @@ def _file_sha(path: bytes) -> str:
             h.update(b)
 
 
-def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -> tuple[
+def check_against(cat: Catalog, against: list[str], problems: list[Problem]) -> tuple[
         list[Finding], int]:
-    """Compare source trees with the manifest (whose content the part pass proves)."""
+    """Compare source trees with the manifest (whose content the part pass proves); runs in
+    a thread of its own, on its own connection to the catalog."""
+    with cat.reader() as m:
+        return _against(m, against, problems)
+
+
+def _against(m: Catalog, against: list[str], problems: list[Problem]) -> tuple[
+        list[Finding], int]:
     try:
         roots = arc_roots(against)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    tops = {e.path.split(b"/", 1)[0] for e in m.entries}
+    tops = m.tops()
     for _, base in roots:
         if base not in tops:
             raise UsageError(f"--against {os.fsdecode(base)!r}: the archive holds no top-level "
                              f"{os.fsdecode(base)!r}",
                              hint="top-level names: " + ", ".join(sorted(map(_dec, tops))))
     bases = {b for _, b in roots}
-    entries = {e.path: e for e in m.entries if e.path.split(b"/", 1)[0] in bases}
     out: list[Finding] = []
-    seen = set()
+    seen = m.marks()
+    try:
+        n = _walk_against(m, roots, seen, problems, out)
+        for path in seen.unmet():
+            if path.split(b"/", 1)[0] in bases:
+                p = _dec(path)
+                out.append(Finding("source-missing", f"{p} is in the archive but not in the "
+                                   "source", p))
+    finally:
+        seen.close()
+    return out, n
+
+
+def _walk_against(m: Catalog, roots, seen, problems: list[Problem], out: list[Finding]) -> int:
     n = 0
     for ab, base in roots:
-        for se in walk(ab, base, problems, mf.excluded(m)):
+        walked = walk(ab, base, problems, mf.excluded(m))
+        for se, e in seen.meet(walked, lambda se: se.arcpath):
             n += 1
             p = _dec(se.abspath)
-            e = entries.get(se.arcpath)
-            seen.add(se.arcpath)
             st = se.st
             if e is None:
                 out.append(Finding("source-extra", f"{p} is not in the archive", p))
@@ -356,38 +436,37 @@ def check_against(m: mf.Manifest, against: list[str], problems: list[Problem]) -
                 diffs.append("owner differs")
             if diffs:
                 out.append(Finding("source-changed", f"{p}: {', '.join(diffs)}", p))
-    for path in entries:
-        if path not in seen:
-            p = _dec(path)
-            out.append(Finding("source-missing", f"{p} is in the archive but not in the source",
-                               p))
-    return out, n
+    return n
 
 
 def verify(target: Target, *, against: list[str] | None = None,
            progress: Callable[[int, int], None] | None = None) -> VerifyResult:
     t0 = time.monotonic()
+    compress.require()                   # no zstd at all: nothing could be read back
     try:
         m = load_manifest(target)
     except ArchiveDamaged as e:          # the damage is the answer (exit 1, or 3 unreadable)
         name = os.path.basename(target.location.rstrip("/"))
         return VerifyResult(target.location, name, 0, 0, 0, 0, (e.finding,), (),
                             time.monotonic() - t0)
+    with m:
+        return _verify(target, m, against, progress, t0)
+
+
+def _verify(target: Target, m: Catalog, against: list[str] | None, progress,
+            t0: float) -> VerifyResult:
     findings: list[Finding] = []
     problems: list[Problem] = []
     listed = target.list()
-    check_sums(target, mf.PART_SUMS, {p.name.encode(): p.sha256 for p in m.parts},
-               mf.part_sums_file(m.parts), "a part of this archive", findings)
-    check_sums(target, mf.SUMS, {e.path: e.sha256 for e in m.entries
-                                 if e.type in ("file", "hardlink") and e.sha256},
-               mf.sums_file(m.entries), "a file of this archive", findings)
+    check_sums(target, mf.PART_SUMS, PartSums(m.parts), "a part of this archive", findings)
+    check_sums(target, mf.SUMS, FileSums(m), "a file of this archive", findings)
     names = {p.name for p in m.parts}
     for n in listed:
         if n.endswith(".tar.zst") and n not in names:
             findings.append(Finding("part-unlisted", f"{shown(n)} is not part of this archive",
                                     part=n))
 
-    total = sum(e.size for e in m.entries if e.type == "file")
+    total = m.file_bytes()
     done = [0]
     last = [0.0]
 
@@ -399,9 +478,6 @@ def verify(target: Target, *, against: list[str] | None = None,
                 last[0] = now
                 progress(done[0], total)
 
-    by_part: dict[str, dict[bytes, mf.Entry]] = {p.name: {} for p in m.parts}
-    for e in m.entries:
-        by_part[e.part][e.path] = e
     pool = ThreadPoolExecutor(1) if against else None
     fut = pool.submit(check_against, m, against, problems) if pool else None
     files = 0
@@ -411,7 +487,7 @@ def verify(target: Target, *, against: list[str] | None = None,
                 findings.append(Finding("part-truncated", f"{info.name}: "
                                         f"{listed[info.name]:,} bytes, the manifest says "
                                         f"{info.bytes:,}", part=info.name))
-            files += _check_part(target, info, by_part[info.name], findings, tick)
+            files += _check_part(target, info, m, findings, tick)
         sources = 0
         if fut is not None:
             found, sources = fut.result()
@@ -431,60 +507,3 @@ def verify(target: Target, *, against: list[str] | None = None,
             uniq.append(f)
     return VerifyResult(target.location, m.name, len(m.parts), files, done[0], sources,
                         tuple(uniq), tuple(problems), time.monotonic() - t0)
-
-
-def check_sums(target: Target, fname: str, expected: dict[bytes, str], want: bytes,
-               what: str, findings: list[Finding]) -> None:
-    """Every line of the sums file ``fname`` names one of ``expected`` (name -> sha256), once,
-    with its sha256, and every one of them is listed: a line naming anything else (stock
-    ``sha256sum -c`` would read it, wherever it points) is damage."""
-    try:
-        data, more = read_named(target, fname, len(want) + SUMS_SLACK)
-    except (FileNotFoundError, KeyError):
-        findings.append(Finding("sums-mismatch", f"{fname} is missing"))
-        return
-    except fsio.NotRegular as e:
-        findings.append(Finding("sums-mismatch", f"{fname} is a {e.what}, not a regular "
-                                "file; not read"))
-        return
-    except OSError as e:
-        findings.append(Finding("sums-unreadable", f"{fname}: could not read it "
-                                f"({e.strerror or e})"))
-        return
-    if data == want:
-        return
-    bad: list[str] = []
-    seen: set[bytes] = set()
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    elif not more:
-        bad.append(f"{fname} does not end with a newline")
-    for n, raw in enumerate(lines, 1):
-        if more and n == len(lines):
-            break                         # cut by the bound: said below
-        try:
-            digest, name = sums.parse_line(raw)
-        except ValueError:
-            bad.append(f"{fname} line {n} is not a sha256sum line: {shown(raw, 80)}")
-            continue
-        if name not in expected:
-            bad.append(f"{fname} line {n} names {shown(name)}, which is not {what}")
-        elif name in seen:
-            bad.append(f"{fname} line {n} names {shown(name)} a second time")
-        elif digest != expected[name]:
-            bad.append(f"{fname} disagrees with the manifest about {shown(name)}")
-        seen.add(name)
-    missing = [x for x in expected if x not in seen]
-    for name in missing[:MAX_SUMS_FINDINGS]:
-        bad.append(f"{fname} does not list {shown(name)}")
-    if len(missing) > MAX_SUMS_FINDINGS:
-        bad.append(f"{fname} leaves out {len(missing) - MAX_SUMS_FINDINGS:,} more")
-    if more:
-        bad.append(f"{fname} is longer than the manifest accounts for (read "
-                   f"{len(data):,} bytes of it)")
-    for msg in bad[:MAX_SUMS_FINDINGS]:
-        findings.append(Finding("sums-mismatch", msg))
-    if len(bad) > MAX_SUMS_FINDINGS:
-        findings.append(Finding("sums-mismatch", f"{fname}: {len(bad) - MAX_SUMS_FINDINGS:,} "
-                                "more problems"))

@@ -39,10 +39,10 @@ import json
 import os
 import pwd
 import queue
-import shutil
 import stat as S
 import threading
 import time
+import typing
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -50,11 +50,13 @@ from dataclasses import dataclass, replace
 from vacate import __version__
 from vacate.archive import changes, compress, source, stage, tarfmt
 from vacate.archive import manifest as mf
+from vacate.archive.catalog import Catalog
 from vacate.archive.source import SourceEntry, arc_roots, walk
 from vacate.archive.target import Target, WriteError
+from vacate.archive.verify import load_manifest
 from vacate.observing import fsio
 from vacate.observing.compat import SLOTS
-from vacate.observing.errors import UsageError
+from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
 from vacate.observing.model.common import Problem
 
 CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane handoffs than
@@ -63,7 +65,7 @@ SMALL = 1 << 20        # files up to this are read, hashed and written whole, on
 MAX_LANES = 32         # files hashed side by side at most
 INFLIGHT = 64          # CHUNKs read and not hashed yet, all lanes together (128 MiB)
 _ZEROS = memoryview(bytes(CHUNK))
-Progress = Callable[[int, int], None]     # (bytes done, bytes total)
+Progress = typing.Callable[[int, int], None]   # (bytes done, bytes total); typing's: 3.8
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -87,6 +89,17 @@ class ArchiveResult:
     bytes_hashed: int = 0              # the files' whole sizes, holes included (all hashed)
     up_to_date: bool = False           # a complete archive was there, the sources unchanged
     changed_since: tuple[str, ...] = ()  # ... or what changed in them since it was made
+
+
+def exit_code(r: ArchiveResult) -> int:
+    """0 done or up to date; 1 changed while read, left out, or changed since; 3 unreadable."""
+    if r.changed or r.changed_since:
+        return EXIT_IN_USE            # something was archived while it changed, or since
+    if any(w.blocks_verdict for w in r.warnings):
+        return EXIT_UNKNOWN           # something could not be read: the archive is not whole
+    if r.missing:
+        return EXIT_IN_USE            # something the sources hold is not in the archive
+    return EXIT_OK
 
 
 class _Lane:
@@ -166,12 +179,9 @@ class _Part:
         self.out = stage.Stager(self.sink, lane, wlane, buffers)
         self.lane = lane
         self.wlane = wlane
-        try:
-            if use_zstd_process():     # the stager is fed by the child's output pump
-                self.z = compress.ProcessCompressor(self.out.write, level, threads)
-            else:                      # by this thread, within the compressor's calls
-                self.z = compress.LibraryCompressor(self.out.write, level, threads,
-                                                    raw_out=self.out.write_raw)
+        try:                           # the stager is fed by a zstd child's output pump, or
+            self.z = compress.compressor(  # by this thread, within the library's calls
+                self.out.write, level, threads, raw_out=self.out.write_raw)
         except BaseException:
             self.sink.abort()          # nothing was written to it yet
             raise
@@ -203,12 +213,6 @@ class _Part:
                 v[2] = v[2].result()
         return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
                            len(self.entries))
-
-
-def use_zstd_process() -> bool:
-    """python-zstandard compresses unless VACATE_ZSTD=process (and the zstd command exists):
-    the child process measured the same here (2 vCPUs); it may pay off with more cores."""
-    return os.environ.get("VACATE_ZSTD") == "process" and shutil.which("zstd") is not None
 
 
 class _Names:
@@ -466,7 +470,7 @@ class _Writer:
                 gname=common["group"].encode(), mtime_ns=common["mtime_ns"], sparse=segs)))
             stored = 0
             pos = 0
-            direct = isinstance(part.z, compress.LibraryCompressor)
+            direct = part.z.direct
             for off, length in segs or ((0, size),):
                 if pos < off:                # a hole: hash its zeros, store nothing
                     lane.call(_hash_zeros, h, off - pos, self._tick)
@@ -639,14 +643,13 @@ def _drop_state(target: Target) -> None:
         target.remove_dir(mf.STATE_DIR)
 
 
-def _of_manifest(target: Target, m: mf.Manifest, t0: float, **kw) -> ArchiveResult:
+def _of_manifest(target: Target, m: Catalog, t0: float, **kw) -> ArchiveResult:
     """The result for the complete archive ``m`` already at ``target`` (nothing written)."""
     return ArchiveResult(
-        location=target.location, name=m.name, parts=m.parts, entries=len(m.entries),
-        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=0,
+        location=target.location, name=m.name, parts=m.parts, entries=m.count,
+        files=m.files(), bytes_read=0,
         bytes_written=sum(p.bytes for p in m.parts), resumed_parts=len(m.parts),
-        changed=tuple(e.path.decode("utf-8", "surrogateescape") for e in m.entries
-                      if e.changed),
+        changed=tuple(p.decode("utf-8", "surrogateescape") for p in m.changed()),
         warnings=(), elapsed_s=time.monotonic() - t0,
         excluded=tuple(m.extra.get("excluded", ())), **kw)
 
@@ -660,16 +663,21 @@ def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveR
         return None
     if state["sources"] != sources:
         return None
-    m = mf.loads(target.get(mf.MANIFEST))
-    _drop_state(target)
-    return _of_manifest(target, m, t0)
+    with load_manifest(target) as m:
+        _drop_state(target)
+        return _of_manifest(target, m, t0)
 
 
 def _again(target: Target, roots, src_list: list[str], exclude: frozenset[bytes],
            t0: float) -> ArchiveResult:
     """``archive`` onto a complete archive: up to date when the sources are as archived
     (nothing is written), else what changed since."""
-    m = mf.loads(target.get(mf.MANIFEST))
+    with load_manifest(target) as m:
+        return _again_of(target, m, roots, src_list, exclude, t0)
+
+
+def _again_of(target: Target, m: Catalog, roots, src_list: list[str],
+              exclude: frozenset[bytes], t0: float) -> ArchiveResult:
     if list(m.sources) != src_list:
         raise UsageError(f"{target.location} already holds a complete archive of other "
                          f"sources ({', '.join(m.sources)})",
@@ -748,6 +756,7 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
             raise UsageError(f"{os.fsdecode(ab)}: no such file or directory")
     src_list = [os.fsdecode(ab) for ab, _ in roots]
     excl = _excluded(roots, list(exclude), target)
+    compress.require()                   # no zstd at all: said before anything is written
     if mf.MANIFEST in target.list():
         done = _finished_earlier(target, src_list, t0)
         if done is not None:

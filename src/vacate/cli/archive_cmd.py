@@ -7,7 +7,7 @@ import os
 
 from vacate.cli.archive_opts import add_common
 from vacate.cli.env import Env
-from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, UsageError
+from vacate.observing.errors import UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 ZSTD_LEVELS = (1, 22)       # zstd's levels (20-22 are its --ultra ones)
@@ -88,7 +88,7 @@ def location(dest: str, name: str) -> str:
 
 def run(args, env: Env) -> int:
     from vacate.archive.target import open_target
-    from vacate.archive.writer import archive
+    from vacate.archive.writer import archive, exit_code
     from vacate.output import archive_view, jsonfmt
 
     name = args.name or os.path.basename(os.path.abspath(args.sources[0]).rstrip("/"))
@@ -107,13 +107,3 @@ def run(args, env: Env) -> int:
         archive_view.render_archive(r, env.console())
     return exit_code(r)
 
-
-def exit_code(r) -> int:
-    """0 done or up to date; 1 changed while read, left out, or changed since; 3 unreadable."""
-    if r.changed or r.changed_since:
-        return EXIT_IN_USE            # something was archived while it changed, or since
-    if any(w.blocks_verdict for w in r.warnings):
-        return EXIT_UNKNOWN           # something could not be read: the archive is not whole
-    if r.missing:
-        return EXIT_IN_USE            # something the sources hold is not in the archive
-    return EXIT_OK
