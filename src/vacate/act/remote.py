@@ -131,10 +131,15 @@ class There:
         return self.reach.call("apply_ready", step=step.id)
 
     def bring_back(self, index: int) -> list[str]:
+        from vacate.act.migrate import window_of
+
+        units = [s.params.get("unit") for s in window_of(self.plan, index)]
+        if not units:
+            return []
         try:
             return list(self.reach.call("apply_bring_back", index=index))
         except VacateError as e:
-            return [f"the units could NOT be brought back: {e.message}"]
+            return [f"{', '.join(map(str, units))} could NOT be brought back: {e.message}"]
 
     def end(self, complete: bool) -> None:
         try:
