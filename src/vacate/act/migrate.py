@@ -7,9 +7,13 @@ by a drop-in of vacate's own, and started again from the new place.
 - ``verify-copy``: every copied file not read back yet is read back from the disk and its
   BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
   anything is repointed. Done: every file of the copy was read back since it last changed.
-- ``repoint-unit``: a drop-in ``/etc/systemd/system/UNIT.d/zz-vacate-migrate.conf`` (more
-  ``z`` while another drop-in would sort after it) in the unit's own manager, reached the
-  way its stop step reaches it. Each setting whose effective value names the item is
+- ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
+  drop-in would sort after it) in the unit's own manager, reached the way its stop step
+  reaches it: under ``/etc/systemd/system`` for a system's manager (the host's, a
+  container's), in the user's own unit directory for a user's manager (``~/.config/systemd/
+  user``, as the manager's ``UnitPath`` says, written as that user; never ``/etc/systemd/
+  user``, which every user's manager reads). A template's instance gets it in its own
+  directory (``name@inst.service.d``), not the template's. Each setting whose effective value names the item is
   written whole with the path replaced: a list setting (``ExecStart=``, ``Environment=``)
   cleared with an empty assignment first, then every value of it again (clearing
   ``Environment=`` alone would drop the admin's variables); then ``daemon-reload``. Done:
@@ -194,8 +198,36 @@ def _in_manager(m, argv, input: str | None = None, check: bool = True):
     return m.ctx.run(m.where.wrap(tuple(argv)), input=input, check=check)
 
 
-def _dropin_dir(unit: str) -> str:
-    return f"/etc/systemd/system/{unit}.d"
+def _dropin_dir(m, unit: str) -> str:
+    """The directory of vacate's drop-in for ``unit`` (an instance's name for an instance)
+    in the manager ``m``."""
+    if m.where.user is None:
+        return f"/etc/systemd/system/{unit}.d"
+    return f"{_user_unit_dir(m)}/{unit}.d"
+
+
+def _user_unit_dir(m) -> str:
+    """The user's own unit directory, as that user's manager reads it: in its ``UnitPath``
+    the persistent ``$XDG_CONFIG_HOME/systemd/user``, the first there with its ``.control``
+    twin (``~/.config/systemd/user``)."""
+    argv = ("systemctl", "show", "-p", "UnitPath", "--value")
+    paths = _in_manager(m, argv).stdout.split()
+    for p in paths:
+        if p.endswith("/systemd/user") and p + ".control" in paths:
+            return p
+    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({m.where.label()}) of user "
+                        f"{m.where.user} reports no unit directory of the user's own: "
+                        f"{' '.join(paths)[:300]}")
+
+
+def _as_owner(m, script: str) -> tuple[str, ...]:
+    """``sh -c script`` for the manager's place, run as the user whose manager it is for a
+    user's manager (what vacate writes in the user's directory is the user's, as
+    ``systemctl --user edit`` leaves it)."""
+    if m.where.user is None:
+        return ("sh", "-c", script)
+    return ("sh", "-c", 'exec setpriv --reuid="$(id -u -- "$1")" --regid="$(id -g -- "$1")" '
+                        '--init-groups sh -c "$2"', "sh", m.where.user, script)
 
 
 def _dropin_name(existing: list[str]) -> str:
@@ -327,7 +359,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     if not keys:
         return Outcome("failed", f"no setting of {p.unit} names {', '.join(o for o, _ in p.moves)}"
                                  " any more")
-    d = _dropin_dir(p.unit)
+    d = _dropin_dir(m, p.unit)
     existing = [x for x in props.get("DropInPaths", "").split()]
     old = _ours(props)
     name = os.path.basename(old) if old and os.path.dirname(old) == d else \
@@ -337,7 +369,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
               f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
               f"sync {shlex.quote(d)}")
-    _in_manager(m, ("sh", "-c", script), input=text)
+    _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
     data = {"unit": p.unit, "manager": m.where.label(), "dropin": path, "sha256": sha,

@@ -71,11 +71,23 @@ def _env_files_kept(t: Teardown, a: Action) -> list[str]:
             and (c.attrs.get("container") or not c.attrs.get("line_sha256s"))]
 
 
+def _user_manager_answered(t: Teardown, a: Action) -> bool:
+    """The user's manager that runs the unit of the stop action ``a`` answered for that unit
+    when the volume was looked at (its state came from ``systemctl --user``): vacate reaches
+    it to repoint the unit."""
+    return any(c.type == "systemd-unit" and c.name == a.subject and
+               c.attrs.get("scope") == "user" and c.attrs.get("state_from") == "systemctl" and
+               container_place(c.attrs.get("container"), c.attrs.get("user")) == a.where
+               for c in t.obs.consumers)
+
+
 def migrate_units(t: Teardown) -> None:
     """2. Each running unit whose every path on the volume lies in items migrated: stop,
     copy again what changed, read it back, repoint, start from the new place; it is not
-    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
-    item, is stopped and disabled with the rest, and a person is told why."""
+    disabled. A unit of a user's own manager is repointed there when that manager answered
+    for it. A unit that also names what is not migrated, or an ancestor of a migrated item,
+    or whose user's manager did not answer, is stopped and disabled with the rest, and a
+    person is told why."""
     moving = [i for i in t.items if i.action == "migrate"]
     if not moving:
         return
@@ -92,11 +104,11 @@ def migrate_units(t: Teardown) -> None:
                 continue
             rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
             rest += _env_files_kept(t, a)
-            if a.where.user is not None:
+            if a.where.user is not None and not _user_manager_answered(t, a):
                 t.st.add("manual", f"{a.subject} runs in {a.where.user}'s own manager "
-                                   f"({a.where.label()}): vacate writes "
-                                   "its drop-ins for system managers only so far; it is not "
-                                   f"repointed or started; repoint it by hand to "
+                                   f"({a.where.label()}), which did not answer when the "
+                                   "volume was looked at (not running, or not reachable): "
+                                   "it is not repointed or started; repoint it by hand to "
                                    f"{', '.join(i.migrate_to for i in used)} (systemctl "
                                    "--user edit, in that user's session)", downtime=True,
                          params=as_params(ManualParams(consumer=a.consumer)))
