@@ -152,3 +152,29 @@ def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
         assert not [p for p in b.user_m("show", "-p", "DropInPaths", "--value", unit).stdout
                     .split() if p.endswith(migrate.DROPIN)]
     assert read(os.path.join(units, "qwen.service")) == before["qwen.service"].decode()
+
+
+def test_a_failed_start_brings_the_user_units_back_from_the_old_path(user_story, monkeypatch):
+    from vacate.act import apply as ap
+    from vacate.flow.plan import plan as make_plan_file
+
+    b, _v, vol, dest, work = user_story
+    units = os.path.join(b.workdir, "root-home", USER_DIR)
+    before = files_under(units)
+    plan_path = os.path.join(work, "plan.json")
+    p = make_plan_file(vol, migrations={"models/qwen": dest}, outputs=(plan_path,))
+    with open(plan_path, "w") as f:
+        f.write(p.dumps())
+
+    def broken(step, ctx):
+        raise OSError(5, "start failed on purpose")
+
+    monkeypatch.setitem(migrate._RUN, "start-unit", broken)
+    r = ap.apply(plan_path)
+    assert r.failed is not None and r.failed.kind == "start-unit"
+    assert "started qwen.service from the old path" in r.failed.detail
+    # vacate's drop-in gone from root's directory, the unit runs from the volume again
+    assert files_under(units) == before
+    assert b.user_m("is-active", "qwen.service").stdout.strip() == "active"
+    assert wait_for(lambda: unit_pids(b, "qwen.service") & mapped_under(vol),
+                    "qwen.service back on the old path")

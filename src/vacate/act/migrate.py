@@ -51,6 +51,9 @@ LIST_KEYS = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecSt
 SINGLE_KEYS = ("WorkingDirectory", "RootDirectory", "RootImage")
 UNIT_SECTION = frozenset({"RequiresMountsFor"})
 START_WAIT_S = 60.0
+# sh -c AS_USER sh USER SCRIPT: SCRIPT run as USER (a name or a uid), with USER's groups
+AS_USER = ('exec setpriv --reuid="$(id -u -- "$1")" --regid="$(id -g -- "$1")" --init-groups '
+           'sh -c "$2"')
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -226,8 +229,7 @@ def _as_owner(m, script: str) -> tuple[str, ...]:
     ``systemctl --user edit`` leaves it)."""
     if m.where.user is None:
         return ("sh", "-c", script)
-    return ("sh", "-c", 'exec setpriv --reuid="$(id -u -- "$1")" --regid="$(id -g -- "$1")" '
-                        '--init-groups sh -c "$2"', "sh", m.where.user, script)
+    return ("sh", "-c", AS_USER, "sh", m.where.user, script)
 
 
 def _dropin_name(existing: list[str]) -> str:
