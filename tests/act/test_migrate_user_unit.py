@@ -8,6 +8,7 @@ vacate's drop-ins."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -102,11 +103,13 @@ def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
     made = vacate("plan", vol, "--migrate", f"models/qwen={dest}", "-o", plan_path)
     assert made.returncode in (0, 1), made.stderr + made.stdout
     with open(plan_path) as f:
-        import json
         steps = json.load(f)["steps"]
     assert not [s for s in steps if s["kind"] == "manual"], [s["summary"] for s in steps]
     repoints = sorted(s["params"]["unit"] for s in steps if s["kind"] == "repoint-unit")
     assert repoints == ["qwen.service", "serve@a.service"]
+    said = [s["summary"] for s in steps if s["kind"] in ("stop-unit", "repoint-unit",
+                                                           "start-unit")]
+    assert len(said) == 6 and all("(root's manager, " in x for x in said), said
 
     applied = vacate("apply", plan_path, "--yes")
     assert applied.returncode == 0, applied.stderr + applied.stdout

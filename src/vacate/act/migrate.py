@@ -197,6 +197,12 @@ def _manager(step: Step, ctx: Context):
     return units._Manager(units.place(_stop_step(step, ctx), ctx), ctx)
 
 
+def manager_words(where) -> str:
+    """A unit's manager in a few words: its place, and whose it is for a user's own."""
+    return f"{where.user}'s manager, {where.label()}" if where.user is not None else \
+        where.label()
+
+
 def _in_manager(m, argv, input: str | None = None, check: bool = True):
     return m.ctx.run(m.where.wrap(tuple(argv)), input=input, check=check)
 
@@ -218,8 +224,8 @@ def _user_unit_dir(m) -> str:
     for p in paths:
         if p.endswith("/systemd/user") and p + ".control" in paths:
             return p
-    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({m.where.label()}) of user "
-                        f"{m.where.user} reports no unit directory of the user's own: "
+    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({manager_words(m.where)}) "
+                        "reports no unit directory of the user's own: "
                         f"{' '.join(paths)[:300]}")
 
 
@@ -346,7 +352,7 @@ def _repoint_ready(step: Step, ctx: Context) -> str | None:
     except (units._NoManager, CommandFailed) as e:
         return str(e)
     if props.get("LoadState") != "loaded":
-        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
     if props.get("ActiveState") not in units.ACTIVE_NOT:
         return f"{p.unit} is {props.get('ActiveState')}: it is repointed only while stopped"
     return None
@@ -374,7 +380,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
-    data = {"unit": p.unit, "manager": m.where.label(), "dropin": path, "sha256": sha,
+    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": path, "sha256": sha,
             "settings": keys, "before": {k: eff[k] for k in keys},
             "after": {k: [replaced(v, p.moves) for v in eff[k]] for k in keys},
             "undo": shlex.join(m.where.wrap(("rm", path))) + " && " +
@@ -463,7 +469,7 @@ def _start_ready(step: Step, ctx: Context) -> str | None:
     except (units._NoManager, CommandFailed) as e:
         return str(e)
     if props.get("LoadState") != "loaded":
-        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
     return None
 
 
@@ -477,7 +483,7 @@ def _start(step: Step, ctx: Context) -> Outcome:
     while missing and time.monotonic() < deadline:
         time.sleep(0.2)
         missing = _start_missing(step, ctx)
-    data = {"unit": p.unit, "manager": m.where.label(), "commands": [list(cmd)]}
+    data = {"unit": p.unit, "manager": manager_words(m.where), "commands": [list(cmd)]}
     if missing:
         return Outcome("failed", f"{shlex.join(cmd)} ran, and " + "; ".join(missing), data)
     return Outcome("ok", f"{p.unit} runs again, from {', '.join(p.into)}", data)

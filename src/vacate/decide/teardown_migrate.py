@@ -11,7 +11,13 @@ from __future__ import annotations
 from vacate.act.config_edit import EditParams
 from vacate.act.kind import as_params
 from vacate.act.manual import ManualParams
-from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
+from vacate.act.migrate import (
+    CopyParams,
+    RepointParams,
+    StartParams,
+    VerifyCopyParams,
+    manager_words,
+)
 from vacate.act.pve_set import MountPointParams
 from vacate.act.relink import RelinkParams
 from vacate.decide.actions import container_place
@@ -125,7 +131,8 @@ def migrate_units(t: Teardown) -> None:
             pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
                     and c.attrs.get("unit") == a.subject
                     and verdict_place(c) == a.where.label()]
-            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+            at = manager_words(a.where)
+            stop = t.st.add("stop-unit", f"stop {a.subject} ({at})", action=a,
                             downtime=True, precondition=a.precondition,
                             postcondition={"active": False, "pids_gone": pids},
                             evidence=t.ev.get(a.consumer or "", ()))
@@ -135,11 +142,11 @@ def migrate_units(t: Teardown) -> None:
                     _copy_steps(t, it, True)
             repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
             moves = tuple((i.path, i.migrate_to) for i in used)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
+            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to "
                                      f"{', '.join(i.migrate_to for i in used)} by a drop-in",
                      downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
                      postcondition={"shows": [n for _o, n in moves]})
-            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
+            t.st.add("start-unit", f"start {a.subject} ({at}) from "
                                    f"{', '.join(i.migrate_to for i in used)}", downtime=True,
                      params=as_params(StartParams(a.subject, stop.id,
                                                   tuple(i.migrate_to for i in used),
