@@ -96,7 +96,7 @@ def files_under(root: str) -> dict[str, bytes]:
 
 
 def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
-    b, _v, vol, dest, work = user_story
+    b, v, vol, dest, work = user_story
     units = os.path.join(b.workdir, "root-home", USER_DIR)
     before = files_under(units)
     plan_path = os.path.join(work, "plan.json")
@@ -154,6 +154,15 @@ def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
         assert f"MODEL={vol}/models/qwen" in env
         assert not [p for p in b.user_m("show", "-p", "DropInPaths", "--value", unit).stdout
                     .split() if p.endswith(migrate.DROPIN)]
+    # with the old volume back, the units start from it again
+    subprocess.run(["chattr", "-i", vol], check=False)
+    subprocess.run(["mount", v.device, vol], check=True)
+    if b.nsenter("mountpoint", "-q", vol).returncode != 0:       # no propagation into it
+        b.nsenter("mount", v.device, vol, check=True)
+    for unit in ("qwen.service", "serve@a.service"):
+        b.user_m("restart", unit)
+        assert wait_for(lambda: unit_pids(b, unit) & mapped_under(vol),  # noqa: B023
+                        f"{unit} to map the old path again")
     assert read(os.path.join(units, "qwen.service")) == before["qwen.service"].decode()
 
 
