@@ -276,8 +276,8 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
             raise RuntimeError("box PID 1 did not appear")
         box.wait_running()
         if user_manager:
-            # -M root@ runs systemd-stdio-bridge --user as a transient service of PID 1: what
-            # it needs to find root's bus, where logind's pam_systemd is not
+            # -M root@ runs systemd-stdio-bridge --user as a transient service of PID 1, which
+            # finds root's bus from XDG_RUNTIME_DIR: without logind (masked) nothing else sets it
             box.systemctl("set-environment", "XDG_RUNTIME_DIR=/run/user/0", check=True)
             box.systemctl("start", "dbus.socket", "user@0.service", check=True)
             _wait_user_manager(box)

@@ -153,7 +153,6 @@ class _Manager:
                 out.append((path, n, line))
         return out
 
-
     def _files(self, unit: str) -> str:
         """What ``systemctl cat`` prints, for a user's manager (reached through ``-M``, which
         it refuses: "Cannot remotely cat units"): the files the manager reports, its
