@@ -10,13 +10,16 @@ by a drop-in of vacate's own, and started again from the new place.
 - ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
   drop-in would sort after it) in the unit's own manager, reached the way its stop step
   reaches it: under ``/etc/systemd/system`` for a system's manager (the host's, a
-  container's), in the user's own unit directory for a user's manager (``~/.config/systemd/
-  user``, as the manager's ``UnitPath`` says, written as that user; never ``/etc/systemd/
-  user``, which every user's manager reads). A template's instance gets it in its own
-  directory (``name@inst.service.d``), not the template's. Each setting whose effective value names the item is
-  written whole with the path replaced: a list setting (``ExecStart=``, ``Environment=``)
-  cleared with an empty assignment first, then every value of it again (clearing
-  ``Environment=`` alone would drop the admin's variables); then ``daemon-reload``. Done:
+  container's); for a user's manager in that user's own unit directory
+  (``~/.config/systemd/user``, as the manager's ``UnitPath`` says), written as that user,
+  never in ``/etc/systemd/user``, which every user's manager reads. A template's instance
+  gets it in its own directory (``name@inst.service.d``), not the template's. A user's
+  manager refuses ``systemctl cat`` through ``-M``: the unit's files are read where it runs
+  (:meth:`vacate.act.units._Manager.cat`). Each setting whose effective value names the
+  item is written whole with the path replaced: a list setting (``ExecStart=``,
+  ``Environment=``) cleared with an empty assignment first, then every value of it again
+  (clearing ``Environment=`` alone would drop the admin's variables); then
+  ``daemon-reload``. Done:
   the drop-in is there and ``systemctl show`` reports the new paths and none of the old.
 - ``start-unit``: ``systemctl start``; done: the unit is active and its processes hold
   files under the new place and nothing on the old volume.
