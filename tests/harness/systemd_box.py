@@ -12,6 +12,11 @@ The box sees the host's files, so it is fenced in:
 - a private mount namespace with slave propagation: mounts made by the box stay inside;
 - its own cgroups (``name=systemd`` and the unified hierarchy) removed on close.
 
+``start_box(user_manager=True)`` also starts the system bus (the distribution's ``dbus.socket``)
+and ``user@0.service``, root's own manager as a logged-in user has it (its user bus from the
+distribution's user ``dbus.socket``, its units in root's box-private home): what
+``systemctl --user -M root@`` reaches. Off by default: the other boxes stay as fast.
+
 ``SystemdBox.close`` powers it off (SIGRTMIN+4), waits, kills only its own process tree if it
 lingers, and removes what it made.
 """
@@ -37,8 +42,12 @@ MASK = (
     "systemd-firstboot.service", "systemd-machine-id-commit.service", "ldconfig.service",
     "swap.target", "lxc-net.service", "lxc.service", "lxc-monitord.service",
     "docker.service", "containerd.service", "nfs-server.service", "rpcbind.service",
+    # with a system bus, pam_systemd would start it: a mount namespace of its own
+    "systemd-logind.service",
 )
 TARGET = "vacate-box.target"
+# the units a user manager needs, from the distribution, kept off sysinit.target like the rest
+USER_MANAGER_UNITS = ("dbus.socket", "dbus.service", "user@.service", "user-runtime-dir@.service")
 
 
 def available() -> bool:
@@ -78,6 +87,11 @@ class SystemdBox:
     def user_systemctl(self, *args: str) -> subprocess.CompletedProcess:
         return self.nsenter("env", "XDG_RUNTIME_DIR=/run/user/0", "systemctl", "--user",
                             "--no-pager", *args)
+
+    def user_m(self, *args: str, user: str = "root") -> subprocess.CompletedProcess:
+        """``systemctl --user -M USER@ ARGS`` inside the box (``start_box(user_manager=True)``):
+        the way vacate reaches a user's manager."""
+        return self.nsenter("systemctl", "--user", "-M", f"{user}@", "--no-pager", *args)
 
     def start_user_manager(self, unit: str = "vacate-user.target", timeout: float = 20.0
                            ) -> None:
@@ -161,6 +175,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _wait_user_manager(box: SystemdBox, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    r = None
+    while time.monotonic() < deadline:
+        r = box.user_m("is-system-running")
+        if r.stdout.strip() in ("running", "degraded"):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"root's user manager not reached by systemctl --user -M root@: "
+                       f"{r and (r.stdout + r.stderr).strip()!r}")
+
+
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     try:
@@ -175,15 +201,18 @@ def _children(pid: int) -> list[int]:
 def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
               files: dict[str, str] | None = None,
               home: dict[str, str] | None = None, cgroup: str | None = None,
-              binds: tuple[tuple[str, str], ...] = ()) -> SystemdBox:
+              binds: tuple[tuple[str, str], ...] = (), user_manager: bool = False
+              ) -> SystemdBox:
     """Boot a box whose ``/etc/systemd/system`` holds ``units`` (name -> text; a name with a
     ``/`` is a drop-in like ``x.service.d/override.conf``) and ``files`` (other files placed in
     the same directory), with ``enable`` linked into the box's default target. ``home`` (path
     relative to root's home -> text; a text starting with ``->`` makes a symlink) fills a
     private directory mounted over ``/root`` inside the box. ``cgroup``: the name of its
     cgroups (``lxc.payload.129`` makes it Proxmox container 129 to whoever reads
-    ``/proc/PID/cgroup``); ``binds``: (source, mount point) bind-mounted inside the box only.
-    The caller must ``close()`` it."""
+    ``/proc/PID/cgroup``); ``binds``: (source, mount point) bind-mounted inside the box only;
+    ``user_manager``: the system bus and ``user@0.service`` started too (see the module's
+    docstring), root's units from ``home``'s ``.config/systemd/user``. The caller must
+    ``close()`` it."""
     workdir = tempfile.mkdtemp(prefix="vacate-systemd-box-")
     home_dir = os.path.join(workdir, "root-home")
     os.makedirs(home_dir, mode=0o700)
@@ -201,6 +230,9 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
         os.symlink("/dev/null", os.path.join(units_dir, u))
     with open(os.path.join(units_dir, TARGET), "w") as f:
         f.write("[Unit]\nDescription=vacate test box\nDefaultDependencies=no\n")
+    if user_manager:
+        units = {**{f"{u}.d/vacate-box.conf": "[Unit]\nDefaultDependencies=no\n"
+                    for u in USER_MANAGER_UNITS}, **units}
     for name, text in {**units, **(files or {})}.items():
         path = os.path.join(units_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -243,6 +275,12 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
         if not box.pid1:
             raise RuntimeError("box PID 1 did not appear")
         box.wait_running()
+        if user_manager:
+            # -M root@ runs systemd-stdio-bridge --user as a transient service of PID 1, which
+            # finds root's bus from XDG_RUNTIME_DIR: without logind (masked) nothing else sets it
+            box.systemctl("set-environment", "XDG_RUNTIME_DIR=/run/user/0", check=True)
+            box.systemctl("start", "dbus.socket", "user@0.service", check=True)
+            _wait_user_manager(box)
     except BaseException:
         if box.pid1:
             box.close()

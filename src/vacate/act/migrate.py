@@ -7,12 +7,19 @@ by a drop-in of vacate's own, and started again from the new place.
 - ``verify-copy``: every copied file not read back yet is read back from the disk and its
   BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
   anything is repointed. Done: every file of the copy was read back since it last changed.
-- ``repoint-unit``: a drop-in ``/etc/systemd/system/UNIT.d/zz-vacate-migrate.conf`` (more
-  ``z`` while another drop-in would sort after it) in the unit's own manager, reached the
-  way its stop step reaches it. Each setting whose effective value names the item is
-  written whole with the path replaced: a list setting (``ExecStart=``, ``Environment=``)
-  cleared with an empty assignment first, then every value of it again (clearing
-  ``Environment=`` alone would drop the admin's variables); then ``daemon-reload``. Done:
+- ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
+  drop-in would sort after it) in the unit's own manager, reached the way its stop step
+  reaches it: under ``/etc/systemd/system`` for a system's manager (the host's, a
+  container's); for a user's manager in that user's own unit directory
+  (``~/.config/systemd/user``, as the manager's ``UnitPath`` says), written as that user,
+  never in ``/etc/systemd/user``, which every user's manager reads. A template's instance
+  gets it in its own directory (``name@inst.service.d``), not the template's. A user's
+  manager refuses ``systemctl cat`` through ``-M``: the unit's files are read where it runs
+  (:meth:`vacate.act.units._Manager.cat`). Each setting whose effective value names the
+  item is written whole with the path replaced: a list setting (``ExecStart=``,
+  ``Environment=``) cleared with an empty assignment first, then every value of it again
+  (clearing ``Environment=`` alone would drop the admin's variables); then
+  ``daemon-reload``. Done:
   the drop-in is there and ``systemctl show`` reports the new paths and none of the old.
 - ``start-unit``: ``systemctl start``; done: the unit is active and its processes hold
   files under the new place and nothing on the old volume.
@@ -47,6 +54,9 @@ LIST_KEYS = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecSt
 SINGLE_KEYS = ("WorkingDirectory", "RootDirectory", "RootImage")
 UNIT_SECTION = frozenset({"RequiresMountsFor"})
 START_WAIT_S = 60.0
+# sh -c AS_USER sh USER SCRIPT: SCRIPT run as USER (a name or a uid), with USER's groups
+AS_USER = ('exec setpriv --reuid="$(id -u -- "$1")" --regid="$(id -g -- "$1")" --init-groups '
+           'sh -c "$2"')
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -190,12 +200,45 @@ def _manager(step: Step, ctx: Context):
     return units._Manager(units.place(_stop_step(step, ctx), ctx), ctx)
 
 
+def manager_words(where) -> str:
+    """A unit's manager in a few words: its place, and whose it is for a user's own."""
+    return f"{where.user}'s manager, {where.label()}" if where.user is not None else \
+        where.label()
+
+
 def _in_manager(m, argv, input: str | None = None, check: bool = True):
     return m.ctx.run(m.where.wrap(tuple(argv)), input=input, check=check)
 
 
-def _dropin_dir(unit: str) -> str:
-    return f"/etc/systemd/system/{unit}.d"
+def _dropin_dir(m, unit: str) -> str:
+    """The directory of vacate's drop-in for ``unit`` (an instance's name for an instance)
+    in the manager ``m``."""
+    if m.where.user is None:
+        return f"/etc/systemd/system/{unit}.d"
+    return f"{_user_unit_dir(m)}/{unit}.d"
+
+
+def _user_unit_dir(m) -> str:
+    """The user's own unit directory, as that user's manager reads it: in its ``UnitPath``
+    the persistent ``$XDG_CONFIG_HOME/systemd/user``, the first there with its ``.control``
+    twin (``~/.config/systemd/user``)."""
+    argv = ("systemctl", "show", "-p", "UnitPath", "--value")
+    paths = _in_manager(m, argv).stdout.split()
+    for p in paths:
+        if p.endswith("/systemd/user") and p + ".control" in paths:
+            return p
+    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({manager_words(m.where)}) "
+                        "reports no unit directory of the user's own: "
+                        f"{' '.join(paths)[:300]}")
+
+
+def _as_owner(m, script: str) -> tuple[str, ...]:
+    """``sh -c script`` for the manager's place, run as the user whose manager it is for a
+    user's manager (what vacate writes in the user's directory is the user's, as
+    ``systemctl --user edit`` leaves it)."""
+    if m.where.user is None:
+        return ("sh", "-c", script)
+    return ("sh", "-c", AS_USER, "sh", m.where.user, script)
 
 
 def _dropin_name(existing: list[str]) -> str:
@@ -312,7 +355,7 @@ def _repoint_ready(step: Step, ctx: Context) -> str | None:
     except (units._NoManager, CommandFailed) as e:
         return str(e)
     if props.get("LoadState") != "loaded":
-        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
     if props.get("ActiveState") not in units.ACTIVE_NOT:
         return f"{p.unit} is {props.get('ActiveState')}: it is repointed only while stopped"
     return None
@@ -327,7 +370,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     if not keys:
         return Outcome("failed", f"no setting of {p.unit} names {', '.join(o for o, _ in p.moves)}"
                                  " any more")
-    d = _dropin_dir(p.unit)
+    d = _dropin_dir(m, p.unit)
     existing = [x for x in props.get("DropInPaths", "").split()]
     old = _ours(props)
     name = os.path.basename(old) if old and os.path.dirname(old) == d else \
@@ -337,10 +380,10 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
               f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
               f"sync {shlex.quote(d)}")
-    _in_manager(m, ("sh", "-c", script), input=text)
+    _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
-    data = {"unit": p.unit, "manager": m.where.label(), "dropin": path, "sha256": sha,
+    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": path, "sha256": sha,
             "settings": keys, "before": {k: eff[k] for k in keys},
             "after": {k: [replaced(v, p.moves) for v in eff[k]] for k in keys},
             "undo": shlex.join(m.where.wrap(("rm", path))) + " && " +
@@ -429,7 +472,7 @@ def _start_ready(step: Step, ctx: Context) -> str | None:
     except (units._NoManager, CommandFailed) as e:
         return str(e)
     if props.get("LoadState") != "loaded":
-        return f"the manager ({m.where.label()}) has no unit {p.unit} loaded"
+        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
     return None
 
 
@@ -443,7 +486,7 @@ def _start(step: Step, ctx: Context) -> Outcome:
     while missing and time.monotonic() < deadline:
         time.sleep(0.2)
         missing = _start_missing(step, ctx)
-    data = {"unit": p.unit, "manager": m.where.label(), "commands": [list(cmd)]}
+    data = {"unit": p.unit, "manager": manager_words(m.where), "commands": [list(cmd)]}
     if missing:
         return Outcome("failed", f"{shlex.join(cmd)} ran, and " + "; ".join(missing), data)
     return Outcome("ok", f"{p.unit} runs again, from {', '.join(p.into)}", data)

@@ -1,8 +1,9 @@
 """``vacate undo PLAN``: reverse what an apply of the plan repointed, from its journal.
 
-Each ``repoint-unit`` step the journal records as done names the drop-in it wrote and that
-drop-in's sha256: the drop-in is removed (refused, named, when it was edited since) and the
-unit's manager reloaded. Each ``repoint-config`` step's lines are put back as they were
+Each ``repoint-unit`` step the journal records as done names the drop-in it wrote (in the
+unit's own manager: the host's, a container's, a user's) and that drop-in's sha256: the
+drop-in is removed (refused, named, when it was edited since) and the unit's manager
+reloaded. Each ``repoint-config`` step's lines are put back as they were
 (:func:`vacate.act.config_edit.undo_repoint`), each ``repoint-link`` step's link pointed back
 (:func:`vacate.act.relink.undo`), each ``repoint-mount-point`` step's container mount point
 set back (:func:`vacate.act.pve_set.undo_mount_point`), each refused, named, where it was changed since. Nothing

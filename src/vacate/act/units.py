@@ -141,9 +141,10 @@ class _Manager:
     def cat(self, unit: str) -> list[tuple[str, int, str]]:
         """Each line of the unit's files (fragment and drop-ins): (file, line number,
         text)."""
-        r = self.run("cat", "--", unit, check=False)
+        text = self.run("cat", "--", unit, check=False).stdout if self.where.user is None \
+            else self._files(unit)
         out, path, n = [], None, 0
-        for line in r.stdout.splitlines():
+        for line in text.splitlines():
             if line.startswith("# /") and _is_header(line):
                 path, n = line[2:].strip(), 0
                 continue
@@ -151,6 +152,19 @@ class _Manager:
             if path:
                 out.append((path, n, line))
         return out
+
+    def _files(self, unit: str) -> str:
+        """What ``systemctl cat`` prints, for a user's manager (reached through ``-M``, which
+        it refuses: "Cannot remotely cat units"): the files the manager reports, its
+        ``FragmentPath`` then its ``DropInPaths`` in the order it reads them, each after a
+        ``# PATH`` line, read in the manager's place."""
+        props = self.show(unit)
+        files = [f for f in (props.get("FragmentPath", ""), *_words(props, "DropInPaths")) if f]
+        if not files:
+            return ""
+        script = 'for f; do printf "# %s\\n" "$f"; cat -- "$f"; echo; done'
+        return self.ctx.run(self.where.wrap(("sh", "-c", script, "sh", *files)),
+                            check=False).stdout
 
 
 def _is_header(line: str) -> bool:

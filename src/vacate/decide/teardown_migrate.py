@@ -11,7 +11,13 @@ from __future__ import annotations
 from vacate.act.config_edit import EditParams
 from vacate.act.kind import as_params
 from vacate.act.manual import ManualParams
-from vacate.act.migrate import CopyParams, RepointParams, StartParams, VerifyCopyParams
+from vacate.act.migrate import (
+    CopyParams,
+    RepointParams,
+    StartParams,
+    VerifyCopyParams,
+    manager_words,
+)
 from vacate.act.pve_set import MountPointParams
 from vacate.act.relink import RelinkParams
 from vacate.decide.actions import container_place
@@ -71,11 +77,23 @@ def _env_files_kept(t: Teardown, a: Action) -> list[str]:
             and (c.attrs.get("container") or not c.attrs.get("line_sha256s"))]
 
 
+def _user_manager_answered(t: Teardown, a: Action) -> bool:
+    """The user's manager that runs the unit of the stop action ``a`` answered for that unit
+    when the volume was looked at (its state came from ``systemctl --user``): vacate reaches
+    it to repoint the unit."""
+    return any(c.type == "systemd-unit" and c.name == a.subject and
+               c.attrs.get("scope") == "user" and c.attrs.get("state_from") == "systemctl" and
+               container_place(c.attrs.get("container"), c.attrs.get("user")) == a.where
+               for c in t.obs.consumers)
+
+
 def migrate_units(t: Teardown) -> None:
     """2. Each running unit whose every path on the volume lies in items migrated: stop,
     copy again what changed, read it back, repoint, start from the new place; it is not
-    disabled. A unit that also names what is not migrated, or an ancestor of a migrated
-    item, is stopped and disabled with the rest, and a person is told why."""
+    disabled. A unit of a user's own manager is repointed there when that manager answered
+    for it. A unit that also names what is not migrated, or an ancestor of a migrated item,
+    or whose user's manager did not answer, is stopped and disabled with the rest, and a
+    person is told why."""
     moving = [i for i in t.items if i.action == "migrate"]
     if not moving:
         return
@@ -92,11 +110,11 @@ def migrate_units(t: Teardown) -> None:
                 continue
             rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
             rest += _env_files_kept(t, a)
-            if a.where.user is not None:
+            if a.where.user is not None and not _user_manager_answered(t, a):
                 t.st.add("manual", f"{a.subject} runs in {a.where.user}'s own manager "
-                                   f"({a.where.label()}): vacate writes "
-                                   "its drop-ins for system managers only so far; it is not "
-                                   f"repointed or started; repoint it by hand to "
+                                   f"({a.where.label()}), which did not answer when the "
+                                   "volume was looked at (not running, or not reachable): "
+                                   "it is not repointed or started; repoint it by hand to "
                                    f"{', '.join(i.migrate_to for i in used)} (systemctl "
                                    "--user edit, in that user's session)", downtime=True,
                          params=as_params(ManualParams(consumer=a.consumer)))
@@ -113,7 +131,8 @@ def migrate_units(t: Teardown) -> None:
             pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
                     and c.attrs.get("unit") == a.subject
                     and verdict_place(c) == a.where.label()]
-            stop = t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+            at = manager_words(a.where)
+            stop = t.st.add("stop-unit", f"stop {a.subject} ({at})", action=a,
                             downtime=True, precondition=a.precondition,
                             postcondition={"active": False, "pids_gone": pids},
                             evidence=t.ev.get(a.consumer or "", ()))
@@ -123,11 +142,11 @@ def migrate_units(t: Teardown) -> None:
                     _copy_steps(t, it, True)
             repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
             moves = tuple((i.path, i.migrate_to) for i in used)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({a.where.label()}) to "
+            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to "
                                      f"{', '.join(i.migrate_to for i in used)} by a drop-in",
                      downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
                      postcondition={"shows": [n for _o, n in moves]})
-            t.st.add("start-unit", f"start {a.subject} ({a.where.label()}) from "
+            t.st.add("start-unit", f"start {a.subject} ({at}) from "
                                    f"{', '.join(i.migrate_to for i in used)}", downtime=True,
                      params=as_params(StartParams(a.subject, stop.id,
                                                   tuple(i.migrate_to for i in used),
