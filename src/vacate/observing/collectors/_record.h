@@ -15,6 +15,7 @@
 #define VACATE_RECORD_H
 
 #include <stdlib.h>
+#include <sys/sysmacros.h>
 
 enum { K_FILE, K_DIR, K_SYMLINK, K_FIFO, K_SOCKET, K_CHARDEV, K_BLOCKDEV, K_OTHER, K_SUBVOLUME,
        K_MOUNTPOINT };
@@ -162,16 +163,32 @@ static int rproblem(PyObject *problem, const char *code, PyObject *rel, PyObject
     return 0;
 }
 
-/* The mount id of the open `fd`, the one fsio.mount_id reads from /proc/self/fdinfo: from
-   statx (STATX_MNT_ID, Linux 5.8: one system call instead of that file's open, read and
-   close), else from that file; -1 with OSError set when neither can tell. */
-static long long rmount_id(int fd) {
+/* The device, inode and mount id of the open `fd` (the mount id the one fsio.mount_id reads
+   from /proc/self/fdinfo): one statx where it tells the mount id (STATX_MNT_ID, Linux 5.8),
+   else fstat and that file; -1 with OSError set when they cannot tell. Needs no GIL until it
+   fails. */
+static int ridentity(int fd, unsigned long long *dev, unsigned long long *ino,
+                     long long *mnt) {
 #ifdef STATX_MNT_ID
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) == 0 &&
-        (sx.stx_mask & STATX_MNT_ID))
-        return (long long)sx.stx_mnt_id;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &sx) == 0 &&
+        (sx.stx_mask & (STATX_INO | STATX_MNT_ID)) == (STATX_INO | STATX_MNT_ID)) {
+        *dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+        *ino = sx.stx_ino;
+        *mnt = (long long)sx.stx_mnt_id;
+        return 0;
+    }
 #endif
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    *mnt = -2;          /* not known yet: rmount_id */
+    return 0;
+}
+
+static long long rmount_id(int fd) {
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
     int i = open(path, O_RDONLY | O_CLOEXEC);
@@ -336,13 +353,14 @@ static int renter(RFrame *f, RRow *r, PyObject *crel, long long mnt, PyObject *p
     int kind = r->dev == f->dev ? K_DIR : K_SUBVOLUME;
     r->kind = kind;
     int fd;
-    struct stat st;
+    unsigned long long dev = 0, ino = 0;
+    long long m = -2;
     int rc, err;
     Py_BEGIN_ALLOW_THREADS
     fd = openat(f->fd, r->nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
     if (fd < 0 && errno == EPERM)     /* O_NOATIME: only the owner or root may */
         fd = openat(f->fd, r->nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    rc = fd < 0 ? -1 : fstat(fd, &st);
+    rc = fd < 0 ? -1 : ridentity(fd, &dev, &ino, &m);
     err = errno;
     Py_END_ALLOW_THREADS
     if (fd < 0) {
@@ -356,13 +374,14 @@ static int renter(RFrame *f, RRow *r, PyObject *crel, long long mnt, PyObject *p
         *ok = 0;
         return -1;
     }
-    if ((unsigned long long)st.st_dev != r->dev || (unsigned long long)st.st_ino != r->ino) {
+    if (dev != r->dev || ino != r->ino) {
         close(fd);
         *ok = rproblem(problem, "changed", crel,
                        PyUnicode_FromString("replaced while it was being recorded")) == 0;
         return -1;
     }
-    long long m = rmount_id(fd);
+    if (m == -2)
+        m = rmount_id(fd);
     if (m < 0) {
         close(fd);
         *ok = 0;
