@@ -4,15 +4,20 @@ memory (the process or its largest child, ``ru_maxrss``), the plan's and the ent
 size; then ``rm -rf`` of the same tree on a fresh copy.
 
     sudo python3 bench/delete/bench_plan.py [--files N] [--src SRC]
+    sudo python3 bench/delete/bench_plan.py --side-by-side R
 
 ``--src``: the ``src`` directory of the vacate to measure (default: this checkout's), so an
-older commit can be run on the same copy for comparison. Needs root (loop mounts).
+older commit can be run on the same copy for comparison. ``--side-by-side R``: instead, R
+rounds of ``scan --json`` and ``plan --delete item`` on one read-only mount of the image
+(the cache warm after the first round, which is left out), alternating which goes first;
+medians and the ratio plan / scan. Needs root (loop mounts).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,13 +66,55 @@ def timed(src: str, code: str, *args: str) -> tuple[float, float, str]:
     return wall, int(line[0].split()[1]) / 1024, p.stdout
 
 
+def side_by_side(base: str, src: str, rounds: int, baseline: str | None) -> None:
+    """``scan`` and ``plan --delete item`` of the same read-only mount, interleaved (and the
+    ``plan`` of the vacate in ``baseline``, a ``src`` directory, where one is given)."""
+    mnt = tempfile.mkdtemp(prefix="vacate-benchplan-ro-")
+    out = tempfile.mkdtemp(prefix="vacate-benchplan-")
+    subprocess.run(["mount", "-o", "loop,ro", base, mnt], check=True)
+    argv = {"scan": ("scan", mnt, "--json"),
+            "plan": ("plan", mnt, "--delete", "item", "-o", os.path.join(out, "retire.plan"))}
+    srcs = {"scan": src, "plan": src}
+    if baseline:
+        argv["baseline plan"] = argv["plan"]
+        srcs["baseline plan"] = baseline
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in argv}
+    try:
+        for i in range(rounds + 1):
+            order = list(argv) if i % 2 == 0 else list(argv)[::-1]
+            for what in order:
+                w, mb, _ = timed(srcs[what], CLI, *argv[what])
+                if i:
+                    runs[what].append((w, mb))
+                print(f"round {i or '0 (warm-up)'}  {what}  {w:6.2f} s {mb:5.0f} MB  "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        subprocess.run(["umount", mnt], check=False)
+        os.rmdir(mnt)
+        subprocess.run(["rm", "-rf", out], check=False)
+    med = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
+    print(f"\nmedian of {rounds}: scan {med['scan']:.2f} s, plan {med['plan']:.2f} s, "
+          f"plan / scan = {med['plan'] / med['scan']:.2f}; peak MB scan "
+          f"{max(m for _, m in runs['scan']):.0f}, plan {max(m for _, m in runs['plan']):.0f}")
+    if baseline:
+        b = med["baseline plan"]
+        print(f"baseline plan {b:.2f} s, baseline / scan = {b / med['scan']:.2f}, "
+              f"plan / baseline plan = {med['plan'] / b:.2f}; peak MB baseline "
+              f"{max(m for _, m in runs['baseline plan']):.0f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=1_000_000)
     ap.add_argument("--src", default=os.path.join(HERE, "..", "..", "src"))
     ap.add_argument("--no-delete", action="store_true")
+    ap.add_argument("--side-by-side", type=int, default=0, metavar="R")
+    ap.add_argument("--baseline-src", help="with --side-by-side: another vacate's plan too")
     a = ap.parse_args()
     base = bench_delete.base_image(a.files)
+    if a.side_by_side:
+        side_by_side(base, a.src, a.side_by_side, a.baseline_src)
+        return 0
     c = bench_delete.Copy(base)
     out = tempfile.mkdtemp(prefix="vacate-benchplan-")
     try:

@@ -1,5 +1,6 @@
 /* vacate's walker in C: whole subtrees, depth-first (Descent), the recognisers' directory
-   listings (entries) and the drill-down's bottom-up sums (sum_up).
+   listings (entries), the drill-down's bottom-up sums (sum_up) and the record of an item to
+   delete (record, in _record.h).
 
    collectors/walk_loops.py keeps the same walk in Python and walk.py uses it wherever this
    optional module was not built (no compiler at install time, a remote host given only the collectors); the
@@ -21,11 +22,13 @@
 /* What this module offers Python, as a number: walk_descent.py checks it (FASTWALK_VERSION)
    and refuses a build of other sources. Bump both with any change of a signature or a
    result. */
-#define VERSION 1
+#define VERSION 2
 
 static int is_dot(const char *n) {
     return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
 }
+
+#include "_record.h"
 
 /* entries(fd, cap, FileInfo) -> (dirs, files, listed, truncated, read_errno)
    One directory's listing for the recognisers (recognise/base.py list_dir keeps the same loop
@@ -747,6 +750,7 @@ static PyTypeObject DescentType = {
 static PyMethodDef methods[] = {
     {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
      "recognise/base.py)."},
+    {"record", record, METH_VARARGS, "An item to delete recorded (see _record.h)."},
     {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk_finish.py)."},
     {NULL, NULL, 0, NULL},
 };

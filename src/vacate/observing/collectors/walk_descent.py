@@ -17,7 +17,7 @@ from vacate.observing.collectors import walk_loops
 from vacate.observing.collectors.walk_loops import MESSAGES, Walker
 from vacate.observing.model.walk import ns_to_secs
 
-FASTWALK_VERSION = 1    # the VERSION of _fastwalk.c this code drives
+FASTWALK_VERSION = 2    # the VERSION of _fastwalk.c this code drives
 fastwalk = native.load("vacate.observing.collectors._fastwalk", FASTWALK_VERSION)
 
 

@@ -122,9 +122,11 @@ def _scan_fields(self: ScanResult) -> dict:
         rows = [[d.path, d.stats.apparent_bytes, d.stats.disk_bytes, d.stats.files,
                  d.stats.dirs, _ns(d.stats.newest_mtime), _ns(d.stats.newest_atime)]
                 for d in self.dirs]
+    # rows hold JSON values already (a str path, ints or None): copied, not walked through
+    # codec.encode (~8 calls a row; 0.4 s for a volume of 63,000 directories)
     return {"target": codec.encode(self.target), "totals": codec.encode(self.totals),
             "items": codec.encode(self.items), "dirs": {"columns": list(DIR_COLUMNS),
-                                                        "rows": codec.encode(rows)},
+                                                        "rows": [list(r) for r in rows]},
             "largest_files": codec.encode(self.largest_files),
             "warnings": codec.encode(self.warnings), "elapsed_s": self.elapsed_s,
             "entries": self.entries}
