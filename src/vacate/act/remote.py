@@ -4,8 +4,9 @@ sent to it: :mod:`vacate.act.far`). Both answer the same four questions of a ste
 ``apply`` orchestrates, journals and reports the same way whichever it is; the journal is
 always written here, where the operator runs vacate.
 
-A connection that drops during a step is that step's failure (:class:`Dropped`), journaled
-like any other; a rerun connects again, asks the far side whether the step's postcondition
+A connection that drops during a step is that step's failure (the session's
+:class:`~vacate.remote.ssh.Unreachable`, said with the host's name), journaled like any
+other; the far worker dies with its connection, killing what it started. A rerun connects again, asks the far side whether the step's postcondition
 holds, and goes on, as after a ``kill -9`` here.
 """
 
