@@ -124,6 +124,13 @@ class Catalog:
         for r in self.db.execute(f"SELECT {_ENTRY} FROM e {cond}ORDER BY seq", args):
             yield _entry(r)
 
+    def special(self) -> Iterator[Entry]:
+        """The device nodes and the entries with set-user-ID or set-group-ID bits, in the
+        manifest's order."""
+        for r in self.db.execute(f"SELECT {_ENTRY} FROM e WHERE type IN ('char', 'block') "
+                                 "OR mode & 3072 ORDER BY seq"):
+            yield _entry(r)
+
     def dirs(self, reverse: bool = False) -> Iterator[Entry]:
         """The directories in component order (a directory before what it holds;
         ``reverse``: after)."""
