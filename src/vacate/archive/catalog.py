@@ -1,8 +1,9 @@
 """An archive's manifest as its readers use it: ``MANIFEST.jsonl`` streamed once, line by
 line, into an sqlite3 file in a private temporary directory, checked there, then read back in
 order, part by part, or by name. verify, restore and the staleness check hold the header and
-sqlite's bounded page cache (``CACHE_KIB``), never one record per entry (a parsed entry costs
-~1.5 KB of memory: 340 MB for 200,000 entries, where the catalog holds ~40 MB).
+sqlite's bounded page cache (``CACHE_KIB``), never one record per entry (parsed in memory, an
+entry cost ~1.5 KB: verify and restore of 200,000 entries peaked at 340 MB; now ~90 MB, most
+of it the part reader's buffers, and the staleness check 46 MB).
 
 Why an index by name at all, rather than the manifest streamed beside each part:
 
@@ -16,8 +17,8 @@ Why an index by name at all, rather than the manifest streamed beside each part:
   the directories' listings, not the manifest's: each is looked up by name, and what the walk
   did not meet is what is gone (:meth:`Catalog.walked`).
 
-The file lives under ``$TMPDIR`` (``tempfile``'s choice; ~150 bytes an entry with its
-indexes) and is removed on :meth:`Catalog.close`. Where ``$TMPDIR`` is a tmpfs it takes
+The file lives under ``$TMPDIR`` (``tempfile``'s choice; ~240 bytes an entry with its
+indexes, 47 MB for 200,000 entries) and is removed on :meth:`Catalog.close`. Where ``$TMPDIR`` is a tmpfs it takes
 memory, but not this process's. Rows are the checked entries (columns, not JSON), so reading
 one back costs no parsing. Standard library only (``sqlite3``), CPython 3.8.
 """
