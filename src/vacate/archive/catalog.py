@@ -18,7 +18,9 @@ Why an index by name at all, rather than the manifest streamed beside each part:
   did not meet is what is gone (:meth:`Catalog.walked`).
 
 The file lives under ``$TMPDIR`` (``tempfile``'s choice; ~240 bytes an entry with its
-indexes, 47 MB for 200,000 entries) and is removed on :meth:`Catalog.close`. Where ``$TMPDIR`` is a tmpfs it takes
+indexes, 47 MB for 200,000 entries) and is removed on :meth:`Catalog.close`; the directory's
+name holds the pid of its process, so one left by a killed process is removed by the next
+build (:func:`_sweep`). Where ``$TMPDIR`` is a tmpfs it takes
 memory, but not this process's. Rows are the checked entries (columns, not JSON), so reading
 one back costs no parsing. Standard library only (``sqlite3``), CPython 3.8.
 """
@@ -35,6 +37,7 @@ from vacate.archive import manifest as mf
 from vacate.archive.manifest import Damaged, Entry, Manifest, shown
 
 CACHE_KIB = 8 << 10         # sqlite's page cache, per connection
+PREFIX = "vacate-catalog-"  # and the pid of the process that made it
 BATCH = 4096                # entries parsed and inserted at a time
 
 _COLUMNS = ("seq INTEGER PRIMARY KEY, key BLOB NOT NULL, type TEXT, part TEXT, size INTEGER, "
@@ -277,7 +280,8 @@ def build(f, *, size_limit: int = mf.MAX_MANIFEST) -> Catalog:
     behind. ``size_limit``: bytes read at most (the caller refuses a longer file)."""
     from vacate.archive.reader import lines
 
-    path = tempfile.mkdtemp(prefix="vacate-catalog-")
+    _sweep()
+    path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
     try:
         db = _connect(os.path.join(path, "catalog.db"))
         try:
@@ -298,6 +302,25 @@ def build(f, *, size_limit: int = mf.MAX_MANIFEST) -> Catalog:
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _sweep() -> None:
+    """Remove the catalogs of processes that are gone (killed before they closed them)."""
+    where = tempfile.gettempdir()
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not name.startswith(PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(where, name), ignore_errors=True)
+        except OSError:
+            pass                    # alive (someone else's)
 
 
 def _insert(db: sqlite3.Connection, it, parts: frozenset[str]) -> int:
