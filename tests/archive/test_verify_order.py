@@ -5,6 +5,7 @@ same, and still name what is missing or there twice."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 from archive_corpus import build, entry, member_bytes, restore, verify
 
@@ -42,3 +43,20 @@ def test_out_of_order_with_one_missing_and_one_twice_names_both(tmp_path):
     assert rc == 1, (doc, err)
     found = sorted((f["code"], f["path"]) for f in doc["findings"])
     assert found == [("member-missing", "src/d1/f07"), ("member-unexpected", "src/d0/f03")]
+
+
+def test_a_catalog_left_by_a_killed_verify_is_removed_by_the_next(tmp_path):
+    """verify killed while it reads leaves its catalog in $TMPDIR; the next one removes it
+    (its process is gone), and leaves none of its own."""
+    adir = build(str(tmp_path / "a"), DIRS + FILES, tar=_tar([(e, b"") for e in DIRS] + FILES))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = tmp / f"vacate-catalog-{gone.pid}-x"
+    left.mkdir()
+    (left / "catalog.db").write_bytes(b"left behind")
+    rc, doc, err = verify(adir, env=env)
+    assert rc == 0, (doc, err)
+    assert os.listdir(tmp) == []

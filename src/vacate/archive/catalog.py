@@ -1,8 +1,9 @@
 """An archive's manifest as its readers use it: ``MANIFEST.jsonl`` streamed once, line by
 line, into an sqlite3 file in a private temporary directory, checked there, then read back in
 order, part by part, or by name. verify, restore and the staleness check hold the header and
-sqlite's bounded page cache (``CACHE_KIB``), never one record per entry (a parsed entry costs
-~1.5 KB of memory: 340 MB for 200,000 entries, where the catalog holds ~40 MB).
+sqlite's bounded page cache (``CACHE_KIB``), never one record per entry (parsed in memory, an
+entry cost ~1.5 KB: verify and restore of 200,000 entries peaked at 340 MB; now ~90 MB, most
+of it the part reader's buffers, and the staleness check 46 MB).
 
 Why an index by name at all, rather than the manifest streamed beside each part:
 
@@ -16,8 +17,10 @@ Why an index by name at all, rather than the manifest streamed beside each part:
   the directories' listings, not the manifest's: each is looked up by name, and what the walk
   did not meet is what is gone (:meth:`Catalog.walked`).
 
-The file lives under ``$TMPDIR`` (``tempfile``'s choice; ~150 bytes an entry with its
-indexes) and is removed on :meth:`Catalog.close`. Where ``$TMPDIR`` is a tmpfs it takes
+The file lives under ``$TMPDIR`` (``tempfile``'s choice; ~240 bytes an entry with its
+indexes, 47 MB for 200,000 entries) and is removed on :meth:`Catalog.close`; the directory's
+name holds the pid of its process, so one left by a killed process is removed by the next
+build (:func:`_sweep`). Where ``$TMPDIR`` is a tmpfs it takes
 memory, but not this process's. Rows are the checked entries (columns, not JSON), so reading
 one back costs no parsing. Standard library only (``sqlite3``), CPython 3.8.
 """
@@ -34,6 +37,7 @@ from vacate.archive import manifest as mf
 from vacate.archive.manifest import Damaged, Entry, Manifest, shown
 
 CACHE_KIB = 8 << 10         # sqlite's page cache, per connection
+PREFIX = "vacate-catalog-"  # and the pid of the process that made it
 BATCH = 4096                # entries parsed and inserted at a time
 
 _COLUMNS = ("seq INTEGER PRIMARY KEY, key BLOB NOT NULL, type TEXT, part TEXT, size INTEGER, "
@@ -122,6 +126,13 @@ class Catalog:
             args += types
         cond = f"WHERE {' AND '.join(where)} " if where else ""
         for r in self.db.execute(f"SELECT {_ENTRY} FROM e {cond}ORDER BY seq", args):
+            yield _entry(r)
+
+    def special(self) -> Iterator[Entry]:
+        """The device nodes and the entries with set-user-ID or set-group-ID bits, in the
+        manifest's order."""
+        for r in self.db.execute(f"SELECT {_ENTRY} FROM e WHERE type IN ('char', 'block') "
+                                 "OR mode & 3072 ORDER BY seq"):
             yield _entry(r)
 
     def dirs(self, reverse: bool = False) -> Iterator[Entry]:
@@ -269,7 +280,8 @@ def build(f, *, size_limit: int = mf.MAX_MANIFEST) -> Catalog:
     behind. ``size_limit``: bytes read at most (the caller refuses a longer file)."""
     from vacate.archive.reader import lines
 
-    path = tempfile.mkdtemp(prefix="vacate-catalog-")
+    _sweep()
+    path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
     try:
         db = _connect(os.path.join(path, "catalog.db"))
         try:
@@ -290,6 +302,25 @@ def build(f, *, size_limit: int = mf.MAX_MANIFEST) -> Catalog:
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _sweep() -> None:
+    """Remove the catalogs of processes that are gone (killed before they closed them)."""
+    where = tempfile.gettempdir()
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not name.startswith(PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(where, name), ignore_errors=True)
+        except OSError:
+            pass                    # alive (someone else's)
 
 
 def _insert(db: sqlite3.Connection, it, parts: frozenset[str]) -> int:

@@ -144,6 +144,13 @@ class Wanted:
             if r is not None and (not types or r.type in types):
                 yield r
 
+    def special(self):
+        """The device nodes and set-id entries restored, as restored."""
+        for e in self.m.special():
+            r = self._as_restored(e)
+            if r is not None:
+                yield r
+
     def dirs(self, reverse: bool = False):
         """The directories restored, a directory before what it holds (``reverse``:
         after)."""
@@ -223,7 +230,7 @@ def restore(target: Target, dest: str, patterns: list[str] | None = None, *,
 def _withheld(wanted: Wanted) -> list[Finding]:
     """The device nodes left out; the set-id bits that will be dropped."""
     out = []
-    for e in wanted.entries(("char", "block", "file", "dir", "fifo")):
+    for e in wanted.special():
         p = e.path
         if e.type in ("char", "block"):
             major, minor = e.rdev or (0, 0)
