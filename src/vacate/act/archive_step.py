@@ -11,7 +11,6 @@ object store).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
@@ -57,13 +56,15 @@ def _location(step: Step) -> str:
 
 
 def manifest_sha256(location: str) -> str | None:
+    """The sha256 of the archive's manifest at ``location`` (streamed), or None."""
     from vacate.archive import manifest as mf
+    from vacate.archive.verify import manifest_sha256 as streamed
 
     try:
         t = _target(location)
         if mf.MANIFEST not in t.list():
             return None
-        return hashlib.sha256(t.get(mf.MANIFEST)).hexdigest()
+        return streamed(t)
     except (OSError, KeyError, ValueError):
         return None
     except Exception:  # noqa: BLE001 - a target that cannot be opened has no manifest
@@ -81,9 +82,14 @@ def ready(step: Step, ctx: Context) -> str | None:
     if not os.path.lexists(item):
         return f"{item} is not there to archive"
     if step.kind == "archive":
+        from vacate.archive.compress import missing
+
         to = step.params["to"]
         if "://" not in to and not os.access(existing_parent(to), os.W_OK):
             return f"{to}: not writable"
+        why = missing()
+        if why:
+            return why
     return None
 
 
