@@ -12,18 +12,17 @@ import time
 
 from rich.style import Style
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.geometry import Region, Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from vacate.output.browse import rows
-from vacate.output.browse.model import STATUSES, Entry, View, Volume
+from vacate.output.browse import rows, timing
+from vacate.output.browse.model import STATUSES, Entry, Listing, View, Volume
 from vacate.output.browse.screens import CSS as SCREENS_CSS
 from vacate.output.browse.screens import ActionMenu, Ask, Page
 from vacate.output.report_names import shown
@@ -57,21 +56,21 @@ class EntryList(ScrollView, can_focus=True):
     ]
     cursor = reactive(0, always_update=True)
 
-    class Moved(Message):
-        """The cursor moved onto another entry."""
-
-    def __init__(self, vol: Volume, *, now: float | None = None, **kw):
+    def __init__(self, vol: Volume, *, moved=None, now: float | None = None, **kw):
         super().__init__(**kw)
         self.vol = vol
+        # called when the cursor moved, at once: what it redraws is then in the same frame
+        # as the list (a message would come a frame later)
+        self.moved = moved
         self.view = View()
-        self.entries: list[Entry] = []
+        self.entries: Listing | list[Entry] = []
         self.biggest = 0
         self._about: dict[str, object] = {}
         self.now = time.time() if now is None else now
 
-    def show(self, entries: list[Entry], cursor: int = 0) -> None:
+    def show(self, entries: Listing, cursor: int = 0) -> None:
         self.entries = entries
-        self.biggest = max((rows.size_of(e, self.view) for e in entries), default=0)
+        self.biggest = entries.biggest(self.view.apparent)
         self._about.clear()
         self.virtual_size = Size(self.size.width, len(entries))
         self.cursor = min(max(cursor, 0), max(len(entries) - 1, 0))
@@ -86,9 +85,13 @@ class EntryList(ScrollView, can_focus=True):
         return self.entries[self.cursor] if 0 <= self.cursor < len(self.entries) else None
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
+        top = self.scroll_offset.y
+        if not top <= new < top + self.scrollable_content_region.height:
+            # scrolled only when it must be: a scroll repaints the scrollbars too
+            self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
         self.refresh()
-        self.post_message(self.Moved())
+        if self.moved is not None:
+            self.moved()
 
     def about(self, e: Entry):
         if not e.markable:
@@ -170,12 +173,24 @@ class Browse(App):
         self.written_marks: dict[str, str] | None = {}
         self.busy = False
         self.message = ""
+        self.timing = timing.from_env()
+        self._detail_lines = 0
+
+    # -- the keypress timing (VACATE_BROWSE_TIMING) ------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        if self.timing is not None and isinstance(event, events.Key) and not event.is_forwarded:
+            self.timing.key(event.key, event.time)
+        await super().on_event(event)
+
+    def post_display_hook(self) -> None:
+        if self.timing is not None:
+            self.timing.displayed()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="head")
         if self.vol is not None:
-            yield EntryList(self.vol, now=self.now, id="list")
+            yield EntryList(self.vol, moved=self._moved, now=self.now, id="list")
         else:
             yield Static(Text(f"observing {shown(self.what)} ...  (the walk, the users, the "
                               "configs; Ctrl-C stops)"), id="list")
@@ -219,7 +234,7 @@ class Browse(App):
         self.cwd = vol.root
         old = self.query_one("#list")
         await old.remove()
-        await self.mount(EntryList(vol, now=self.now, id="list"), after=self.query_one("#head"))
+        await self.mount(EntryList(vol, moved=self._moved, now=self.now, id="list"), after=self.query_one("#head"))
         self._show_volume()
 
     def _show_volume(self) -> None:
@@ -235,18 +250,26 @@ class Browse(App):
     def refill(self, select: str | None = None) -> None:
         lst = self.lst
         entries = self.vol.listing(self.cwd, lst.view)
-        at = next((i for i, e in enumerate(entries) if e.path == select and e.markable), 0) \
-            if select else 0
-        lst.show(entries, at)
+        at = entries.index_of(select) if select else None
+        lst.show(entries, at or 0)
         self.redraw()
 
     def redraw(self) -> None:
         if self.vol is None:
             return
         lst = self.lst
-        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view))
-        self.query_one("#detail", Static).update(rows.detail(self.vol, lst.selected))
-        self.query_one("#cmd", Static).update(self._cmd_text())
+        # the head and the command line are a fixed number of lines: no layout (a layout of
+        # the screen costs as much as drawing it); the detail pane only when it scrolls and
+        # its length changed (its scrollbar then changes)
+        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view),
+                                               layout=False)
+        detail = self.query_one("#detail", Static)
+        text = rows.detail(self.vol, lst.selected)
+        lines = _lines(text, detail.content_size.width)
+        detail.update(text, layout=lines != self._detail_lines
+                      and max(lines, self._detail_lines) > detail.content_size.height)
+        self._detail_lines = lines
+        self.query_one("#cmd", Static).update(self._cmd_text(), layout=False)
 
     def _cmd_text(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -264,7 +287,7 @@ class Browse(App):
 
         return command_line(self.vol, None)
 
-    def on_entry_list_moved(self, _msg) -> None:
+    def _moved(self) -> None:
         self.message = ""
         self.redraw()
 
@@ -481,3 +504,9 @@ class Browse(App):
         t = Text(f"{n} mark" + ("s are" if n != 1 else " is") + " not written to a plan.\n"
                  "Quit anyway and lose them?\n")
         self.push_screen(Ask(t), lambda yes: self.exit(0) if yes else None)
+
+
+def _lines(text: Text, width: int) -> int:
+    """How many lines ``text`` takes at ``width`` cells, wrapped (an upper bound)."""
+    width = max(width, 1)
+    return sum(max(1, -(-len(ln) // width)) for ln in text.plain.split("\n"))
