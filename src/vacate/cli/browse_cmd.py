@@ -59,6 +59,22 @@ def _load_plan(path: str):
         raise UsageError(f"{path}: {e}") from None
 
 
+def _files_beside(observation: str):
+    """The full file listing beside a saved observation (``vacate observe --files``) when
+    it is there and is that observation's; what to say when one is there but not used."""
+    from vacate.output import files_listing
+
+    path = files_listing.beside(observation)
+    if not os.path.exists(path):
+        return None, ""
+    with open(observation, "rb") as f:
+        sha = files_listing.digest(f.read())
+    try:
+        return files_listing.Listing(path, sha), ""
+    except VacateError as e:
+        return None, f"{e.message}: directories show their files as counts"
+
+
 def run(args, env: Env) -> int:
     if not (env.stdout_isatty and env.stdin_isatty):
         raise UsageError("vacate browse is a full-screen terminal program, and there is no "
@@ -73,6 +89,7 @@ def run(args, env: Env) -> int:
     plan_file = None
     load = None
     volume = None
+    said = ""
     if os.path.isfile(src):
         schema = _schema(src) or ""
         if schema.startswith("vacate.plan/"):
@@ -82,12 +99,23 @@ def run(args, env: Env) -> int:
         elif schema.startswith("vacate.observation/"):
             from vacate.cli.saved import load_observation
 
-            volume = Volume(load_observation(src, env), archive_to=args.archive_to)
+            files, said = _files_beside(src)
+            volume = Volume(load_observation(src, env), archive_to=args.archive_to,
+                            files=files)
         else:
             raise UsageError(f"{src} is neither a vacate observation nor a plan",
                              hint="vacate observe PATH -o FILE, or vacate plan PATH -o FILE")
     else:
+        here = getattr(args, "remote", None) is None and getattr(args, "ct", None) is None
+
         def load():
+            if here:         # observed here: the walk's record lists every file
+                from vacate.observing.observe import observe
+                from vacate.output.files_listing import FromWalk
+
+                obs = observe(src, host=env.host, record_tree=True)
+                return Volume(obs, archive_to=args.archive_to,
+                              files=FromWalk(obs.inventory.listing))
             with remote.reach(args, env.host) as where:
                 return Volume(where.observe(src), archive_to=args.archive_to)
 
@@ -96,7 +124,13 @@ def run(args, env: Env) -> int:
     writer = Writer(lambda: remote.reach(args, env.host), args.output, source=plan_file,
                     remote=getattr(args, "remote", None), ct=getattr(args, "ct", None))
     app = Browse(volume, load=load, writer=writer, what=src)
-    got = app.run()
+    app.message = said
+    try:
+        got = app.run()
+    finally:
+        listed = app.vol.listed if app.vol is not None else None
+        if listed is not None:
+            listed.close()
     if isinstance(got, VacateError):
         raise got
     if isinstance(got, Exception):

@@ -5,7 +5,8 @@ sort and the filters, and the marks, which are the overrides of the plan.
 A directory's entries are its subdirectories (rows of the drill-down table), the files the
 observation names there (a top-level file is an item; below the top level, the largest
 files the walk kept), and one row for the rest: "N files (size)", what the table counts in
-the directory beyond those."""
+the directory beyond those. With the full file listing (``vacate observe --files``, or a
+volume browse observed itself) a directory lists every file it has, each markable."""
 
 from __future__ import annotations
 
@@ -130,8 +131,12 @@ class Volume:
     order); a directory's files and its "N files" row are made the first time it is
     shown."""
 
-    def __init__(self, obs: Observation, *, archive_to: str | None = None, plan=None):
+    def __init__(self, obs: Observation, *, archive_to: str | None = None, plan=None,
+                 files=None):
         self.obs = obs
+        # every file of every directory (vacate.output.files_listing), or None: then a
+        # directory lists the files the observation names and "N files" for the rest
+        self.listed = files
         self.root = obs.target.path
         self.archive_to = archive_to if archive_to is not None else (
             plan.archive_to if plan is not None else None)
@@ -190,7 +195,11 @@ class Volume:
 
     def _make(self, path: str) -> tuple[list, Entry | None, dict]:
         subs = self._children.get(path, [])
-        files = list(self._files.get(path, {}).values())
+        if self.listed is not None:
+            head = path.rstrip("/") + "/"
+            files = [(head + n, a, d, 1, 0, m) for n, a, d, m in self.listed.get(path)]
+        else:
+            files = list(self._files.get(path, {}).values())
         # one prefix: the paths' order is the names' (a run already in order costs a pass)
         order = sorted(subs + files, key=itemgetter(0))
         row = self._rows.get(path)
@@ -315,7 +324,12 @@ class Volume:
         self.preview = plan
 
     def _file_stats(self, path: str) -> Stats | None:
-        r = self._files.get(os.path.dirname(path), {}).get(path)
+        d = os.path.dirname(path)
+        r = self._files.get(d, {}).get(path)
+        if r is None and self.listed is not None and d in self._rows:
+            order = self._raw(d)[0]
+            at = Listing(d, order, None).index_of(path)
+            r = order[at] if at is not None and type(order[at]) is tuple else None
         if r is None:
             return None
         return Stats(r[1], r[2], 1, 0, r[5] / 1e9 if r[5] is not None else None, None)
