@@ -1,5 +1,6 @@
 """Keypress latency of ``vacate browse`` for real: the command run in tmux (80x24) on the
-1M-entry observation bench_browse.py generates, each key sent alone (``tmux send-keys``)
+1M-entry observation bench_browse.py generates, with its full file listing beside it
+(``OBS.files``: a directory's files listed), each key sent alone (``tmux send-keys``)
 and the pane read back (``capture-pane``) until it has stopped changing. Two figures per key:
 
 - in the app: from the key event's arrival to the last screen update it caused, written to
@@ -11,7 +12,8 @@ and the pane read back (``capture-pane``) until it has stopped changing. Two fig
     PYTHONPATH=src python3 bench/browse/bench_keys.py [--keep OBS] [--runs N]
 
 Medians over N runs of the sequence (default 3); each run starts the command afresh, so
-"Enter wide (first)" is the first visit of the directory of 100,000 entries each time.
+"Enter wide (first)" is the first visit of the directory of 100,000 entries each time
+(and "Enter flat (first)" of the directory of 100,000 files, read from the listing).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "..", "src")
 sys.path.insert(0, HERE)
 
-from bench_browse import generate
+from bench_browse import generate, generate_files
 
 # (label, tmux key): /data sorted by name puts wide last; s keeps it selected, sorted by size
 SEQUENCE = [
@@ -40,6 +42,10 @@ SEQUENCE = [
     ("wide: j", "j"), ("wide: PgDn", "PageDown"), ("wide: End", "End"), ("wide: Home", "Home"),
     ("wide: n", "n"), ("wide: M", "M"), ("wide: a", "a"), ("wide: s", "s"),
     ("Backspace (up)", "BSpace"), ("Enter wide (again)", "Enter"), ("Backspace (again)", "BSpace"),
+    # flat (100,000 files) is first by name; s keeps it selected
+    ("n", "n"), ("Home", "Home"), ("s", "s"),
+    ("Enter flat (first)", "Enter"), ("flat: j", "j"), ("flat: End", "End"),
+    ("flat: Home", "Home"), ("Backspace", "BSpace"),
 ]
 SETTLE = 0.4       # the pane unchanged this long: the key's answer is complete
 
@@ -107,6 +113,8 @@ def main() -> None:
     obs = args.keep or os.path.join(tmp, "big.obs.json")
     if not os.path.exists(obs):
         generate(obs)
+    if not os.path.exists(obs + ".files"):
+        generate_files(obs)
     ends, apps, alone = [], [], []
     for r in range(args.runs):
         log = os.path.join(tmp, f"keys{r}.log")

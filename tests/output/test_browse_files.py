@@ -106,9 +106,20 @@ def test_the_listing_reads_one_directory_at_a_time(ext4_volume, tmp_path):
         lst = files_listing.Listing(obs + ".files", files_listing.digest(f.read()))
     runs = f"{ext4_volume.mountpoint}/runs"
     assert lst.head["root"] == ext4_volume.mountpoint and lst.files >= 5
-    assert sorted(n for n, *_ in lst.get(runs)) == [
-        "bad\udcff[bold]", "ckpt0.pt", "ckpt1.pt", "ckpt2.pt"]
-    sizes = {n: (a, d) for n, a, d, _ in lst.get(runs)}
-    assert sizes["ckpt1.pt"][0] == 200000 and sizes["ckpt1.pt"][1] >= 200000
+    # in name order, each as a drill-down row: (path, apparent, disk, 1 file, 0 dirs, mtime)
+    assert [r[0] for r in lst.get(runs)] == [f"{runs}/{n}" for n in (
+        "bad\udcff[bold]", "ckpt0.pt", "ckpt1.pt", "ckpt2.pt")]
+    rows = {r[0]: r for r in lst.get(runs)}
+    ckpt1 = rows[f"{runs}/ckpt1.pt"]
+    assert ckpt1[1] == 200000 and ckpt1[2] >= 200000 and ckpt1[3:5] == (1, 0)
+    assert abs(ckpt1[5] / 1e9 - os.stat(f"{runs}/ckpt1.pt").st_mtime) < 1e-6
     assert lst.get(f"{runs}/nothing-here") == []
+    # the walk's own record (browse on a PATH) reads the same
+    from vacate.observing.observe import observe
+
+    walked = observe(ext4_volume.mountpoint, users=False, record_tree=True).inventory.listing
+    own = files_listing.FromWalk(walked)
+    assert {d: sorted(own.get(d)) for d in walked if own.get(d)} == \
+        {d: lst.get(d) for d in lst}
+    own.close()
     lst.close()

@@ -19,8 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import zlib
+from array import array
 from collections.abc import Iterator
+from itertools import repeat
 
 from vacate.observing.errors import VacateError
 from vacate.observing.fsio import write_atomic
@@ -48,10 +51,10 @@ def encode(record, root: str, observation_sha256: str) -> bytes:
     files = 0
     at = 0
     for path in record:
-        rows = _rows(record[path][5])
+        rows = sorted(_rows(record[path][5]))
         if not rows:
             continue
-        blob = zlib.compress(json.dumps(rows, separators=(",", ":")).encode("ascii"), 6)
+        blob = zlib.compress(_columns(rows), 6)
         index.append([path, at, len(blob)])
         blobs.append(blob)
         at += len(blob)
@@ -70,6 +73,28 @@ def _rows(entries) -> list[tuple[str, int, int, int]]:
             for name, size, blocks, mtime, _ino, _nlink, _mode in entries]
 
 
+def _columns(rows: list[tuple[str, int, int, int]]) -> bytes:
+    names, app, disk, mtime = zip(*rows)
+    nums = array("q", app + disk + mtime)
+    if sys.byteorder != "little":
+        nums.byteswap()
+    return (len(rows).to_bytes(4, "little") + nums.tobytes()
+            + "\0".join(names).encode("utf-8", "surrogateescape"))
+
+
+def _uncolumn(data: bytes, head: str) -> list[tuple]:
+    """The rows of one directory's columns, each ``(head + name, apparent, disk, 1, 0,
+    mtime_ns)`` (a drill-down table row's layout, as a tuple: a file)."""
+    n = int.from_bytes(data[:4], "little")
+    nums = array("q")
+    nums.frombytes(data[4:4 + 24 * n])
+    if sys.byteorder != "little":
+        nums.byteswap()
+    names = data[4 + 24 * n:].decode("utf-8", "surrogateescape").split("\0")
+    return list(zip(map(head.__add__, names), nums[:n], nums[n:2 * n], repeat(1), repeat(0),
+                    nums[2 * n:]))
+
+
 def write(path: str, record, root: str, observation: bytes) -> None:
     """Write the listing of ``observation`` (its bytes as written) to ``path``, crash-safe."""
     write_atomic(path, encode(record, root, digest(observation)))
@@ -77,7 +102,8 @@ def write(path: str, record, root: str, observation: bytes) -> None:
 
 class Listing:
     """A sidecar opened for reading: the index in memory, a directory's files read from the
-    file when asked for (``get``), as ``[(name, apparent, disk, mtime_ns), ...]``."""
+    file when asked for (``get``), in name order, each ``(path, apparent, disk, 1, 0,
+    mtime_ns)``."""
 
     def __init__(self, path: str, observation_sha256: str | None = None):
         self.path = path
@@ -122,14 +148,18 @@ class Listing:
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
 
-    def get(self, directory: str) -> list[tuple[str, int, int, int]]:
+    def get(self, directory: str) -> list[tuple]:
         """The files directly in ``directory`` (none when it has none)."""
         at = self._index.get(directory)
         if at is None:
             return []
         off, n = at
         data = os.pread(self._f.fileno(), n, self._start + off)
-        return [(r[0], r[1], r[2], r[3]) for r in json.loads(zlib.decompress(data))]
+        try:
+            return _uncolumn(zlib.decompress(data), directory.rstrip("/") + "/")
+        except (zlib.error, ValueError) as e:
+            raise VacateError(f"{self.path}: the files of {directory} are damaged ({e})") \
+                from None
 
     def close(self) -> None:
         self._f.close()
@@ -145,8 +175,11 @@ class FromWalk:
     def __contains__(self, directory: object) -> bool:
         return directory in self._record
 
-    def get(self, directory: str) -> list[tuple[str, int, int, int]]:
-        return _rows(self._record[directory][5]) if directory in self._record else []
+    def get(self, directory: str) -> list[tuple]:
+        if directory not in self._record:
+            return []
+        head = directory.rstrip("/") + "/"
+        return [(head + n, a, d, 1, 0, m) for n, a, d, m in _rows(self._record[directory][5])]
 
     def close(self) -> None:
         self._record.close()

@@ -196,8 +196,7 @@ class Volume:
     def _make(self, path: str) -> tuple[list, Entry | None, dict]:
         subs = self._children.get(path, [])
         if self.listed is not None:
-            head = path.rstrip("/") + "/"
-            files = [(head + n, a, d, 1, 0, m) for n, a, d, m in self.listed.get(path)]
+            files = self.listed.get(path)
         else:
             files = list(self._files.get(path, {}).values())
         # one prefix: the paths' order is the names' (a run already in order costs a pass)
