@@ -340,7 +340,8 @@ class Browse(App):
         e = self.lst.selected if self.vol else None
         if e is None or not e.markable:
             self._say("the files of this directory are not named one by one: mark the "
-                      "directory, or a file the listing names")
+                      "directory, or a file the listing names (vacate observe -o OBS "
+                      "--files names every file)")
             return None
         if self.vol.loaded_plan is not None and e.path not in self.vol.plan_items:
             self._say("a loaded plan's items alone can be marked (its actions are edited); "

@@ -10,6 +10,7 @@ volume browse observed itself) a directory lists every file it has, each markabl
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ STATUSES = ("active", "referenced", "cold", "disposable", "artifact")
 ACTIONS = ("keep", "archive", "delete")
 SORTS = ("size", "name", "mtime")
 KEEP_SORTED = 8     # sorted orders kept (a directory's under each sort, the last visited)
+PRESORT = 5000      # a directory of this many subdirectories is sorted when the volume opens
 
 
 class Entry(NamedTuple):
@@ -160,6 +162,8 @@ class Volume:
                     self._children[head] = [r]
                 else:
                     kids.append(r)
+        paths = list(map(itemgetter(0), table))
+        self._in_order = all(map(operator.lt, paths, paths[1:]))    # each list in name order
         self._files: dict[str, dict[str, tuple]] = {}
         self._made: dict[str, tuple[list, Entry | None, dict]] = {}
         self._sorted: dict[tuple, list] = {}      # the last few sorted orders
@@ -169,6 +173,14 @@ class Volume:
                                it.stats.newest_mtime)
         for f in inv.largest_files:
             self._add_file(f.path, f.apparent_bytes, f.disk_bytes, f.mtime)
+        # a directory of many subdirectories is made and sorted as first shown (by size on
+        # disk) now: its first Enter then costs no more than any other key
+        self._presorted: dict[tuple, list] = {}
+        for head, kids in self._children.items():
+            if len(kids) >= PRESORT:
+                order, _, big = self._raw(head)
+                self._presorted[(head, "size", False)] = _sort(order, View())
+                big[2] = max(map(itemgetter(2), order), default=0)
         self.items = {it.path: it for it in inv.items}
         self.usage = {u.item.path: u for u in self.check.items}
         self.consumers = {c.id: c for c in self.check.consumers}
@@ -199,8 +211,10 @@ class Volume:
             files = self.listed.get(path)
         else:
             files = list(self._files.get(path, {}).values())
-        # one prefix: the paths' order is the names' (a run already in order costs a pass)
-        order = sorted(subs + files, key=itemgetter(0))
+        # one prefix: the paths' order is the names' (the subdirectories are in order when
+        # the table is, and the listing's files are: two runs merged)
+        order = subs if self._in_order and not files else \
+            sorted(subs + files, key=itemgetter(0))
         row = self._rows.get(path)
         rest = None
         if row is not None:
@@ -222,6 +236,9 @@ class Volume:
             return Listing(path, _sort([r for r, e in zip(order, made) if self._passes(e, view)],
                                        view), None)
         key = (path, view.sort, view.apparent and view.sort == "size")
+        got = self._presorted.get(key)
+        if got is not None:
+            return Listing(path, got, rest, big)
         got = self._sorted.pop(key, None)
         if got is None:
             got = _sort(order, view)

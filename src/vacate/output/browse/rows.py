@@ -98,6 +98,8 @@ def header(vol: Volume, cwd: str, view: View) -> Text:
         bits.append(f"{len(vol.marks)} marked")
     if vol.loaded_plan is not None:
         bits.append("editing a plan")
+    if vol.listed is not None:
+        bits.append("every file listed")
     top.append("  " + " · ".join(bits), DIM)
     return top
 
