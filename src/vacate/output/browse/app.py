@@ -140,7 +140,9 @@ class Browse(App):
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     #head { height: 2; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
-    EntryList { height: 1fr; min-height: 5; }
+    EntryList { height: 1fr; min-height: 5; overflow-y: scroll; scrollbar-size-vertical: 0; }
+    /* no scrollbar (the header says where the cursor is): a scrollbar appearing, or
+       repainted after the list, would take a frame of its own */
     #detail { height: 9; border-top: solid $accent; padding: 0 1; overflow-y: auto; }
     #cmd { height: 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     Screen.tall #detail { height: 16; }
@@ -261,7 +263,8 @@ class Browse(App):
         # the head and the command line are a fixed number of lines: no layout (a layout of
         # the screen costs as much as drawing it); the detail pane only when it scrolls and
         # its length changed (its scrollbar then changes)
-        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view),
+        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view,
+                                                           (lst.cursor, len(lst.entries))),
                                                layout=False)
         detail = self.query_one("#detail", Static)
         text = rows.detail(self.vol, lst.selected)

@@ -85,13 +85,15 @@ class Listing(Sequence):
     records (tuples, in the same layout), so sorting a hundred thousand entries moves
     references and makes no object per entry. The "N files" row, when there is one, is last."""
 
-    __slots__ = ("big", "cut", "order", "rest")
+    __slots__ = ("big", "cut", "order", "rest", "rows")
 
-    def __init__(self, path: str, order: list, rest: Entry | None, big: dict | None = None):
+    def __init__(self, path: str, order: list, rest: Entry | None, big: dict | None = None,
+                 rows: dict | None = None):
         self.cut = len(path.rstrip("/")) + 1
         self.order = order
         self.rest = rest
         self.big = {} if big is None else big     # column -> the largest (kept by the caller)
+        self.rows = rows or {}                    # path -> the table's row (the dirs' records)
 
     def __len__(self) -> int:
         return len(self.order) + (self.rest is not None)
@@ -110,6 +112,12 @@ class Listing(Sequence):
 
     def index_of(self, path: str) -> int | None:
         """Where the entry (not the "N files" row) of ``path`` is, or None."""
+        row = self.rows.get(path)
+        if row is not None:       # the row itself: found by identity, no path compared
+            try:
+                return self.order.index(row)
+            except ValueError:
+                return None
         paths = list(map(itemgetter(0), self.order))
         return paths.index(path) if path in paths else None
 
@@ -173,14 +181,16 @@ class Volume:
                                it.stats.newest_mtime)
         for f in inv.largest_files:
             self._add_file(f.path, f.apparent_bytes, f.disk_bytes, f.mtime)
-        # a directory of many subdirectories is made and sorted as first shown (by size on
-        # disk) now: its first Enter then costs no more than any other key
+        # a directory of many subdirectories is made and sorted each way now: its first
+        # Enter, and each sort of it, then cost no more than any other key
         self._presorted: dict[tuple, list] = {}
         for head, kids in self._children.items():
             if len(kids) >= PRESORT:
                 order, _, big = self._raw(head)
-                self._presorted[(head, "size", False)] = _sort(order, View())
-                big[2] = max(map(itemgetter(2), order), default=0)
+                for view in (View(), View(apparent=True), View(sort="mtime")):
+                    self._presorted[_sort_key(head, view)] = _sort(order, view)
+                for col in (1, 2):
+                    big[col] = max(map(itemgetter(col), order), default=0)
         self.items = {it.path: it for it in inv.items}
         self.usage = {u.item.path: u for u in self.check.items}
         self.consumers = {c.id: c for c in self.check.consumers}
@@ -235,17 +245,17 @@ class Volume:
             made = Listing(path, order, None)
             return Listing(path, _sort([r for r, e in zip(order, made) if self._passes(e, view)],
                                        view), None)
-        key = (path, view.sort, view.apparent and view.sort == "size")
+        key = _sort_key(path, view)
         got = self._presorted.get(key)
         if got is not None:
-            return Listing(path, got, rest, big)
+            return Listing(path, got, rest, big, self._rows)
         got = self._sorted.pop(key, None)
         if got is None:
             got = _sort(order, view)
             if len(self._sorted) >= KEEP_SORTED:
                 del self._sorted[next(iter(self._sorted))]
         self._sorted[key] = got
-        return Listing(path, got, rest, big)
+        return Listing(path, got, rest, big, self._rows)
 
     def _passes(self, e: Entry, view: View) -> bool:
         if view.status is None and view.kind is None:
@@ -349,6 +359,10 @@ class Volume:
         if r is None:
             return None
         return Stats(r[1], r[2], 1, 0, r[5] / 1e9 if r[5] is not None else None, None)
+
+
+def _sort_key(path: str, view: View) -> tuple:
+    return (path, view.sort, view.apparent and view.sort == "size")
 
 
 def _sort(order: list, view: View) -> list:

@@ -65,9 +65,10 @@ def line(vol: Volume, e: Entry, about: About | None, view: View, biggest: int, w
     return segs
 
 
-def header(vol: Volume, cwd: str, view: View) -> Text:
-    """Two lines: the volume and the verdict; the directory shown, the sort, the filters
-    and the marks."""
+def header(vol: Volume, cwd: str, view: View, at: tuple[int, int] | None = None) -> Text:
+    """Two lines: the volume and the verdict; the directory shown, where the cursor is in
+    it (``at``: entry, entries; the list has no scrollbar), the sort, the filters and the
+    marks."""
     obs, t = vol.obs, vol.obs.target
     host = (obs.host.via or obs.host.hostname) if obs.host is not None else ""
     top = Text(no_wrap=True, overflow="ellipsis")
@@ -90,6 +91,8 @@ def header(vol: Volume, cwd: str, view: View) -> Text:
     rel = os.path.relpath(cwd, vol.root)
     top.append(shown(cwd if rel == "." else cwd) + "/", Style(bold=True))
     bits = [f"sort: {view.sort}", "apparent sizes" if view.apparent else "sizes on disk"]
+    if at is not None and at[1]:
+        bits.insert(0, f"{at[0] + 1}/{at[1]}")
     if view.status:
         bits.append(f"status: {view.status}")
     if view.kind:
