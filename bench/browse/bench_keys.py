@@ -34,9 +34,10 @@ sys.path.insert(0, HERE)
 
 from bench_browse import generate, generate_files
 
-# (label, tmux key): /data sorted by name puts wide last; s keeps it selected, sorted by size
+# (label, tmux key): at the end of /data sorted by size is flat; sorted by name, wide is
+# last; s keeps it selected, sorted by size
 SEQUENCE = [
-    ("j", "j"), ("k", "k"), ("PgDn", "PageDown"), ("End", "End"), ("Home", "Home"),
+    ("j", "j"), ("k", "k"), ("PgDn", "PageDown"), ("Home", "Home"), ("End", "End"),
     ("n (sort by name)", "n"), ("End", "End"), ("s (sort by size)", "s"),
     ("Enter wide (first)", "Enter"),
     ("wide: j", "j"), ("wide: PgDn", "PageDown"), ("wide: End", "End"), ("wide: Home", "Home"),
