@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -47,7 +48,7 @@ HELP = (
 class EntryList(ScrollView, can_focus=True):
     """The current directory's entries, one line each, only the visible ones rendered."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list] = [
         Binding("up,k", "move(-1)", "up", show=False),
         Binding("down,j", "move(1)", "down", show=False),
         Binding("pageup", "page(-1)", show=False),
@@ -148,7 +149,7 @@ class Browse(App):
     #cmd { height: 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     Screen.tall #detail { height: 16; }
     """ + SCREENS_CSS
-    BINDINGS = [
+    BINDINGS: ClassVar[list] = [
         Binding("enter,right,l", "into", "into"),
         Binding("left,backspace,h", "up", "up"),
         Binding("space", "menu", "mark"),
@@ -224,7 +225,7 @@ class Browse(App):
     def _observe(self) -> None:
         try:
             vol = self.load()
-        except Exception as e:     # shown, then quit with it
+        except Exception as e:  # noqa: BLE001 (shown, then quit with it)
             self.call_from_thread(self._failed, e)
             return
         self.call_from_thread(self._loaded, vol)
@@ -382,7 +383,7 @@ class Browse(App):
         self._set_mark(e, "delete")
         item = self.vol.planned_item(e.path)
         back = item.get_back if item is not None else ""
-        if back.startswith("download again") or back.startswith("regenerate"):
+        if back.startswith(("download again", "regenerate")):
             return
         text = Text()
         text.append("delete ", Style(bold=True))

@@ -264,9 +264,7 @@ class Volume:
             return False
         if view.status is not None and not self._has(e.path, lambda u: u.status == view.status):
             return False
-        if view.kind is not None and not self._has(e.path, lambda u: _kind(u.item) == view.kind):
-            return False
-        return True
+        return view.kind is None or self._has(e.path, lambda u: _kind(u.item) == view.kind)
 
     def _has(self, path: str, test) -> bool:
         """Whether the entry's item (or the one around it), or an item inside it, passes."""

@@ -4,7 +4,6 @@ neither move the cursor nor change the screen."""
 
 from __future__ import annotations
 
-import os
 import time
 
 from rich.cells import cell_len, set_cell_size
@@ -88,8 +87,7 @@ def header(vol: Volume, cwd: str, view: View, at: tuple[int, int] | None = None)
     top.append(f" on {shown(t.mount.source)} ({t.mount.fstype})  {human_bytes(t.used_bytes)} "
                f"used of {human_bytes(t.size_bytes)}")
     top.append("\n")
-    rel = os.path.relpath(cwd, vol.root)
-    top.append(shown(cwd if rel == "." else cwd) + "/", Style(bold=True))
+    top.append(shown(cwd) + "/", Style(bold=True))
     bits = [f"sort: {view.sort}", "apparent sizes" if view.apparent else "sizes on disk"]
     if at is not None and at[1]:
         bits.insert(0, f"{at[0] + 1}/{at[1]}")
