@@ -7,7 +7,6 @@ directory of a hundred thousand entries costs what its visible rows cost."""
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 from typing import ClassVar
@@ -242,10 +241,6 @@ class Browse(App):
         self._show_volume()
 
     def _show_volume(self) -> None:
-        # the observation is kept for the app's life: out of the collector's full passes,
-        # which would otherwise walk its million objects whenever a directory of many
-        # files is read (~50 ms each)
-        gc.freeze()
         lst = self.query_one(EntryList)
         lst.focus()
         self.screen.set_class(self.size.height >= 40, "tall")
