@@ -89,8 +89,7 @@ def header(vol: Volume, cwd: str, view: View, at: tuple[int, int] | None = None)
     top.append("\n")
     top.append(shown(cwd) + "/", Style(bold=True))
     bits = [f"sort: {view.sort}", "apparent sizes" if view.apparent else "sizes on disk"]
-    if at is not None and at[1]:
-        bits.insert(0, f"{at[0] + 1}/{at[1]}")
+
     if view.status:
         bits.append(f"status: {view.status}")
     if view.kind:
@@ -101,6 +100,8 @@ def header(vol: Volume, cwd: str, view: View, at: tuple[int, int] | None = None)
         bits.append("editing a plan")
     if vol.listed is not None:
         bits.append("every file listed")
+    if at is not None and at[1]:
+        bits.append(f"{at[0] + 1}/{at[1]}")     # last: the first to be cut off
     top.append("  " + " · ".join(bits), DIM)
     return top
 
