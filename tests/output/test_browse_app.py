@@ -186,3 +186,18 @@ def test_screens(snap_compare, size, keys):
     obs = odd_story() if "n" in keys else story()
     app = Browse(Volume(obs, archive_to="/mnt/backup"), now=NOW)
     assert snap_compare(app, press=list(keys), terminal_size=size)
+
+
+def test_the_keypress_timing_is_logged_when_asked(tmp_path, monkeypatch):
+    log = tmp_path / "keys.log"
+    monkeypatch.setenv("VACATE_BROWSE_TIMING", str(log))
+    app = Browse(Volume(story()), now=NOW)
+
+    async def script(app, pilot):
+        await pilot.press("j", "enter")
+        await pilot.pause(0.2)
+    run(app, script)
+    lines = [ln.split("\t") for ln in log.read_text().splitlines()]
+    # one line per screen update after a key: the key's number, its name, ms since it arrived
+    assert {(n, k) for n, k, _ in lines} == {("1", "j"), ("2", "enter")}
+    assert all(0 <= float(ms) < 5000 for _, _, ms in lines)

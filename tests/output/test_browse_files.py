@@ -123,3 +123,12 @@ def test_the_listing_reads_one_directory_at_a_time(ext4_volume, tmp_path):
         {d: lst.get(d) for d in lst}
     own.close()
     lst.close()
+
+
+def test_observe_files_needs_an_output_and_the_volume_here(ext4_volume, tmp_path):
+    rc, _, err = cli("observe", ext4_volume.mountpoint, "--files")
+    assert rc != 0 and "-o FILE" in err
+    rc, _, err = cli("observe", ext4_volume.mountpoint, "--files", "--no-scan",
+                     "-o", str(tmp_path / "o.json"))
+    assert rc != 0 and "--no-scan" in err
+    assert not os.path.exists(tmp_path / "o.json.files")
