@@ -237,7 +237,8 @@ class Browse(App):
         self.cwd = vol.root
         old = self.query_one("#list")
         await old.remove()
-        await self.mount(EntryList(vol, moved=self._moved, now=self.now, id="list"), after=self.query_one("#head"))
+        await self.mount(EntryList(vol, moved=self._moved, now=self.now, id="list"),
+                         after=self.query_one("#head"))
         self._show_volume()
 
     def _show_volume(self) -> None:

@@ -30,6 +30,7 @@ ACTIONS = ("keep", "archive", "delete")
 SORTS = ("size", "name", "mtime")
 KEEP_SORTED = 8     # sorted orders kept (a directory's under each sort, the last visited)
 PRESORT = 5000      # a directory of this many subdirectories is sorted when the volume opens
+KEEP_ENTRIES = 400_000  # the entries of the directories made, kept (most recently shown)
 
 
 class Entry(NamedTuple):
@@ -174,7 +175,8 @@ class Volume:
         paths = list(map(itemgetter(0), table))
         self._in_order = all(map(operator.lt, paths, paths[1:]))    # each list in name order
         self._files: dict[str, dict[str, tuple]] = {}
-        self._made: dict[str, tuple[list, Entry | None, dict]] = {}
+        self._made: dict[str, tuple[list, Entry | None, dict]] = {}    # least recent first
+        self._held = 0            # the entries of the directories in _made
         self._sorted: dict[tuple, list] = {}      # the last few sorted orders
         for it in inv.items:
             if not it.is_dir:
@@ -211,9 +213,15 @@ class Volume:
     def _raw(self, path: str) -> tuple[list, Entry | None, dict]:
         """The directory's rows and file records in name order, its "N files" row and its
         largest sizes (made once)."""
-        got = self._made.get(path)
+        got = self._made.pop(path, None)
         if got is None:
-            got = self._made[path] = self._make(path)
+            got = self._make(path)
+            self._held += len(got[0])
+            # the least recently shown made again when asked: a listing's files take
+            # ~250 bytes each, and a session may visit every directory
+            while self._held > KEEP_ENTRIES and self._made:
+                self._held -= len(self._made.pop(next(iter(self._made)))[0])
+        self._made[path] = got
         return got
 
     def _make(self, path: str) -> tuple[list, Entry | None, dict]:
