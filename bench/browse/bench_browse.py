@@ -3,15 +3,19 @@ the screen's model made, the first screen drawn), peak memory, and the time each
 takes to answer, headless (Textual's Pilot) at 80x24.
 
 The observation is generated from the story's (tests/fixtures/observations/story.json): its
-drill-down replaced by 40,000 directories holding 1,000,000 files under 4 top-level
-directories, plus one directory of 100,000 subdirectories (the virtual list's case).
+drill-down replaced by 40,000 directories holding 900,000 files under 4 top-level
+directories, one directory of 100,000 subdirectories of a file each (the virtual list's
+case) and one directory of 100,000 files. ``--files``: the full file listing beside it too
+(``OBS.files``, as ``vacate observe --files`` writes it: 1,100,000 files), opened with it,
+and Enter into the directory of 100,000 files measured.
 
-    PYTHONPATH=src python3 bench/browse/bench_browse.py [--keep FILE]
+    PYTHONPATH=src python3 bench/browse/bench_browse.py [--files] [--keep FILE]
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -50,6 +54,8 @@ def generate(path: str) -> None:
     rows.append([wide, sum(r[1] for r in leaves), sum(r[2] for r in leaves), len(leaves),
                  len(leaves) + 1, t0, t0])
     items.append(rows[-1])
+    rows.append(["/data/flat", 100_000 * 4096 + 4096, 100_000 * 4096 + 4096, 100_000, 1, t0, t0])
+    items.append(rows[-1])
     rows.append(["/data", sum(r[1] for r in items), sum(r[2] for r in items),
                  sum(r[3] for r in items), len(rows) + 1, t0, t0])
     rows.sort(key=lambda r: r[0])
@@ -68,16 +74,60 @@ def generate(path: str) -> None:
         json.dump(doc, f)
 
 
-async def drive(path: str) -> dict:
+class _Record:
+    """A walk's record of the generated tree (what ``scan(..., record_tree=True)`` keeps):
+    the files each directory's row counts, named f0, f1, ..."""
+
+    def __init__(self, rows: list[list]):
+        self.rows = {r[0]: r for r in rows}
+        self.own = {}
+        for r in rows:       # the files directly in each directory: its own less its subdirs'
+            self.own[r[0]] = self.own.get(r[0], 0) + r[3]
+            parent = os.path.dirname(r[0])
+            if parent in self.rows and r[0] != parent:
+                self.own[parent] = self.own.get(parent, 0) - r[3]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getitem__(self, path):
+        r = self.rows[path]
+        t = r[5] / 1e9
+        n = self.own[path]
+        return (path, 4096, 8, t, 0, [(f"f{i}", 4096, 8, t - i, i, 1, 0o100000)
+                                      for i in range(n)], (), False)
+
+
+def generate_files(path: str) -> str:
+    """The full listing beside the generated observation, as vacate observe --files
+    writes it."""
+    from vacate.output import files_listing
+
+    with open(path, "rb") as f:
+        data = f.read()
+    doc = json.loads(data)
+    out = files_listing.beside(path)
+    files_listing.write(out, _Record(doc["inventory"]["dirs"]["rows"]), "/data", data)
+    return out
+
+
+async def drive(path: str, files: bool = False) -> dict:
     from vacate.observing.model.observation import Observation
     from vacate.output.browse.app import Browse
     from vacate.output.browse.model import Volume
 
     started = time.perf_counter()
-    with open(path) as f:
+    listed = None
+    if files:
+        from vacate.cli.browse_cmd import _files_beside
+
+        listed, said = _files_beside(path)
+        assert listed is not None, said
+    with open(path) as f:  # noqa: ASYNC230 (the read is what is timed)
         obs = Observation.loads(f.read())
     loaded = time.perf_counter()
-    vol = Volume(obs, archive_to="/mnt/backup")
+    vol = Volume(obs, archive_to="/mnt/backup", files=listed)
+    gc.freeze()                   # as vacate browse does
     made = time.perf_counter()
     app = Browse(vol)
     out = {"read": loaded - started, "model": made - loaded}
@@ -102,18 +152,43 @@ async def drive(path: str) -> dict:
                     await pilot.press(k)
                     await pilot.pause()
                     times[f"wide:{k}"] = time.perf_counter() - t
+        # into the directory of 100,000 files (its files listed when --files)
+        at = [e.name for e in app.lst.entries].index("flat")
+        await pilot.press("home", *["j"] * at)
+        t = time.perf_counter()
+        await pilot.press("enter")
+        await pilot.pause()
+        times["enter flat"] = time.perf_counter() - t
+        out["entries_in_flat"] = len(app.lst.entries)
+        if files:
+            t = time.perf_counter()
+            await pilot.press("space", "k")
+            await pilot.pause()
+            times["flat: mark a file (space k)"] = time.perf_counter() - t
+            out["marked"] = dict(app.vol.marks)
         out["keys"] = times
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
 def main() -> None:
-    keep = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--keep" else None
+    args = sys.argv[1:]
+    files = "--files" in args
+    keep = args[args.index("--keep") + 1] if "--keep" in args else None
     path = keep or os.path.join(tempfile.mkdtemp(), "big.obs.json")
     if not os.path.exists(path):
         generate(path)
     print(f"observation: {os.path.getsize(path) / 1e6:.1f} MB", file=sys.stderr)
-    got = asyncio.run(drive(path))
+    if files:
+        from vacate.output import files_listing
+
+        side = files_listing.beside(path)
+        if not os.path.exists(side):
+            t = time.perf_counter()
+            generate_files(path)
+            print(f"listing written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        print(f"listing: {os.path.getsize(side) / 1e6:.1f} MB", file=sys.stderr)
+    got = asyncio.run(drive(path, files))
     print(json.dumps(got, indent=1))
 
 

@@ -123,8 +123,9 @@ def test_a_delete_with_no_way_back_asks_and_the_default_is_no():
         assert "/data/models" not in app.vol.marks
         await pilot.press("d", "y")
         assert app.vol.marks == {"/data/models": "delete"}
-        # the CUDA runfile can be downloaded again: marked without a question
-        await pilot.press("end", "d")
+        # the CUDA runfile can be downloaded again: marked without a question (the last
+        # entry but one: equal sizes are listed in name order)
+        await pilot.press("end", "k", "d")
         assert not isinstance(app.screen, Ask)
         assert app.vol.marks["/data/cuda_13.0.1_580.82.07_linux.run"] == "delete"
         # the "N files" row names no path: it cannot be marked
@@ -185,3 +186,18 @@ def test_screens(snap_compare, size, keys):
     obs = odd_story() if "n" in keys else story()
     app = Browse(Volume(obs, archive_to="/mnt/backup"), now=NOW)
     assert snap_compare(app, press=list(keys), terminal_size=size)
+
+
+def test_the_keypress_timing_is_logged_when_asked(tmp_path, monkeypatch):
+    log = tmp_path / "keys.log"
+    monkeypatch.setenv("VACATE_BROWSE_TIMING", str(log))
+    app = Browse(Volume(story()), now=NOW)
+
+    async def script(app, pilot):
+        await pilot.press("j", "enter")
+        await pilot.pause(0.2)
+    run(app, script)
+    lines = [ln.split("\t") for ln in log.read_text().splitlines()]
+    # one line per screen update after a key: the key's number, its name, ms since it arrived
+    assert {(n, k) for n, k, _ in lines} == {("1", "j"), ("2", "enter")}
+    assert all(0 <= float(ms) < 5000 for _, _, ms in lines)

@@ -103,3 +103,15 @@ def test_the_command_line_quotes_odd_names_as_a_shell_reads_them(name):
     assert "\n" not in q and "\x1b" not in q and "\u202e" not in q
     got = subprocess.run(["bash", "-c", f"printf %s {q}"], capture_output=True, check=True)
     assert got.stdout == os.fsencode(name)
+
+
+def test_directories_made_are_kept_within_a_bound(obs, monkeypatch):
+    from vacate.output.browse import model
+
+    monkeypatch.setattr(model, "KEEP_ENTRIES", 6)
+    vol = Volume(obs)
+    first = list(vol.listing("/data/eagle3", View()))
+    vol.listing("/data", View())                     # eagle3's entries let go
+    assert "/data/eagle3" not in vol._made and vol._held <= 6 + len(vol._made["/data"][0])
+    assert list(vol.listing("/data/eagle3", View(sort="name"))) == \
+        sorted(first[:-1], key=lambda e: e.name) + first[-1:]

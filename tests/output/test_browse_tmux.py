@@ -36,7 +36,7 @@ def vol():
 class Tmux:
     def __init__(self, name: str, cmd: str, cols: int = 100, rows: int = 30):
         self.name = name
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
         subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(cols), "-y", str(rows),
                         cmd], check=True)
 
@@ -59,7 +59,8 @@ class Tmux:
         raise AssertionError(f"{text!r} never showed:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True,
+                       check=False)
 
 
 def _command_on(page: str) -> str:

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import os
 import time
+from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.geometry import Region, Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from vacate.output.browse import rows
-from vacate.output.browse.model import STATUSES, Entry, View, Volume
+from vacate.output.browse import rows, timing
+from vacate.output.browse.model import STATUSES, Entry, Listing, View, Volume
 from vacate.output.browse.screens import CSS as SCREENS_CSS
 from vacate.output.browse.screens import ActionMenu, Ask, Page
 from vacate.output.report_names import shown
@@ -47,7 +47,7 @@ HELP = (
 class EntryList(ScrollView, can_focus=True):
     """The current directory's entries, one line each, only the visible ones rendered."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list] = [
         Binding("up,k", "move(-1)", "up", show=False),
         Binding("down,j", "move(1)", "down", show=False),
         Binding("pageup", "page(-1)", show=False),
@@ -57,21 +57,21 @@ class EntryList(ScrollView, can_focus=True):
     ]
     cursor = reactive(0, always_update=True)
 
-    class Moved(Message):
-        """The cursor moved onto another entry."""
-
-    def __init__(self, vol: Volume, *, now: float | None = None, **kw):
+    def __init__(self, vol: Volume, *, moved=None, now: float | None = None, **kw):
         super().__init__(**kw)
         self.vol = vol
+        # called when the cursor moved, at once: what it redraws is then in the same frame
+        # as the list (a message would come a frame later)
+        self.moved = moved
         self.view = View()
-        self.entries: list[Entry] = []
+        self.entries: Listing | list[Entry] = []
         self.biggest = 0
         self._about: dict[str, object] = {}
         self.now = time.time() if now is None else now
 
-    def show(self, entries: list[Entry], cursor: int = 0) -> None:
+    def show(self, entries: Listing, cursor: int = 0) -> None:
         self.entries = entries
-        self.biggest = max((rows.size_of(e, self.view) for e in entries), default=0)
+        self.biggest = entries.biggest(self.view.apparent)
         self._about.clear()
         self.virtual_size = Size(self.size.width, len(entries))
         self.cursor = min(max(cursor, 0), max(len(entries) - 1, 0))
@@ -86,9 +86,13 @@ class EntryList(ScrollView, can_focus=True):
         return self.entries[self.cursor] if 0 <= self.cursor < len(self.entries) else None
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
+        top = self.scroll_offset.y
+        if not top <= new < top + self.scrollable_content_region.height:
+            # scrolled only when it must be: a scroll repaints the scrollbars too
+            self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
         self.refresh()
-        self.post_message(self.Moved())
+        if self.moved is not None:
+            self.moved()
 
     def about(self, e: Entry):
         if not e.markable:
@@ -137,12 +141,14 @@ class Browse(App):
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     #head { height: 2; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
-    EntryList { height: 1fr; min-height: 5; }
+    EntryList { height: 1fr; min-height: 5; overflow-y: scroll; scrollbar-size-vertical: 0; }
+    /* no scrollbar (the header says where the cursor is): a scrollbar appearing, or
+       repainted after the list, would take a frame of its own */
     #detail { height: 9; border-top: solid $accent; padding: 0 1; overflow-y: auto; }
     #cmd { height: 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     Screen.tall #detail { height: 16; }
     """ + SCREENS_CSS
-    BINDINGS = [
+    BINDINGS: ClassVar[list] = [
         Binding("enter,right,l", "into", "into"),
         Binding("left,backspace,h", "up", "up"),
         Binding("space", "menu", "mark"),
@@ -170,12 +176,24 @@ class Browse(App):
         self.written_marks: dict[str, str] | None = {}
         self.busy = False
         self.message = ""
+        self.timing = timing.from_env()
+        self._detail_lines = 0
+
+    # -- the keypress timing (VACATE_BROWSE_TIMING) ------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        if self.timing is not None and isinstance(event, events.Key) and not event.is_forwarded:
+            self.timing.key(event.key, event.time)
+        await super().on_event(event)
+
+    def post_display_hook(self) -> None:
+        if self.timing is not None:
+            self.timing.displayed()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="head")
         if self.vol is not None:
-            yield EntryList(self.vol, now=self.now, id="list")
+            yield EntryList(self.vol, moved=self._moved, now=self.now, id="list")
         else:
             yield Static(Text(f"observing {shown(self.what)} ...  (the walk, the users, the "
                               "configs; Ctrl-C stops)"), id="list")
@@ -206,7 +224,7 @@ class Browse(App):
     def _observe(self) -> None:
         try:
             vol = self.load()
-        except Exception as e:     # shown, then quit with it
+        except Exception as e:  # noqa: BLE001 (shown, then quit with it)
             self.call_from_thread(self._failed, e)
             return
         self.call_from_thread(self._loaded, vol)
@@ -219,7 +237,8 @@ class Browse(App):
         self.cwd = vol.root
         old = self.query_one("#list")
         await old.remove()
-        await self.mount(EntryList(vol, now=self.now, id="list"), after=self.query_one("#head"))
+        await self.mount(EntryList(vol, moved=self._moved, now=self.now, id="list"),
+                         after=self.query_one("#head"))
         self._show_volume()
 
     def _show_volume(self) -> None:
@@ -235,18 +254,27 @@ class Browse(App):
     def refill(self, select: str | None = None) -> None:
         lst = self.lst
         entries = self.vol.listing(self.cwd, lst.view)
-        at = next((i for i, e in enumerate(entries) if e.path == select and e.markable), 0) \
-            if select else 0
-        lst.show(entries, at)
+        at = entries.index_of(select) if select else None
+        lst.show(entries, at or 0)
         self.redraw()
 
     def redraw(self) -> None:
         if self.vol is None:
             return
         lst = self.lst
-        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view))
-        self.query_one("#detail", Static).update(rows.detail(self.vol, lst.selected))
-        self.query_one("#cmd", Static).update(self._cmd_text())
+        # the head and the command line are a fixed number of lines: no layout (a layout of
+        # the screen costs as much as drawing it); the detail pane only when it scrolls and
+        # its length changed (its scrollbar then changes)
+        self.query_one("#head", Static).update(rows.header(self.vol, self.cwd, lst.view,
+                                                           (lst.cursor, len(lst.entries))),
+                                               layout=False)
+        detail = self.query_one("#detail", Static)
+        text = rows.detail(self.vol, lst.selected)
+        lines = _lines(text, detail.content_size.width)
+        detail.update(text, layout=lines != self._detail_lines
+                      and max(lines, self._detail_lines) > detail.content_size.height)
+        self._detail_lines = lines
+        self.query_one("#cmd", Static).update(self._cmd_text(), layout=False)
 
     def _cmd_text(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -264,7 +292,7 @@ class Browse(App):
 
         return command_line(self.vol, None)
 
-    def on_entry_list_moved(self, _msg) -> None:
+    def _moved(self) -> None:
         self.message = ""
         self.redraw()
 
@@ -317,7 +345,8 @@ class Browse(App):
         e = self.lst.selected if self.vol else None
         if e is None or not e.markable:
             self._say("the files of this directory are not named one by one: mark the "
-                      "directory, or a file the listing names")
+                      "directory, or a file the listing names (vacate observe -o OBS "
+                      "--files names every file)")
             return None
         if self.vol.loaded_plan is not None and e.path not in self.vol.plan_items:
             self._say("a loaded plan's items alone can be marked (its actions are edited); "
@@ -350,7 +379,7 @@ class Browse(App):
         self._set_mark(e, "delete")
         item = self.vol.planned_item(e.path)
         back = item.get_back if item is not None else ""
-        if back.startswith("download again") or back.startswith("regenerate"):
+        if back.startswith(("download again", "regenerate")):
             return
         text = Text()
         text.append("delete ", Style(bold=True))
@@ -481,3 +510,9 @@ class Browse(App):
         t = Text(f"{n} mark" + ("s are" if n != 1 else " is") + " not written to a plan.\n"
                  "Quit anyway and lose them?\n")
         self.push_screen(Ask(t), lambda yes: self.exit(0) if yes else None)
+
+
+def _lines(text: Text, width: int) -> int:
+    """How many lines ``text`` takes at ``width`` cells, wrapped (an upper bound)."""
+    width = max(width, 1)
+    return sum(max(1, -(-len(ln) // width)) for ln in text.plain.split("\n"))

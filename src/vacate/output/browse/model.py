@@ -5,12 +5,17 @@ sort and the filters, and the marks, which are the overrides of the plan.
 A directory's entries are its subdirectories (rows of the drill-down table), the files the
 observation names there (a top-level file is an item; below the top level, the largest
 files the walk kept), and one row for the rest: "N files (size)", what the table counts in
-the directory beyond those."""
+the directory beyond those. With the full file listing (``vacate observe --files``, or a
+volume browse observed itself) a directory lists every file it has, each markable."""
 
 from __future__ import annotations
 
+import gc
+import operator
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from vacate.decide import verdict as deciding
@@ -23,6 +28,9 @@ from vacate.observing.parsers.paths import is_under
 STATUSES = ("active", "referenced", "cold", "disposable", "artifact")
 ACTIONS = ("keep", "archive", "delete")
 SORTS = ("size", "name", "mtime")
+KEEP_SORTED = 8     # sorted orders kept (a directory's under each sort, the last visited)
+PRESORT = 5000      # a directory of this many subdirectories is sorted when the volume opens
+KEEP_ENTRIES = 400_000  # the entries of the directories made, kept (most recently shown)
 
 
 class Entry(NamedTuple):
@@ -73,34 +81,119 @@ class View:
     kind: str | None = None
 
 
+class Listing(Sequence):
+    """A directory's entries in the order shown, made into :class:`Entry` values only when
+    read: ``order`` holds the drill-down table's rows themselves (lists) and the files'
+    records (tuples, in the same layout), so sorting a hundred thousand entries moves
+    references and makes no object per entry. The "N files" row, when there is one, is last."""
+
+    __slots__ = ("big", "cut", "order", "rest", "rows")
+
+    def __init__(self, path: str, order: list, rest: Entry | None, big: dict | None = None,
+                 rows: dict | None = None):
+        self.cut = len(path.rstrip("/")) + 1
+        self.order = order
+        self.rest = rest
+        self.big = {} if big is None else big     # column -> the largest (kept by the caller)
+        self.rows = rows or {}                    # path -> the table's row (the dirs' records)
+
+    def __len__(self) -> int:
+        return len(self.order) + (self.rest is not None)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self.order)
+        if i < 0:
+            i += len(self)
+        if i == n and self.rest is not None:
+            return self.rest
+        r = self.order[i]
+        return Entry(r[0], r[0][self.cut:], "dir" if type(r) is list else "file",
+                     r[1], r[2], r[3], r[5] / 1e9 if r[5] is not None else None)
+
+    def index_of(self, path: str) -> int | None:
+        """Where the entry (not the "N files" row) of ``path`` is, or None."""
+        row = self.rows.get(path)
+        if row is not None:       # the row itself: found by identity, no path compared
+            try:
+                return self.order.index(row)
+            except ValueError:
+                return None
+        paths = list(map(itemgetter(0), self.order))
+        return paths.index(path) if path in paths else None
+
+    def biggest(self, apparent: bool) -> int:
+        """The largest size shown (the bars' full length)."""
+        col = 1 if apparent else 2
+        big = self.big.get(col)
+        if big is None:
+            big = self.big[col] = max(map(itemgetter(col), self.order), default=0)
+        if self.rest is not None:
+            big = max(big, self.rest.apparent_bytes if apparent else self.rest.disk_bytes)
+        return big
+
+
 class Volume:
     """One observation made browsable. ``planned`` (path -> PlanItem) when browsing a plan:
-    its items' actions are the starting point the marks edit."""
+    its items' actions are the starting point the marks edit.
 
-    def __init__(self, obs: Observation, *, archive_to: str | None = None, plan=None):
+    Each directory's subdirectories are the drill-down table's rows, gathered once when the
+    volume is opened (the table is sorted by path, so each directory's list is in name
+    order); a directory's files and its "N files" row are made the first time it is
+    shown."""
+
+    def __init__(self, obs: Observation, *, archive_to: str | None = None, plan=None,
+                 files=None):
         self.obs = obs
+        # every file of every directory (vacate.output.files_listing), or None: then a
+        # directory lists the files the observation names and "N files" for the rest
+        self.listed = files
         self.root = obs.target.path
         self.archive_to = archive_to if archive_to is not None else (
             plan.archive_to if plan is not None else None)
         self.loaded_plan = plan
         self.check = deciding.check(obs)
         inv = obs.inventory
-        self._rows = getattr(inv.dirs, "index", None)
-        if self._rows is None:
-            self._rows = {d.path: [d.path, d.stats.apparent_bytes, d.stats.disk_bytes,
-                                   d.stats.files, d.stats.dirs, None, None] for d in inv.dirs}
-        self._children: dict[str, list[str]] = {}
-        for p in self._rows:
-            if p != self.root:
-                self._children.setdefault(os.path.dirname(p), []).append(p)
-        self._files: dict[str, dict[str, Entry]] = {}
-        self._entries: dict[str, list[Entry]] = {}
+        table = getattr(inv.dirs, "rows", None)
+        if table is None:
+            table = sorted([d.path, d.stats.apparent_bytes, d.stats.disk_bytes, d.stats.files,
+                            d.stats.dirs, _ns(d.stats.newest_mtime), None] for d in inv.dirs)
+        self._rows = {r[0]: r for r in table} if getattr(inv.dirs, "rows", None) is None \
+            else inv.dirs.index
+        self._children: dict[str, list[list]] = {}
+        root = self.root
+        for r in table:
+            p = r[0]
+            if p != root:
+                head = p[:p.rindex("/")] or "/"
+                kids = self._children.get(head)
+                if kids is None:
+                    self._children[head] = [r]
+                else:
+                    kids.append(r)
+        paths = list(map(itemgetter(0), table))
+        self._in_order = all(map(operator.lt, paths, paths[1:]))    # each list in name order
+        self._files: dict[str, dict[str, tuple]] = {}
+        self._made: dict[str, tuple[list, Entry | None, dict]] = {}    # least recent first
+        self._held = 0            # the entries of the directories in _made
+        self._sorted: dict[tuple, list] = {}      # the last few sorted orders
         for it in inv.items:
             if not it.is_dir:
                 self._add_file(it.path, it.stats.apparent_bytes, it.stats.disk_bytes,
                                it.stats.newest_mtime)
         for f in inv.largest_files:
             self._add_file(f.path, f.apparent_bytes, f.disk_bytes, f.mtime)
+        # a directory of many subdirectories is made and sorted each way now: its first
+        # Enter, and each sort of it, then cost no more than any other key
+        self._presorted: dict[tuple, list] = {}
+        for head, kids in self._children.items():
+            if len(kids) >= PRESORT:
+                order, _, big = self._raw(head)
+                for view in (View(), View(apparent=True), View(sort="mtime")):
+                    self._presorted[_sort_key(head, view)] = _sort(order, view)
+                for col in (1, 2):
+                    big[col] = max(map(itemgetter(col), order), default=0)
         self.items = {it.path: it for it in inv.items}
         self.usage = {u.item.path: u for u in self.check.items}
         self.consumers = {c.id: c for c in self.check.consumers}
@@ -111,56 +204,75 @@ class Volume:
 
     def _add_file(self, path, apparent, disk, mtime) -> None:
         d = os.path.dirname(path)
-        self._files.setdefault(d, {})[path] = Entry(path, os.path.basename(path), "file",
-                                                    apparent, disk, 1, mtime)
+        self._files.setdefault(d, {})[path] = (path, apparent, disk, 1, 0, _ns(mtime))
 
     # -- the listing ---------------------------------------------------------------------
     def is_dir(self, path: str) -> bool:
         return path in self._rows
 
-    def entries(self, path: str) -> list[Entry]:
-        """Every entry of the directory ``path`` (unsorted, unfiltered; made once)."""
-        got = self._entries.get(path)
+    def _raw(self, path: str) -> tuple[list, Entry | None, dict]:
+        """The directory's rows and file records in name order, its "N files" row and its
+        largest sizes (made once)."""
+        got = self._made.pop(path, None)
         if got is None:
-            got = self._entries[path] = self._make_entries(path)
+            got = self._make(path)
+            self._held += len(got[0])
+            # the least recently shown made again when asked: a listing's files take
+            # ~250 bytes each, and a session may visit every directory
+            while self._held > KEEP_ENTRIES and self._made:
+                self._held -= len(self._made.pop(next(iter(self._made)))[0])
+        self._made[path] = got
         return got
 
-    def _make_entries(self, path: str) -> list[Entry]:
-        out = []
-        rows, cut = self._rows, len(path.rstrip("/")) + 1
-        out = [Entry(p, p[cut:], "dir", r[1], r[2], r[3],
-                     r[5] / 1e9 if r[5] is not None else None)
-               for p in self._children.get(path, ()) for r in (rows[p],)]
-        files = list(self._files.get(path, {}).values())
-        out += files
+    def _make(self, path: str) -> tuple[list, Entry | None, dict]:
+        subs = self._children.get(path, [])
+        if self.listed is not None:
+            # a record per file, a hundred thousand at once: no collector passes meanwhile
+            # (they would find nothing to free, and cost a third of the time)
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                files = self.listed.get(path)
+            finally:
+                if was:
+                    gc.enable()
+        else:
+            files = list(self._files.get(path, {}).values())
+        # one prefix: the paths' order is the names' (the subdirectories are in order when
+        # the table is, and the listing's files are: two runs merged)
+        order = subs if self._in_order and not files else \
+            sorted(subs + files, key=itemgetter(0))
         row = self._rows.get(path)
+        rest = None
         if row is not None:
-            subs = [e for e in out if e.kind == "dir"]
-            n = row[3] - sum(e.files for e in subs) - len(files)
-            app = row[1] - sum(e.apparent_bytes for e in out)
-            disk = row[2] - sum(e.disk_bytes for e in out)
+            n = row[3] - sum(map(itemgetter(3), subs)) - len(files)
+            app = row[1] - sum(map(itemgetter(1), order))
+            disk = row[2] - sum(map(itemgetter(2), order))
             if n > 0:
                 label = f"{n} file" + ("s" if n != 1 else "") + \
                     (" more" if files else "")
-                out.append(Entry(path, label, "rest", max(app, 0), max(disk, 0), n, None))
-        return out
+                rest = Entry(path, label, "rest", max(app, 0), max(disk, 0), n, None)
+        return order, rest, {}
 
-    def listing(self, path: str, view: View) -> list[Entry]:
+    def listing(self, path: str, view: View) -> Listing:
         """The entries of ``path`` as the screen lists them: filtered, then sorted (the
-        "N files" row last)."""
-        rows = list(self.entries(path))
+        "N files" row last; equal keys in name order). Only the entries read are made."""
+        order, rest, big = self._raw(path)
         if view.status is not None or view.kind is not None:
-            rows = [e for e in rows if self._passes(e, view)]
-        size = (lambda e: e.apparent_bytes) if view.apparent else (lambda e: e.disk_bytes)
-        if view.sort == "name":
-            key, rev = (lambda e: e.name), False
-        elif view.sort == "mtime":
-            key, rev = (lambda e: (e.newest_mtime or 0.0, e.name)), True
-        else:
-            key, rev = (lambda e: (size(e), e.name)), True
-        rows.sort(key=key, reverse=rev)
-        rows.sort(key=lambda e: e.kind == "rest")
-        return rows
+            made = Listing(path, order, None)
+            return Listing(path, _sort([r for r, e in zip(order, made) if self._passes(e, view)],
+                                       view), None)
+        key = _sort_key(path, view)
+        got = self._presorted.get(key)
+        if got is not None:
+            return Listing(path, got, rest, big, self._rows)
+        got = self._sorted.pop(key, None)
+        if got is None:
+            got = _sort(order, view)
+            if len(self._sorted) >= KEEP_SORTED:
+                del self._sorted[next(iter(self._sorted))]
+        self._sorted[key] = got
+        return Listing(path, got, rest, big, self._rows)
 
     def _passes(self, e: Entry, view: View) -> bool:
         if view.status is None and view.kind is None:
@@ -169,9 +281,7 @@ class Volume:
             return False
         if view.status is not None and not self._has(e.path, lambda u: u.status == view.status):
             return False
-        if view.kind is not None and not self._has(e.path, lambda u: _kind(u.item) == view.kind):
-            return False
-        return True
+        return view.kind is None or self._has(e.path, lambda u: _kind(u.item) == view.kind)
 
     def _has(self, path: str, test) -> bool:
         """Whether the entry's item (or the one around it), or an item inside it, passes."""
@@ -255,10 +365,36 @@ class Volume:
         self.preview = plan
 
     def _file_stats(self, path: str) -> Stats | None:
-        e = self._files.get(os.path.dirname(path), {}).get(path)
-        if e is None:
+        d = os.path.dirname(path)
+        r = self._files.get(d, {}).get(path)
+        if r is None and self.listed is not None and d in self._rows:
+            order = self._raw(d)[0]
+            at = Listing(d, order, None).index_of(path)
+            r = order[at] if at is not None and type(order[at]) is tuple else None
+        if r is None:
             return None
-        return Stats(e.apparent_bytes, e.disk_bytes, 1, 0, e.newest_mtime, None)
+        return Stats(r[1], r[2], 1, 0, r[5] / 1e9 if r[5] is not None else None, None)
+
+
+def _sort_key(path: str, view: View) -> tuple:
+    return (path, view.sort, view.apparent and view.sort == "size")
+
+
+def _sort(order: list, view: View) -> list:
+    """``order`` (in name order) sorted as ``view`` asks; equal keys stay in name order."""
+    if view.sort == "name":
+        return order
+    if view.sort == "mtime":
+        return sorted(order, key=_mtime, reverse=True)
+    return sorted(order, key=itemgetter(1 if view.apparent else 2), reverse=True)
+
+
+def _ns(t: float | None) -> int | None:
+    return round(t * 1e9) if t is not None else None
+
+
+def _mtime(r) -> int:
+    return r[5] or 0
 
 
 def _kind(item) -> str:

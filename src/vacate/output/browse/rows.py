@@ -4,7 +4,6 @@ neither move the cursor nor change the screen."""
 
 from __future__ import annotations
 
-import os
 import time
 
 from rich.cells import cell_len, set_cell_size
@@ -65,9 +64,10 @@ def line(vol: Volume, e: Entry, about: About | None, view: View, biggest: int, w
     return segs
 
 
-def header(vol: Volume, cwd: str, view: View) -> Text:
-    """Two lines: the volume and the verdict; the directory shown, the sort, the filters
-    and the marks."""
+def header(vol: Volume, cwd: str, view: View, at: tuple[int, int] | None = None) -> Text:
+    """Two lines: the volume and the verdict; the directory shown, where the cursor is in
+    it (``at``: entry, entries; the list has no scrollbar), the sort, the filters and the
+    marks."""
     obs, t = vol.obs, vol.obs.target
     host = (obs.host.via or obs.host.hostname) if obs.host is not None else ""
     top = Text(no_wrap=True, overflow="ellipsis")
@@ -87,9 +87,9 @@ def header(vol: Volume, cwd: str, view: View) -> Text:
     top.append(f" on {shown(t.mount.source)} ({t.mount.fstype})  {human_bytes(t.used_bytes)} "
                f"used of {human_bytes(t.size_bytes)}")
     top.append("\n")
-    rel = os.path.relpath(cwd, vol.root)
-    top.append(shown(cwd if rel == "." else cwd) + "/", Style(bold=True))
+    top.append(shown(cwd) + "/", Style(bold=True))
     bits = [f"sort: {view.sort}", "apparent sizes" if view.apparent else "sizes on disk"]
+
     if view.status:
         bits.append(f"status: {view.status}")
     if view.kind:
@@ -98,6 +98,10 @@ def header(vol: Volume, cwd: str, view: View) -> Text:
         bits.append(f"{len(vol.marks)} marked")
     if vol.loaded_plan is not None:
         bits.append("editing a plan")
+    if vol.listed is not None:
+        bits.append("every file listed")
+    if at is not None and at[1]:
+        bits.append(f"{at[0] + 1}/{at[1]}")     # last: the first to be cut off
     top.append("  " + " · ".join(bits), DIM)
     return top
 

@@ -3,6 +3,8 @@ no), and a page of text (help, what was written). All text is rich Text: no mark
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -53,7 +55,7 @@ class ActionMenu(ModalScreen):
 class Ask(ModalScreen):
     """A question answered with ``y``; anything else (``n``, Enter, Escape) is no."""
 
-    BINDINGS = [Binding("y", "answer(True)", "yes"),
+    BINDINGS: ClassVar[list] = [Binding("y", "answer(True)", "yes"),
                 Binding("n,enter,escape,q", "answer(False)", "no (default)")]
 
     def __init__(self, text: Text):
@@ -72,7 +74,7 @@ class Ask(ModalScreen):
 class Page(ModalScreen):
     """A page of text (help, what was written); any of q, Escape, Enter, ? closes it."""
 
-    BINDINGS = [Binding("escape,q,enter,question_mark", "close", "close")]
+    BINDINGS: ClassVar[list] = [Binding("escape,q,enter,question_mark", "close", "close")]
 
     def __init__(self, text: Text):
         super().__init__()

@@ -1,0 +1,185 @@
+"""The full file listing beside an observation (``vacate observe -o OBS --files``): every
+file of every directory, which the observation's per-directory table only counts, so
+``vacate browse OBS`` can list a directory's files and mark a single one.
+
+A sidecar file, ``OBS.files``, bound to the observation by the sha256 of its bytes (a
+listing beside another observation, or beside one written again, is not used). Compact and
+read one directory at a time, so a tree of a million files opens with its index alone:
+
+    {"schema": "vacate.files/1", "observation_sha256": ..., "root": ..., "dirs": N, "files": M}\\n
+    one zlib-compressed JSON array per directory: [[name, apparent, disk, mtime_ns], ...]
+    the index, zlib-compressed JSON: [[directory, offset, length], ...]
+    "vacate.files index OFFSET LENGTH\\n" (fixed width: found from the end)
+
+Names that are not UTF-8 are kept as the observation keeps them (surrogate escapes, written
+as JSON escapes), so a name comes back as the walk read it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zlib
+from array import array
+from collections.abc import Iterator
+from itertools import repeat
+
+from vacate.observing.errors import VacateError
+from vacate.observing.fsio import write_atomic
+
+SCHEMA = "vacate.files/1"
+SUFFIX = ".files"
+_TRAILER = b"vacate.files index %016d %016d\n"
+_TRAILER_LEN = len(_TRAILER % (0, 0))
+
+
+def beside(observation: str) -> str:
+    """Where the listing of the observation file ``observation`` is kept."""
+    return observation + SUFFIX
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode(record, root: str, observation_sha256: str) -> bytes:
+    """The sidecar's bytes from a walk's record of the whole tree
+    (:class:`vacate.observing.model.walk.TreeRecord`: ``scan(..., record_tree=True)``)."""
+    blobs: list[bytes] = []
+    index: list[list] = []
+    files = 0
+    at = 0
+    for path in record:
+        rows = sorted(_rows(record[path][5]))
+        if not rows:
+            continue
+        blob = zlib.compress(_columns(rows), 6)
+        index.append([path, at, len(blob)])
+        blobs.append(blob)
+        at += len(blob)
+        files += len(rows)
+    head = json.dumps({"schema": SCHEMA, "observation_sha256": observation_sha256,
+                       "root": root, "dirs": len(index), "files": files}).encode("ascii") + b"\n"
+    idx = zlib.compress(json.dumps(index, separators=(",", ":")).encode("ascii"), 6)
+    start = len(head)
+    return b"".join([head, *blobs, idx, _TRAILER % (start + at, len(idx))])
+
+
+def _rows(entries) -> list[tuple[str, int, int, int]]:
+    """(name, apparent, disk, mtime_ns) of each of a directory's entries in the walk's
+    record."""
+    return [(name, size, blocks * 512, round(mtime * 1e9))
+            for name, size, blocks, mtime, _ino, _nlink, _mode in entries]
+
+
+def _columns(rows: list[tuple[str, int, int, int]]) -> bytes:
+    names, app, disk, mtime = zip(*rows)
+    nums = array("q", app + disk + mtime)
+    if sys.byteorder != "little":
+        nums.byteswap()
+    return (len(rows).to_bytes(4, "little") + nums.tobytes()
+            + "\0".join(names).encode("utf-8", "surrogateescape"))
+
+
+def _uncolumn(data: bytes, head: str) -> list[tuple]:
+    """The rows of one directory's columns, each ``(head + name, apparent, disk, 1, 0,
+    mtime_ns)`` (a drill-down table row's layout, as a tuple: a file)."""
+    n = int.from_bytes(data[:4], "little")
+    nums = array("q")
+    nums.frombytes(data[4:4 + 24 * n])
+    if sys.byteorder != "little":
+        nums.byteswap()
+    names = data[4 + 24 * n:].decode("utf-8", "surrogateescape").split("\0")
+    return list(zip(map(head.__add__, names), nums[:n], nums[n:2 * n], repeat(1), repeat(0),
+                    nums[2 * n:]))
+
+
+def write(path: str, record, root: str, observation: bytes) -> None:
+    """Write the listing of ``observation`` (its bytes as written) to ``path``, crash-safe."""
+    write_atomic(path, encode(record, root, digest(observation)))
+
+
+class Listing:
+    """A sidecar opened for reading: the index in memory, a directory's files read from the
+    file when asked for (``get``), in name order, each ``(path, apparent, disk, 1, 0,
+    mtime_ns)``."""
+
+    def __init__(self, path: str, observation_sha256: str | None = None):
+        self.path = path
+        try:
+            self._f = open(path, "rb")  # noqa: SIM115 (lives with the listing; close())
+        except OSError as e:
+            raise VacateError(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            self._open(observation_sha256)
+        except BaseException:
+            self._f.close()
+            raise
+
+    def _open(self, want: str | None) -> None:
+        f, path = self._f, self.path
+        try:
+            line = f.readline(1 << 16)
+            self._start = len(line)
+            self.head = json.loads(line)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(size - _TRAILER_LEN)
+            tail = f.read(_TRAILER_LEN).split()
+            off, n = int(tail[2]), int(tail[3])
+            f.seek(off)
+            index = json.loads(zlib.decompress(f.read(n)))
+        except (ValueError, IndexError, zlib.error) as e:
+            raise VacateError(f"{path}: not a vacate file listing ({e})") from None
+        if not isinstance(self.head, dict) or self.head.get("schema") != SCHEMA:
+            raise VacateError(f"{path}: not a {SCHEMA} file listing")
+        if want is not None and self.head.get("observation_sha256") != want:
+            raise VacateError(f"{path}: the file listing of another observation",
+                              hint="observe again with --files to have both made together")
+        self._index = {p: (o, n) for p, o, n in index}
+
+    @property
+    def files(self) -> int:
+        return int(self.head.get("files", 0))
+
+    def __contains__(self, directory: object) -> bool:
+        return directory in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def get(self, directory: str) -> list[tuple]:
+        """The files directly in ``directory`` (none when it has none)."""
+        at = self._index.get(directory)
+        if at is None:
+            return []
+        off, n = at
+        data = os.pread(self._f.fileno(), n, self._start + off)
+        try:
+            return _uncolumn(zlib.decompress(data), directory.rstrip("/") + "/")
+        except (zlib.error, ValueError) as e:
+            raise VacateError(f"{self.path}: the files of {directory} are damaged ({e})") \
+                from None
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class FromWalk:
+    """The walk's record of the whole tree read as a :class:`Listing` is (browse on a
+    volume observed here: no sidecar needed)."""
+
+    def __init__(self, record):
+        self._record = record
+
+    def __contains__(self, directory: object) -> bool:
+        return directory in self._record
+
+    def get(self, directory: str) -> list[tuple]:
+        if directory not in self._record:
+            return []
+        head = directory.rstrip("/") + "/"
+        return [(head + n, a, d, 1, 0, m) for n, a, d, m in _rows(self._record[directory][5])]
+
+    def close(self) -> None:
+        self._record.close()
