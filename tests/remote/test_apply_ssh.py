@@ -157,6 +157,10 @@ def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, serv
     far.assert_retired()
     # the far side's progress reached here while the step ran there
     assert any(kind == "delete" and total > 0 for kind, _done, total in seen), seen
+    again = ap.apply(far.plan)      # a rerun of a finished apply: each step found done there
+    redone = [(s.id, s.status, s.detail) for s in again.steps
+              if not s.earlier and s.kind != "check"]        # a check looks again each time
+    assert ap.exit_code(again) == 0 and not redone, redone
     rc, out, _err = cli("report", far.plan)
     assert rc == 0 and "vacate-test" in out, out[-2000:]
     recs = read_records(path_for(far.plan))           # the journal is here, beside the plan

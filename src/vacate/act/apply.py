@@ -311,7 +311,7 @@ def _steps(plan_path, plan, actor, j, states, on_step) -> ApplyResult:
 def _one(step, actor, j: Journal, before) -> StepResult:
     t0 = time.time()
     if before is not None and before.event == "outcome" and before.status in ("ok", "skipped") \
-            and actor.still_done(step):
+            and actor.still_done(step, before):
         return StepResult(step.id, step.kind, step.summary, before.status, before.detail,
                           before.started, before.ended, True, before.data)
     j.intent(step.id, step.kind)

@@ -167,11 +167,26 @@ def _noter():
     return progress
 
 
-def done(host: Host, step: str) -> bool:
-    """:func:`vacate.act.kind.still_done` of the step."""
+def _told(step_id: str, earlier: dict | None):
+    """The step, with what the journal (kept on the asking side) says of its earlier run
+    put where its module looks for it (``Context.finished_earlier``)."""
+    from vacate.act.journal import StepState
+
+    ctx, s = _ctx(), _step(step_id)
+    if earlier:
+        ctx.earlier[s.id] = StepState(s.id, "outcome", earlier.get("status"), "", None, None,
+                                      earlier.get("data") or {})
+    else:
+        ctx.earlier.pop(s.id, None)
+    return s, ctx
+
+
+def done(host: Host, step: str, earlier: dict | None = None) -> bool:
+    """:func:`vacate.act.kind.still_done` of the step (``earlier``: as for :func:`step`)."""
     from vacate.act.kind import still_done
 
-    return still_done(_step(step), _ctx())
+    s, ctx = _told(step, earlier)
+    return still_done(s, ctx)
 
 
 def ready(host: Host, step: str) -> str | None:
@@ -190,16 +205,9 @@ def step(host: Host, step: str, earlier: dict | None = None) -> dict:
     """Carry the step out here (:func:`vacate.act.kind.attempt`); ``earlier``: what the
     journal says of it from an earlier run (``status``, ``data``). The outcome, with the
     commands it ran."""
-    from vacate.act.journal import StepState
     from vacate.act.kind import attempt
 
-    ctx = _ctx()
-    s = _step(step)
-    if earlier:
-        ctx.earlier[s.id] = StepState(s.id, "outcome", earlier.get("status"), "", None, None,
-                                      earlier.get("data") or {})
-    else:
-        ctx.earlier.pop(s.id, None)
+    s, ctx = _told(step, earlier)
     first = len(ctx.commands)
     out = attempt(s, ctx)
     return {"status": out.status, "detail": out.detail, "data": out.data,

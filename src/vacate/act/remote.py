@@ -21,6 +21,13 @@ from vacate.observing.model.plan import Plan, Step
 PIECE = 4 << 20             # an entries file is sent in pieces of this many bytes
 
 
+def _said(before) -> dict | None:
+    """What the journal says of a step's earlier run, as the far side takes it."""
+    if before is not None and before.event == "outcome":
+        return {"status": before.status, "data": before.data}
+    return None
+
+
 class Here:
     """The steps run in this process."""
 
@@ -31,7 +38,7 @@ class Here:
     def begin(self) -> None:
         pass
 
-    def still_done(self, step: Step) -> bool:
+    def still_done(self, step: Step, before) -> bool:
         from vacate.act.kind import still_done
 
         return still_done(step, self.ctx)
@@ -109,19 +116,16 @@ class There:
             self.progress(step, int(value.get("done") or 0), int(value.get("total") or 0),
                           str(value.get("what") or ""))
 
-    def still_done(self, step: Step) -> bool:
+    def still_done(self, step: Step, before) -> bool:
         try:
-            return bool(self.reach.call("apply_done", step=step.id))
+            return bool(self.reach.call("apply_done", step=step.id, earlier=_said(before)))
         except VacateError:
             return False
 
     def carry_out(self, step: Step, before) -> Outcome:
-        earlier = None
-        if before is not None and before.event == "outcome":
-            earlier = {"status": before.status, "data": before.data}
         try:
             got = self.reach.call("apply_step", on_note=self._note, step=step.id,
-                                  earlier=earlier)
+                                  earlier=_said(before))
         except VacateError as e:
             return Outcome("failed", f"{e.message}: the step's outcome there is not known; a "
                                      "rerun asks whether it is done")
