@@ -24,7 +24,7 @@ from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import PlanItem
 from vacate.observing.model.usage import Consumer
-from vacate.observing.parsers.paths import is_under
+from vacate.observing.parsers.paths import is_under, rebase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,18 +141,28 @@ def migrate_units(t: Teardown) -> None:
                     t.moved.add(it.path)
                     _copy_steps(t, it, True)
             repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
-            moves = tuple((i.path, i.migrate_to) for i in used)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to "
-                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
+            moves, away = _moves_for(t, a.where, used)
+            into = tuple(n for _o, n in moves)
+            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to {', '.join(into)} by a "
+                                     "drop-in",
                      downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
-                     postcondition={"shows": [n for _o, n in moves]})
-            t.st.add("start-unit", f"start {a.subject} ({at}) from "
-                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
-                     params=as_params(StartParams(a.subject, stop.id,
-                                                  tuple(i.migrate_to for i in used),
-                                                  t.obs.target.mountpoint)),
-                     postcondition={"active": True, "holds_under": [i.migrate_to
-                                                                    for i in used]})
+                     postcondition={"shows": list(into)})
+            t.st.add("start-unit", f"start {a.subject} ({at}) from {', '.join(into)}",
+                     downtime=True,
+                     params=as_params(StartParams(a.subject, stop.id, into, away)),
+                     postcondition={"active": True, "holds_under": list(into)})
+
+
+def _moves_for(t: Teardown, where, used: list[PlanItem]) -> tuple[tuple, str]:
+    """Each ``(old, new)`` path of the items ``used`` and the volume's mount point, as the
+    manager at ``where`` spells them: the container's own paths for a unit of the ``--ct``
+    container (its processes and its unit files name those), the host's elsewhere."""
+    ct = t.obs.ct
+    if ct is not None and where.kind == "pct" and str(where.name) == ct.ctid and \
+            all(i.migrate_inside for i in used):
+        return tuple((rebase(i.path, ct.host_path, ct.path), i.migrate_inside)
+                     for i in used), ct.path
+    return tuple((i.path, i.migrate_to) for i in used), t.obs.target.mountpoint
 
 
 def migrate_rest(t: Teardown) -> None:

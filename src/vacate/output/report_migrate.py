@@ -24,11 +24,11 @@ def _mine(it: PlanItem, step) -> bool:
     if step.kind in ("copy", "verify-copy", "delete"):
         return p.get("item") == it.path
     if step.kind in ("repoint-unit", "repoint-config"):
-        return any(old == it.path for old, _new in p.get("moves", ()))
+        return any(old == it.path or new == it.migrate_inside for old, new in p.get("moves", ()))
     if step.kind in ("repoint-link", "repoint-mount-point"):
         return str(p.get("to") or p.get("new") or "").startswith(it.migrate_to or "\0")
     if step.kind == "start-unit":
-        return it.migrate_to in p.get("into", ())
+        return it.migrate_to in p.get("into", ()) or it.migrate_inside in p.get("into", ())
     return False
 
 
