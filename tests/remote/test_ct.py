@@ -59,11 +59,11 @@ def why_not() -> str | None:
 
 
 @contextlib.contextmanager
-def container_129(tmp_path, shared=None, files=None):
+def container_129(tmp_path, shared=None, files=None, qwen=None):
     """Container 129 serving the model from the volume at ``/data``; ``shared``: a host
     directory that is the container's ``mp1`` at ``/shared`` as well; ``files``: more files
-    of the container's ``/etc/systemd/system`` (name -> text; ``->`` makes a symlink).
-    Yields (volume, host, box, config)."""
+    of the container's ``/etc/systemd/system`` (name -> text; ``->`` makes a symlink);
+    ``qwen``: the server's unit, when not the story's. Yields (volume, host, box, config)."""
     why = why_not()
     if why:
         pytest.skip(why)
@@ -102,7 +102,7 @@ def container_129(tmp_path, shared=None, files=None):
     box = None
     try:
         box = systemd_box.start_box(
-            {"sglang-qwen.service": (
+            {"sglang-qwen.service": qwen or (
                 "[Unit]\nDescription=SGLang Qwen3.5 NVFP4\n[Service]\n"
                 f"ExecStart=/usr/bin/python3 /etc/systemd/system/serve.py "
                 f"/data/{MODEL}/model-00001-of-00001.safetensors\n"),

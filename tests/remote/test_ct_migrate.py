@@ -7,6 +7,7 @@ container's path of the copy, and started there; ``vacate undo`` removes that dr
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,6 +75,24 @@ def vacate(*args, env, timeout=300):
                           env=env, check=False)
 
 
+def plan_migrate(tmp_path, env) -> tuple[str, dict]:
+    """``vacate plan --ct 129 /data --migrate MODEL=/shared/models``: the plan's path and
+    its document."""
+    plan = str(tmp_path / "migrate.plan")
+    r = vacate("plan", "--ct", "129", "/data", "--migrate", f"{MODEL}=/shared/models",
+               "--keep", "eagle3", "-o", plan, "--grace", "2", "--json", env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return plan, json.loads(r.stdout)
+
+
+def serving_from_shared(box) -> list[str]:
+    """What the unit maps under /shared once it maps anything there (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not maps_of_unit(box, "/shared"):
+        time.sleep(0.2)
+    return maps_of_unit(box, "/shared")
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_the_story_migrated_inside_the_container_then_undo(ct129_shared, tmp_path):
@@ -84,10 +103,7 @@ def test_the_story_migrated_inside_the_container_then_undo(ct129_shared, tmp_pat
     dev = os.stat(vol.mountpoint).st_dev
     with open(os.path.join(units, UNIT), "rb") as f:
         unit_before = f.read()
-    plan = str(tmp_path / "migrate.plan")
-    r = vacate("plan", "--ct", "129", "/data", "--migrate", f"{MODEL}=/shared/models",
-               "--keep", "eagle3", "-o", plan, "--grace", "2", env=env)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    plan, _doc = plan_migrate(tmp_path, env)
     r = vacate("apply", plan, "--yes", env=env)
     said = r.stdout + r.stderr
     assert r.returncode in (0, 4), said[-6000:]
@@ -95,11 +111,8 @@ def test_the_story_migrated_inside_the_container_then_undo(ct129_shared, tmp_pat
     # the copy lies on the host behind mp1; the container runs its unit from it
     name = os.path.basename(MODEL)
     assert os.path.isfile(os.path.join(behind, "models", name, SHARD))
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not maps_of_unit(box, "/shared"):
-        time.sleep(0.2)
+    assert serving_from_shared(box) == [f"/shared/models/{name}/{SHARD}"]
     assert box.systemctl("is-active", UNIT).stdout.strip() == "active"
-    assert maps_of_unit(box, "/shared") == [f"/shared/models/{name}/{SHARD}"]
     assert not maps_of_unit(box, "/data") and not mapped_on(dev)
 
     # the unit file is as it was; vacate's drop-in is inside the container, sorts last, and
@@ -127,3 +140,86 @@ def test_the_story_migrated_inside_the_container_then_undo(ct129_shared, tmp_pat
     assert os.listdir(d) == ["override.conf"]
     show = box.systemctl("show", "-p", "ExecStart", "--value", UNIT).stdout
     assert f"/data/{MODEL}/{SHARD}" in show and "/shared" not in show, show
+
+
+ENV_LINK = "/etc/systemd/system/qwen.env"
+
+
+@pytest.fixture
+def ct129_env(tmp_path):
+    """Container 129 whose server takes the model from an environment file: the unit's
+    ``EnvironmentFile=`` is an absolute symlink inside the container to a file under
+    ``/etc/systemd/system/DECOY`` -- a path the host has too, with its own file there, which
+    the host would reach if it followed the link through ``/proc/PID/root``. Yields (volume,
+    host, box, the host's directory behind /shared, the host's decoy file)."""
+    from test_ct import why_not
+
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    decoy_dir = f"/etc/systemd/system/vacate-decoy-{os.getpid()}"
+    line = f"MODEL=/data/{MODEL}\n"
+    qwen = ("[Unit]\nDescription=SGLang Qwen3.5 NVFP4\n[Service]\n"
+            f"EnvironmentFile={ENV_LINK}\n"
+            "ExecStart=/usr/bin/python3 /etc/systemd/system/serve.py "
+            f"${{MODEL}}/{SHARD}\n")
+    files = {"qwen.env": f"->{decoy_dir}/qwen.env",
+             f"{os.path.basename(decoy_dir)}/qwen.env": f"# the model\n{line}"}
+    shared = make_volume("ext4")
+    os.makedirs(decoy_dir)
+    decoy = f"{decoy_dir}/qwen.env"
+    try:
+        with open(decoy, "w") as f:
+            f.write(f"# the host's own, not the container's\n{line}")
+        behind = os.path.join(shared.mountpoint, "pool")
+        os.makedirs(behind)
+        with container_129(tmp_path, shared=behind, files=files, qwen=qwen) as (
+                vol, host, box, _conf):
+            yield vol, host, box, behind, decoy
+    finally:
+        import shutil
+
+        shutil.rmtree(decoy_dir, ignore_errors=True)
+        shared.close()
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_an_environment_file_inside_the_container_is_repointed_there(ct129_env, tmp_path):
+    vol, host, box, behind, decoy = ct129_env
+    _wait_serving(box)
+    env = host.environ()
+    name = os.path.basename(MODEL)
+    dev = os.stat(vol.mountpoint).st_dev
+    with open(decoy) as f:
+        decoy_before = f.read()
+    real = os.path.join(box.units_dir, os.path.relpath(decoy, "/etc/systemd/system"))
+    plan, doc = plan_migrate(tmp_path, env)
+    kinds = [s["kind"] for s in doc["steps"]]
+    assert "manual" not in kinds[:kinds.index("start-unit")], doc["steps"]
+    assert "repoint-config" in kinds, kinds
+    r = vacate("apply", plan, "--yes", env=env)
+    assert r.returncode in (0, 4), (r.stdout + r.stderr)[-6000:]
+
+    # the file the container's link names was rewritten, inside the container; the host's
+    # file at the same path is untouched, and the link is still a link
+    with open(real) as f:
+        text = f.read()
+    assert f"MODEL=/shared/models/{name}\n" in text and "# vacate " in text, text
+    with open(decoy) as f:
+        assert f.read() == decoy_before
+    assert os.readlink(os.path.join(box.units_dir, "qwen.env")) == decoy
+    backups = [n for n in os.listdir(os.path.dirname(real)) if ".vacate-backup-" in n]
+    assert len(backups) == 1, backups
+    # and the unit runs from the copy, as the container sees it
+    assert serving_from_shared(box) == [f"/shared/models/{name}/{SHARD}"]
+    assert not maps_of_unit(box, "/data") and not mapped_on(dev)
+    assert os.path.isfile(os.path.join(behind, "models", name, SHARD))
+
+    # undo puts the line back, inside the container
+    r = vacate("undo", plan, env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    with open(real) as f:
+        assert f.read() == f"# the model\nMODEL=/data/{MODEL}\n"
+    with open(decoy) as f:
+        assert f.read() == decoy_before

@@ -8,7 +8,8 @@ by a drop-in of vacate's own, and started again from the new place.
   BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
   anything is repointed. Done: every file of the copy was read back since it last changed.
 - ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
-  drop-in would sort after it) in the unit's own manager, reached the way its stop step
+  drop-in would sort after it) in the unit's own manager (none where no setting of the
+  unit's own names the item: an environment file, repointed before, did), reached the way its stop step
   reaches it: under ``/etc/systemd/system`` for a system's manager (the host's, a
   container's); for a user's manager in that user's own unit directory
   (``~/.config/systemd/user``, as the manager's ``UnitPath`` says), written as that user,
@@ -325,9 +326,11 @@ def _repoint_missing(step: Step, ctx: Context) -> list[str]:
     m = _manager(step, ctx)
     props = m.show(p.unit)
     ours = _ours(props)
-    if ours is None:
-        return ["no drop-in of vacate's"]
     eff = effective(m.cat(p.unit))
+    if ours is None:
+        if not dropin_text(eff, p.moves)[1]:
+            return []        # none of its own settings names them (an environment file did)
+        return ["no drop-in of vacate's"]
     out = []
     shown = _show(m, p.unit, [k for k in eff if k in LIST_KEYS + SINGLE_KEYS] or ["Id"])
     for k, v in shown.items():
@@ -506,6 +509,24 @@ def done(step: Step, ctx: Context) -> bool:
 
 def ready(step: Step, ctx: Context) -> str | None:
     return _READY[step.kind](step, ctx)
+
+
+def skipped(step: Step, ctx: Context) -> Outcome:
+    """Done already; for a unit, the drop-in that repoints it, or that none was needed."""
+    if step.kind != "repoint-unit":
+        return Outcome("skipped", "already done")
+    p = params(step)
+    try:
+        m = _manager(step, ctx)
+        ours = _ours(m.show(p.unit))
+    except Exception:  # noqa: BLE001  (only what is said of it)
+        return Outcome("skipped", "already done")
+    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": ours, "settings": []}
+    if ours is None:
+        return Outcome("skipped", f"none of {p.unit}'s own settings names "
+                                  f"{', '.join(o for o, _n in p.moves)}: no drop-in needed",
+                       data)
+    return Outcome("skipped", f"{p.unit} is repointed already by {ours}", data)
 
 
 def run(step: Step, ctx: Context) -> Outcome:
