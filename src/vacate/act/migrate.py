@@ -398,6 +398,8 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
 def _unit_pids(m, unit: str, ctx: Context) -> list[int]:
     shown = _show(m, unit, ("MainPID", "ControlGroup"))
     cg = shown.get("ControlGroup", "")
+    if cg and m.where.kind != "host":
+        cg = _cgroup_base(m, ctx) + cg
     pids: list[int] = []
     for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/systemd"):
         try:
@@ -410,6 +412,34 @@ def _unit_pids(m, unit: str, ctx: Context) -> list[int]:
     if not pids and shown.get("MainPID", "0") not in ("", "0") and m.where.kind == "host":
         pids = [int(shown["MainPID"])]
     return pids
+
+
+def _cgroup_base(m, ctx: Context) -> str:
+    """Where the host has the cgroup root a container's manager names its units' cgroups
+    from: "" without a cgroup namespace of its own; else what the host reads of the
+    container init's cgroup less what the container reads of it (``/lxc/129/ns`` on
+    Proxmox)."""
+    from vacate.observing.collectors.cgroups import pick_path
+
+    init = None
+    if m.where.kind == "pct":
+        from vacate.observing.ct import find_init
+
+        init = find_init(ctx.host, str(m.where.name))
+    elif m.where.kind == "pid-namespace":
+        init = m.where.pid
+    if init is None:
+        return ""
+    try:
+        with open(ctx.host.proc_path(init, "cgroup"), errors="replace") as f:
+            outside = pick_path(f.read()) or ""
+        inside = pick_path(_in_manager(m, ("cat", "/proc/1/cgroup")).stdout) or ""
+    except (OSError, CommandFailed):
+        return ""
+    inside = inside.rstrip("/")
+    if not outside or outside == inside or not outside.endswith(inside):
+        return ""
+    return outside[:len(outside) - len(inside)].rstrip("/")
 
 
 def _files_of(pid: int, ctx: Context) -> set[str]:
