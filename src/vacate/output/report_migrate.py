@@ -12,11 +12,14 @@ DONE = ("ok", "skipped")
 
 
 def action_text(it: PlanItem) -> str:
-    """An item's action as a table cell: ``migrate to DEST`` (``, then delete`` when its
-    source is deleted after), else the action."""
+    """An item's action as a table cell: ``migrate to DEST`` (with ``--ct``, the
+    container's spelling after it; ``, then delete`` when its source is deleted after),
+    else the action."""
     if it.action != "migrate":
         return it.action
-    return f"migrate to {it.migrate_to}" + (", then delete" if it.delete_source else "")
+    return f"migrate to {it.migrate_to}" + (f" ({it.migrate_inside} in the container)"
+                                             if it.migrate_inside else "") + \
+        (", then delete" if it.delete_source else "")
 
 
 def _mine(it: PlanItem, step) -> bool:
