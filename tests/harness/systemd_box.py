@@ -205,8 +205,9 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
               ) -> SystemdBox:
     """Boot a box whose ``/etc/systemd/system`` holds ``units`` (name -> text; a name with a
     ``/`` is a drop-in like ``x.service.d/override.conf``) and ``files`` (other files placed in
-    the same directory), with ``enable`` linked into the box's default target. ``home`` (path
-    relative to root's home -> text; a text starting with ``->`` makes a symlink) fills a
+    the same directory; a text starting with ``->`` makes a symlink), with ``enable`` linked
+    into the box's default target. ``home`` (path relative to root's home -> text; a text
+    starting with ``->`` makes a symlink) fills a
     private directory mounted over ``/root`` inside the box. ``cgroup``: the name of its
     cgroups (``lxc.payload.129`` makes it Proxmox container 129 to whoever reads
     ``/proc/PID/cgroup``); ``binds``: (source, mount point) bind-mounted inside the box only;
@@ -236,6 +237,9 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
     for name, text in {**units, **(files or {})}.items():
         path = os.path.join(units_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if text.startswith("->"):
+            os.symlink(text[2:], path)
+            continue
         with open(path, "w") as f:
             f.write(text)
     for name in enable:

@@ -11,6 +11,7 @@ and ``pct`` is a stand-in with the real command line (tests/harness/pve.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -57,8 +58,12 @@ def why_not() -> str | None:
     return pve.why_not()
 
 
-@pytest.fixture
-def ct129(tmp_path):
+@contextlib.contextmanager
+def container_129(tmp_path, shared=None, files=None, qwen=None):
+    """Container 129 serving the model from the volume at ``/data``; ``shared``: a host
+    directory that is the container's ``mp1`` at ``/shared`` as well; ``files``: more files
+    of the container's ``/etc/systemd/system`` (name -> text; ``->`` makes a symlink);
+    ``qwen``: the server's unit, when not the story's. Yields (volume, host, box, config)."""
     why = why_not()
     if why:
         pytest.skip(why)
@@ -76,27 +81,34 @@ def ct129(tmp_path):
     made_data = not os.path.exists("/data")
     if made_data:
         os.mkdir("/data")          # an empty mount point on the host; the bind is the box's
+    made_shared = shared is not None and not os.path.exists("/shared")
+    if made_shared:
+        os.mkdir("/shared")
     # the container's root filesystem on a dir storage, as the host has it when it is stopped
     rootfs = tmp_path / "vz" / "images" / "129" / "subvol-129-disk-0.subvol"
     units = rootfs / "etc" / "systemd" / "system"
     os.makedirs(units / "multi-user.target.wants")
     host.write_storage(STORAGE.format(root=tmp_path / "vz"))
-    conf = host.write_ct(129, CONF.format(volume=m))
+    text = CONF.format(volume=m)
+    if shared is not None:
+        text = text.replace("\nnet0:", f"\nmp1: {shared},mp=/shared,backup=0\nnet0:")
+    conf = host.write_ct(129, text)
     kimi = ("[Unit]\nDescription=SGLang Kimi with an EAGLE-3 draft\n[Service]\n"
             "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path "
             "/data/models/Kimi-K2 --speculative-draft-model-path /data/eagle3/draft-ckpt\n"
             "[Install]\nWantedBy=multi-user.target\n")
     (units / "sglang-kimi.service").write_text(kimi)
+    binds = ((m, "/data"),) + (((shared, "/shared"),) if shared is not None else ())
     box = None
     try:
         box = systemd_box.start_box(
-            {"sglang-qwen.service": (
+            {"sglang-qwen.service": qwen or (
                 "[Unit]\nDescription=SGLang Qwen3.5 NVFP4\n[Service]\n"
                 f"ExecStart=/usr/bin/python3 /etc/systemd/system/serve.py "
                 f"/data/{MODEL}/model-00001-of-00001.safetensors\n"),
              "sglang-kimi.service": kimi},
-            files={"serve.py": SERVE}, enable=("sglang-qwen.service",),
-            cgroup="lxc.payload.129", binds=((m, "/data"),))
+            files={"serve.py": SERVE, **(files or {})}, enable=("sglang-qwen.service",),
+            cgroup="lxc.payload.129", binds=binds)
         host.running(129, box.pid1)
         yield vol, host, box, conf
     finally:
@@ -105,7 +117,15 @@ def ct129(tmp_path):
         host.close()
         if made_data:
             os.rmdir("/data")
+        if made_shared:
+            os.rmdir("/shared")
         vol.close()
+
+
+@pytest.fixture
+def ct129(tmp_path):
+    with container_129(tmp_path) as got:
+        yield got
 
 
 def check(*args, env):

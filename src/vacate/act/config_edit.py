@@ -16,10 +16,17 @@ makes ``.mount`` units from fstab), the spool directory's mtime for a user's cro
 keeps the mount until it restarts: the outcome says so.
 
 A line is counted as bytes up to ``\\n`` (a ``\\r`` before it stays the line end's).
+
+A file inside a Proxmox container (``ct``: an environment file or a crontab there, named as
+the container spells it) is read and written from the container's root by descriptor
+(:mod:`vacate.act.inroot`: ``openat2`` with ``RESOLVE_IN_ROOT``), its symlinks followed as
+the container follows them, never through ``/proc/PID/root``; the backup lies beside the
+file it names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -37,6 +44,7 @@ from vacate.act.kind import Kind
 from vacate.observing.collectors.configured.cron import RUN_PARTS, SPOOLS
 from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import file_kind, read_bounded, write_atomic
+from vacate.observing.model.action import Where
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.redact import shown_text
 
@@ -57,6 +65,7 @@ class EditParams:
     keys: tuple[str, ...] = ()
     config: str | None = None
     moves: tuple[tuple[str, str], ...] = ()      # repoint-config: each (old, new) path
+    ct: str | None = None         # the file is inside this Proxmox container, as it spells it
 
 
 KINDS = (Kind("edit-config", EditParams), Kind("repoint-config", EditParams))
@@ -72,8 +81,10 @@ CRON_DIRS = frozenset({"/etc/cron.d", *SPOOLS, *(f"/etc/cron.{p}" for p in RUN_P
 class _File:
     """A config file as read now: where it is, its stat, its bytes split at ``\\n``."""
 
-    name: str          # as the host spells it (/etc/fstab)
-    local: str         # where it lies from here
+    name: str          # as the host spells it (/etc/fstab), or the container for one in it
+    at: int            # its directory, held open while the file is worked on
+    base: str          # its name there
+    shown_dir: str     # that directory as spelled (a link's target's, for a link inside a CT)
     st: os.stat_result
     data: bytes
     lines: list[bytes]
@@ -98,23 +109,58 @@ def _targets(step: Step) -> list[tuple[int, str]]:
     return [(p.get("line"), p.get("line_sha256"))]
 
 
-def _load(step: Step, ctx: Context) -> tuple[_File | None, str]:
-    """The file the step edits, read now, or (None, why it cannot be edited)."""
+def _directory(step: Step, ctx: Context, name: str) -> tuple[int, str, str]:
+    """(the open directory that holds the file ``name``, its name there, the directory as
+    spelled): the host's, or inside the step's container from its root."""
+    ct = step.params.get("ct")
+    if ct is None:
+        local = ctx.host.path(name)
+        d = os.open(os.path.dirname(local) or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return d, os.path.basename(local), os.path.dirname(name)
+    from vacate.act.inroot import Root
+    from vacate.observing.ct import find_init
+
+    init = find_init(ctx.host, str(ct))
+    if init is None:
+        raise OSError(f"CT {ct} is not running: its files are not reached")
+    with Root(ctx.host.proc_path(init, "root")) as r:
+        d, base, spelled = r.parent(name)
+    return d, base, os.path.dirname(spelled)
+
+
+@contextlib.contextmanager
+def _loaded(step: Step, ctx: Context):
+    """The file the step edits, read now, as (a _File, "") or (None, why it cannot be
+    edited); its directory is closed after."""
     p = step.params
     name, n, sha = p.get("file"), p.get("line"), p.get("line_sha256")
     if not name or not isinstance(n, int) or n < 1:
-        return None, "the step names no file and line"
+        yield None, "the step names no file and line"
+        return
     if not sha:
-        return None, (f"the plan has no sha256 of {name}:{n}, so the line cannot be "
-                      "checked before it is edited")
-    local = ctx.host.path(name)
+        yield None, (f"the plan has no sha256 of {name}:{n}, so the line cannot be "
+                     "checked before it is edited")
+        return
     try:
-        st = os.lstat(local)
+        d, base, shown_dir = _directory(step, ctx, name)
+    except OSError as e:
+        yield None, f"{name}: {e.strerror or e}"
+        return
+    try:
+        yield _read(step, name, d, base, shown_dir)
+    finally:
+        os.close(d)
+
+
+def _read(step: Step, name: str, d: int, base: str, shown_dir: str
+          ) -> tuple[_File | None, str]:
+    try:
+        st = os.stat(base, dir_fd=d, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
             return None, f"{name} is a symbolic link: edit the file it names by hand"
         if not stat.S_ISREG(st.st_mode):
             return None, f"{name} is a {file_kind(st.st_mode)}, not a regular file"
-        data, more = read_bounded(local, MAX_BYTES, follow=False)
+        data, more = read_bounded(base, MAX_BYTES, follow=False, dir_fd=d)
     except OSError as e:
         return None, f"{name}: {e.strerror or e}"
     if more:
@@ -126,7 +172,7 @@ def _load(step: Step, ctx: Context) -> tuple[_File | None, str]:
     if last > len(lines):
         return None, (f"{name} has no line {last} now ({len(lines)} lines): it changed "
                       "since the plan")
-    return _File(name, local, st, data, lines), ""
+    return _File(name, d, base, shown_dir, st, data, lines), ""
 
 
 def _line_state(f: _File, n: int, planned: str) -> str:
@@ -227,17 +273,19 @@ def done(step: Step, ctx: Context) -> bool:
     line after it)."""
     if _pve(step):
         return pve_set.done(step, ctx)
-    f, _why = _load(step, ctx)
-    return f is not None and _now_state(step, f) == "marked"
+    with _loaded(step, ctx) as (f, _why):
+        return f is not None and _now_state(step, f) == "marked"
 
 
 def ready(step: Step, ctx: Context) -> str | None:
     """None when line N of the file, read now, is the line planned (same sha256)."""
     if _pve(step):
         return pve_set.ready(step, ctx)
-    f, why = _load(step, ctx)
-    if f is None:
-        return why
+    with _loaded(step, ctx) as (f, why):
+        return why if f is None else _changed(step, f)
+
+
+def _changed(step: Step, f: _File) -> str | None:
     if _now_state(step, f) == "changed":
         n = next((k for k, h in _targets(step) if _line_state(f, k, h) == "changed"),
                  _targets(step)[0][0])
@@ -248,15 +296,23 @@ def ready(step: Step, ctx: Context) -> str | None:
 
 
 def _backup_name(f: _File, stamp: str) -> str:
-    """A free name beside the file for its backup (hidden in a directory cron reads)."""
-    d, base = os.path.split(f.local)
-    hide = "." if os.path.dirname(f.name) in CRON_DIRS else ""
-    name = os.path.join(d, f"{hide}{base}{BACKUP}{stamp}")
+    """A free name beside the file for its backup (hidden in a directory cron reads), in
+    its directory."""
+    hide = "." if f.shown_dir in CRON_DIRS else ""
+    name = f"{hide}{f.base}{BACKUP}{stamp}"
     n = 1
-    while os.path.lexists(name):
+    while _lexists(f.at, name):
         n += 1
-        name = os.path.join(d, f"{hide}{base}{BACKUP}{stamp}-{n}")
+        name = f"{hide}{f.base}{BACKUP}{stamp}-{n}"
     return name
+
+
+def _lexists(d: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=d, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _kind(step: Step, ctx: Context) -> str | None:
@@ -271,8 +327,13 @@ def _kind(step: Step, ctx: Context) -> str | None:
         else None
 
 
-def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
+def _tell(step: Step, ctx: Context, f: _File) -> str:
     """Tell what reads the file that it changed; what was told, or raises CommandFailed."""
+    if os.path.dirname(f.name) in SPOOLS:
+        os.utime(f.at)                        # cron looks again at a touched spool
+        return "; cron's spool touched"
+    if step.params.get("ct") is not None:
+        return ""                             # an environment file: read when the unit starts
     kind = _kind(step, ctx)
     if kind == "nfs-export":
         if shutil.which("exportfs") is None:
@@ -294,9 +355,6 @@ def _tell(step: Step, ctx: Context, f_name: str, local: str) -> str:
             return ""
         ctx.run(["systemctl", "daemon-reload"])
         return "; systemd reloaded"
-    if os.path.dirname(f_name) in SPOOLS:
-        os.utime(os.path.dirname(local))          # cron looks again at a touched spool
-        return "; cron's spool touched"
     return ""
 
 
@@ -307,7 +365,10 @@ def skipped(step: Step, ctx: Context) -> Outcome:
         return pve_set.skipped(step, ctx)
     name, n = step.params.get("file"), step.params.get("line")
     try:
-        told = _tell(step, ctx, name, ctx.host.path(name))
+        with _loaded(step, ctx) as (f, why):
+            if f is None:
+                raise OSError(why)
+            told = _tell(step, ctx, f)
     except (CommandFailed, OSError) as e:
         return Outcome("failed", f"{name}:{n} is commented out already, but: {e}")
     what = "repointed" if step.kind == "repoint-config" else "commented out"
@@ -318,34 +379,40 @@ def run(step: Step, ctx: Context) -> Outcome:
     """Back up the file, comment line N out, tell what reads it."""
     if _pve(step):
         return pve_set.run(step, ctx)
-    name, n = step.params.get("file"), step.params.get("line")
-    f, why = _load(step, ctx)
-    if f is None:
-        return Outcome("failed", why)
+    with _loaded(step, ctx) as (f, why):
+        if f is None:
+            return Outcome("failed", why)
+        return _rewrite(step, ctx, f)
+
+
+def _rewrite(step: Step, ctx: Context, f: _File) -> Outcome:
+    name, n = f.name, step.params.get("line")
     now = time.localtime()
     backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S", now))
     marker = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": "
     lines, changes = _edited(step, f, marker)
     new = b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b"")
-    shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
+    shown_backup = os.path.join(f.shown_dir, backup)
     try:
-        write_atomic(backup, f.data, like=f.st)
-        st = os.lstat(f.local)
+        write_atomic(backup, f.data, like=f.st, dir_fd=f.at)
+        st = os.stat(f.base, dir_fd=f.at, follow_symlinks=False)
         if (st.st_ino, st.st_size, st.st_mtime_ns) != (f.st.st_ino, f.st.st_size,
                                                         f.st.st_mtime_ns):
             return Outcome("failed", f"{name} changed while it was being edited: not edited "
                                      f"(the backup {shown_backup} is of it as it was read)")
-        write_atomic(f.local, new, like=f.st)
+        write_atomic(f.base, new, like=f.st, dir_fd=f.at)
     except OSError as e:
         return Outcome("failed", f"{name}: {e.strerror or e}")
     data = {"file": name, "line": n, "backup": shown_backup}
     what = "commented out"
     if step.kind == "repoint-config":
         what = "repointed"
+        undo = ("cp", "-p", shown_backup, os.path.join(f.shown_dir, f.base))
+        ct = step.params.get("ct")
         data.update(changes=changes, sha256=_sha(new),
-                    undo=shlex.join(("cp", "-p", shown_backup, name)))
+                    undo=shlex.join(Where("pct", name=str(ct)).wrap(undo) if ct else undo))
     try:
-        told = _tell(step, ctx, name, f.local)
+        told = _tell(step, ctx, f)
     except (CommandFailed, OSError) as e:
         return Outcome("failed", f"{name}:{n} {what} (backup {shown_backup}), but: {e}", data)
     return Outcome("ok", f"{name}:{n} {what} (backup {shown_backup}){told}", data)
@@ -355,9 +422,13 @@ def undo_repoint(step: Step, data: dict, ctx: Context) -> str:
     """Put back each line a ``repoint-config`` step rewrote (the marker and the repointed
     line become the line as it was), after a backup; refused, named, where a line was edited
     since. What was done, in words."""
-    f, why = _load(step, ctx)
-    if f is None:
-        raise CommandFailed(("undo", step.params.get("file") or "?"), 1, why)
+    with _loaded(step, ctx) as (f, why):
+        if f is None:
+            raise CommandFailed(("undo", step.params.get("file") or "?"), 1, why)
+        return _put_back(step, ctx, f)
+
+
+def _put_back(step: Step, ctx: Context, f: _File) -> str:
     places = _repoint_places(step, f)
     if all(st == "planned" for _i, st in places):
         return f"{f.name}: its lines are as they were (put back already)"
@@ -370,9 +441,9 @@ def undo_repoint(step: Step, data: dict, ctx: Context) -> str:
             old = MARK.fullmatch(_content(lines[i])[0]).group(1)
             lines[i:i + 2] = [old + _content(lines[i])[1]]
     backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S"))
-    write_atomic(backup, f.data, like=f.st)
-    write_atomic(f.local, b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b""),
-                 like=f.st)
-    told = _tell(step, ctx, f.name, f.local)
-    shown_backup = os.path.join(os.path.dirname(f.name), os.path.basename(backup))
+    write_atomic(backup, f.data, like=f.st, dir_fd=f.at)
+    write_atomic(f.base, b"\n".join(lines) + (b"\n" if f.data.endswith(b"\n") else b""),
+                 like=f.st, dir_fd=f.at)
+    told = _tell(step, ctx, f)
+    shown_backup = os.path.join(f.shown_dir, backup)
     return f"{f.name}: {len(places)} line(s) put back as they were (backup {shown_backup}){told}"

@@ -8,7 +8,8 @@ by a drop-in of vacate's own, and started again from the new place.
   BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
   anything is repointed. Done: every file of the copy was read back since it last changed.
 - ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
-  drop-in would sort after it) in the unit's own manager, reached the way its stop step
+  drop-in would sort after it) in the unit's own manager (none where no setting of the
+  unit's own names the item: an environment file, repointed before, did), reached the way its stop step
   reaches it: under ``/etc/systemd/system`` for a system's manager (the host's, a
   container's); for a user's manager in that user's own unit directory
   (``~/.config/systemd/user``, as the manager's ``UnitPath`` says), written as that user,
@@ -325,9 +326,11 @@ def _repoint_missing(step: Step, ctx: Context) -> list[str]:
     m = _manager(step, ctx)
     props = m.show(p.unit)
     ours = _ours(props)
-    if ours is None:
-        return ["no drop-in of vacate's"]
     eff = effective(m.cat(p.unit))
+    if ours is None:
+        if not dropin_text(eff, p.moves)[1]:
+            return []        # none of its own settings names them (an environment file did)
+        return ["no drop-in of vacate's"]
     out = []
     shown = _show(m, p.unit, [k for k in eff if k in LIST_KEYS + SINGLE_KEYS] or ["Id"])
     for k, v in shown.items():
@@ -395,6 +398,8 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
 def _unit_pids(m, unit: str, ctx: Context) -> list[int]:
     shown = _show(m, unit, ("MainPID", "ControlGroup"))
     cg = shown.get("ControlGroup", "")
+    if cg and m.where.kind != "host":
+        cg = _cgroup_base(m, ctx) + cg
     pids: list[int] = []
     for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/systemd"):
         try:
@@ -407,6 +412,34 @@ def _unit_pids(m, unit: str, ctx: Context) -> list[int]:
     if not pids and shown.get("MainPID", "0") not in ("", "0") and m.where.kind == "host":
         pids = [int(shown["MainPID"])]
     return pids
+
+
+def _cgroup_base(m, ctx: Context) -> str:
+    """Where the host has the cgroup root a container's manager names its units' cgroups
+    from: "" without a cgroup namespace of its own; else what the host reads of the
+    container init's cgroup less what the container reads of it (``/lxc/129/ns`` on
+    Proxmox)."""
+    from vacate.observing.collectors.cgroups import pick_path
+
+    init = None
+    if m.where.kind == "pct":
+        from vacate.observing.ct import find_init
+
+        init = find_init(ctx.host, str(m.where.name))
+    elif m.where.kind == "pid-namespace":
+        init = m.where.pid
+    if init is None:
+        return ""
+    try:
+        with open(ctx.host.proc_path(init, "cgroup"), errors="replace") as f:
+            outside = pick_path(f.read()) or ""
+        inside = pick_path(_in_manager(m, ("cat", "/proc/1/cgroup")).stdout) or ""
+    except (OSError, CommandFailed):
+        return ""
+    inside = inside.rstrip("/")
+    if not outside or outside == inside or not outside.endswith(inside):
+        return ""
+    return outside[:len(outside) - len(inside)].rstrip("/")
 
 
 def _files_of(pid: int, ctx: Context) -> set[str]:
@@ -506,6 +539,26 @@ def done(step: Step, ctx: Context) -> bool:
 
 def ready(step: Step, ctx: Context) -> str | None:
     return _READY[step.kind](step, ctx)
+
+
+def skipped(step: Step, ctx: Context) -> Outcome:
+    """Done already; for a unit, the drop-in that repoints it, or that none was needed."""
+    if step.kind != "repoint-unit":
+        return Outcome("skipped", "already done")
+    from vacate.act import units
+
+    p = params(step)
+    try:
+        m = _manager(step, ctx)
+        ours = _ours(m.show(p.unit))
+    except (units._NoManager, CommandFailed, OSError):
+        return Outcome("skipped", "already done")
+    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": ours, "settings": []}
+    if ours is None:
+        return Outcome("skipped", f"none of {p.unit}'s own settings names "
+                                  f"{', '.join(o for o, _n in p.moves)}: no drop-in needed",
+                       data)
+    return Outcome("skipped", f"{p.unit} is repointed already by {ours}", data)
 
 
 def run(step: Step, ctx: Context) -> Outcome:

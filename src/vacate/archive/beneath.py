@@ -34,7 +34,10 @@ class _OpenHow(ctypes.Structure):
                 ("resolve", ctypes.c_uint64)]
 
 
-def _openat2_call():
+def openat2_with(flags: int, resolve: int):
+    """``openat2(dirfd, path)`` with these open ``flags`` and ``resolve`` flags, as a
+    function of ``(dirfd, path: bytes) -> fd`` raising OSError; None where this Python cannot
+    make the system call (its number is not known here, or there is no libc)."""
     if _SYS_OPENAT2 is None:
         return None
     try:
@@ -43,7 +46,7 @@ def _openat2_call():
     except (OSError, AttributeError):
         return None
     f.restype = ctypes.c_long
-    how = _OpenHow(_DIR, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
+    how = _OpenHow(flags, 0, resolve)
 
     def openat2(dirfd: int, path: bytes) -> int:
         fd = f(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(path),
@@ -56,7 +59,7 @@ def _openat2_call():
     return openat2
 
 
-_openat2 = _openat2_call()
+_openat2 = openat2_with(_DIR, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
 
 
 def open_beneath(root_fd: int, rel: bytes) -> int:

@@ -36,7 +36,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "of vacate's own, started again from there; fstab, crontab, "
                         "environment-file and LXC lines; symlinks; Proxmox mount points) and "
                         "leave P on the volume; with --delete P too, P is deleted once what "
-                        "used it runs from DEST (vacate undo PLAN reverses the repointing)")
+                        "used it runs from DEST (vacate undo PLAN reverses the repointing); "
+                        "with --ct, DEST as the container spells it, like PATH")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between TERM and KILL when ending a holder (default 10)")
     p.add_argument("--no-snapshot", action="store_true",

@@ -148,7 +148,8 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                archive_to: str | None, identities: dict[str, Identity],
                entries: dict[str, dict], snapshot: bool = False,
                migrations: dict[str, str] | None = None,
-               migrate_free: dict[str, int] | None = None) -> tuple[PlanItem, ...]:
+               migrate_free: dict[str, int] | None = None,
+               migrate_inside: dict[str, str] | None = None) -> tuple[PlanItem, ...]:
     target = obs.target.path
     moves = {_pattern(target, p): d for p, d in (migrations or {}).items()}
     pats = [(a, _pattern(target, p)) for a, p in overrides]
@@ -213,9 +214,12 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
         if action == "migrate":
             dest = dest_of[it.path]
             gone = it.path in delete_source
+            inside = (migrate_inside or {}).get(dest)
             pi = _with(pi, migrate_to=os.path.join(dest, os.path.basename(it.path)),
                        dest_free_bytes=(migrate_free or {}).get(dest), delete_source=gone,
-                       entries=entries.get(it.path) if gone else None)
+                       entries=entries.get(it.path) if gone else None,
+                       migrate_inside=os.path.join(inside, os.path.basename(it.path))
+                       if inside else None)
         excl = tuple(p for p, o in around.items() if o == it.path)
         inner = next((known_source(u.item.classification) for u in usages
                       if known_source(u.item.classification)
@@ -256,17 +260,19 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
               dest_free: int | None = None, created_at: float = 0.0,
               migrations: dict[str, str] | None = None,
               migrate_free: dict[str, int] | None = None,
+              migrate_inside: dict[str, str] | None = None,
               archive_tools: dict[str, str] | None = None) -> Plan:
     """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
     planned. ``identities``: what each item to archive or delete is, by path (observed by
     the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
     ``dest_free``: the free bytes at ``archive_to``; ``archive_tools``: where the archive is
     written by another host's python3 (no zstandard module there), its ``zstd`` command
-    (name -> path, "" where it is missing)."""
+    (name -> path, "" where it is missing); ``migrate_inside``: with ``--ct``, each
+    destination of ``migrations`` (the host's path) as the container spells it."""
     identities = identities or {}
     result = verdict.check(obs)
     items = plan_items(obs, result.items, list(overrides), archive_to, identities,
-                       entries or {}, snapshot, migrations, migrate_free)
+                       entries or {}, snapshot, migrations, migrate_free, migrate_inside)
     blocked = _check_migrations(obs, items)
     to_archive = [i for i in items if i.action == "archive"]
     subs = {i.path: i for i in items}
@@ -358,7 +364,9 @@ def migrations_of(plan: Plan) -> dict:
     return {"migrations": {_rel(target, it.path): os.path.dirname(it.migrate_to)
                            for it in moving},
             "migrate_free": {os.path.dirname(it.migrate_to): it.dest_free_bytes
-                             for it in moving if it.dest_free_bytes is not None}}
+                             for it in moving if it.dest_free_bytes is not None},
+            "migrate_inside": {os.path.dirname(it.migrate_to): os.path.dirname(it.migrate_inside)
+                               for it in moving if it.migrate_inside}}
 
 
 def edited_steps(plan: Plan) -> list[str]:

@@ -24,8 +24,9 @@ from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import PlanItem
 from vacate.observing.model.usage import Consumer
-from vacate.observing.parsers.paths import is_under
+from vacate.observing.parsers.paths import is_under, rebase
 
+IN_CT = frozenset({"config-file", "cron"})     # rewritten inside the --ct container
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from vacate.decide.teardown import Teardown
@@ -68,13 +69,23 @@ def _unit_refs(t: Teardown, a: Action) -> list[str]:
 
 def _env_files_kept(t: Teardown, a: Action) -> list[str]:
     """The environment files the unit of the stop action ``a`` reads that name the volume
-    and that vacate cannot rewrite here (inside a container, or a line it cannot check):
-    the unit would start from the old path."""
+    and that vacate cannot rewrite (inside a container other than ``--ct``'s, or a line it
+    cannot check): the unit would start from the old path."""
     return [c.name for c in t.obs.consumers if c.type == "config-file"
             and any(u.rsplit(":", 1)[-1] == a.subject for u in c.attrs.get("used_by") or ())
             and container_place(c.attrs.get("container"), c.attrs.get("user")).label() ==
             a.where.label()
-            and (c.attrs.get("container") or not c.attrs.get("line_sha256s"))]
+            and (c.attrs.get("container") and _in_ct(t, c) is None
+                 or not c.attrs.get("line_sha256s"))]
+
+
+def _in_ct(t: Teardown, c: Consumer) -> str | None:
+    """The CTID of the ``--ct`` container when the consumer ``c`` lies inside it (its files
+    are then spelled as the container spells them), else None."""
+    ct, view = c.attrs.get("container") or {}, t.obs.ct
+    ctid = ct.get("ctid") or (ct.get("name") if ct.get("type") == "pve" else None)
+    return view.ctid if view is not None and ctid is not None and \
+        str(ctid) == view.ctid else None
 
 
 def _user_manager_answered(t: Teardown, a: Action) -> bool:
@@ -141,18 +152,33 @@ def migrate_units(t: Teardown) -> None:
                     t.moved.add(it.path)
                     _copy_steps(t, it, True)
             repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
-            moves = tuple((i.path, i.migrate_to) for i in used)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to "
-                                     f"{', '.join(i.migrate_to for i in used)} by a drop-in",
+            moves, away = _moves_for(t, a.where, used)
+            into = tuple(n for _o, n in moves)
+            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to {', '.join(into)} by a "
+                                     "drop-in",
                      downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
-                     postcondition={"shows": [n for _o, n in moves]})
-            t.st.add("start-unit", f"start {a.subject} ({at}) from "
-                                   f"{', '.join(i.migrate_to for i in used)}", downtime=True,
-                     params=as_params(StartParams(a.subject, stop.id,
-                                                  tuple(i.migrate_to for i in used),
-                                                  t.obs.target.mountpoint)),
-                     postcondition={"active": True, "holds_under": [i.migrate_to
-                                                                    for i in used]})
+                     postcondition={"shows": list(into)})
+            t.st.add("start-unit", f"start {a.subject} ({at}) from {', '.join(into)}",
+                     downtime=True,
+                     params=as_params(StartParams(a.subject, stop.id, into, away)),
+                     postcondition={"active": True, "holds_under": list(into)})
+
+
+def _moves_for(t: Teardown, where, used: list[PlanItem]) -> tuple[tuple, str]:
+    """Each ``(old, new)`` path of the items ``used`` and the volume's mount point, as the
+    manager at ``where`` spells them: the container's own paths for a unit of the ``--ct``
+    container (its processes and its unit files name those), the host's elsewhere."""
+    ct = t.obs.ct
+    inside = ct is not None and where.kind == "pct" and str(where.name) == ct.ctid
+    return _spelled(t, inside, used)
+
+
+def _spelled(t: Teardown, inside: bool, used: list[PlanItem]) -> tuple[tuple, str]:
+    ct = t.obs.ct
+    if inside and ct is not None and all(i.migrate_inside for i in used):
+        return tuple((rebase(i.path, ct.host_path, ct.path), i.migrate_inside)
+                     for i in used), ct.path
+    return tuple((i.path, i.migrate_to) for i in used), t.obs.target.mountpoint
 
 
 def migrate_rest(t: Teardown) -> None:
@@ -172,11 +198,14 @@ def _new_path(path: str, moves) -> str | None:
     return None
 
 
-def _repoint_one(t: Teardown, c: Consumer, moves) -> bool:
-    """The steps that repoint one consumer naming only migrated paths; False when vacate
+def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool:
+    """The steps that repoint one consumer naming only migrated paths (``ct``: a file
+    inside that container, rewritten there, ``moves`` as it spells them); False when vacate
     has no way to (it is then disarmed like any other)."""
     a = c.attrs
     lines = None
+    if ct is not None and c.type not in IN_CT:
+        return False
     if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
         lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
     elif c.type == "config-file" and a.get("line_sha256s") and a.get("file"):
@@ -193,7 +222,7 @@ def _repoint_one(t: Teardown, c: Consumer, moves) -> bool:
                      downtime=True,
                      params=as_params(EditParams(file, first, targets[0][1],
                                                  lines=targets if len(targets) > 1 else None,
-                                                 moves=tuple(moves))),
+                                                 moves=tuple(moves), ct=ct)),
                      postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
         return True
     if c.type == "symlink" and a.get("target"):
@@ -242,14 +271,17 @@ def repoint_config(t: Teardown) -> None:
     was kept behind a dated marker, a backup beside the file), symlinks pointed at the new
     place, a Proxmox container's bind mount points set by ``pct set`` (the container started
     again when it ran); a docker container's bind is a person's to recreate (a manual
-    step)."""
+    step). Inside the ``--ct`` container, its environment files and crontabs are rewritten
+    there, with the paths as it spells them."""
     moving = [i for i in t.items if i.action == "migrate" and i.path in t.moved]
     for c in t.obs.consumers:
-        if c.id in t.repointed or not c.paths or c.attrs.get("container"):
+        ct = _in_ct(t, c)
+        if c.id in t.repointed or not c.paths or c.attrs.get("container") and ct is None:
             continue
         if not all(any(is_under(p, i.path) for i in moving) for p in c.paths):
             continue
-        moves = tuple((i.path, i.migrate_to) for i in moving
-                      if any(is_under(p, i.path) for p in c.paths))
-        if _repoint_one(t, c, moves):
+        used = [i for i in moving if any(is_under(p, i.path) for p in c.paths)]
+        moves = _spelled(t, True, used)[0] if ct is not None else \
+            tuple((i.path, i.migrate_to) for i in used)
+        if _repoint_one(t, c, moves, ct):
             t.repointed.add(c.id)

@@ -42,7 +42,10 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     """The plan to retire the volume mounted at ``path``, looked at through ``where`` (a
     :mod:`vacate.remote` reach: this machine's ``host`` by default, or another over ssh).
     ``outputs``: files the plan and its journal will be written to here (refused on the
-    volume itself when it is this machine's, like ``archive_to``)."""
+    volume itself when it is this machine's, like ``archive_to``). With a container
+    (``where.ct``), each destination of ``migrations`` is spelled as the container spells
+    it, like ``path``: the copy goes where the host has it, and the container's units are
+    repointed to it as the container sees it."""
     from vacate.remote import Local
 
     where = where or Local(host)
@@ -55,6 +58,11 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     here = isinstance(where, Local) and where.ct is None
     store = os.path.dirname(os.path.abspath(outputs[0])) if outputs else entries_store()
     migrations = dict(migrations or {})
+    inside: dict[str, str] = {}
+    if where.ct is not None:        # DEST as the container spells it: the host's path of it
+        for p, d in list(migrations.items()):
+            migrations[p] = where.call("ct_view", ctid=where.ct, path=d).host_path
+            inside[migrations[p]] = d
     overrides = [*overrides, *(("migrate", p) for p in migrations
                                if ("migrate", p) not in overrides)]
     checks = [("--archive-to", local_dest)] + [("--migrate destination", d)
@@ -92,4 +100,5 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                      dest_free=free, created_at=time.time(), migrations=migrations,
                      migrate_free={d: where.call("free_bytes", path=d)
                                    for d in set(migrations.values())},
+                     migrate_inside=inside,
                      archive_tools=tools)

@@ -32,15 +32,11 @@ from vacate.observing.errors import NotFound, UsageError, VacateError
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
 from vacate.observing.model.observation import CtView
+from vacate.observing.parsers.paths import rebase as _rebase
 
 
 def _is_under(path: str, top: str) -> bool:
     return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def _rebase(path: str, old: str, new: str) -> str:
-    rest = path[len(old):].lstrip("/") if old != "/" else path.lstrip("/")
-    return posixpath.normpath(posixpath.join(new, rest)) if rest else new
 
 
 def check_ctid(ctid: str) -> str:

@@ -261,38 +261,44 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def commit_temp(fd: int, tmp: str, final: str) -> None:
+def commit_temp(fd: int, tmp: str, final: str, dir_fd: int | None = None) -> None:
     """Make the written temp file ``tmp`` (open as ``fd``, closed here) the file ``final``:
-    fsync -> close -> rename -> fsync the directory. On failure ``tmp`` is removed."""
+    fsync -> close -> rename -> fsync the directory. On failure ``tmp`` is removed.
+    ``dir_fd``: both names are in that directory (held open)."""
     try:
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, final)
+        os.replace(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        remove_quietly(tmp)
+        remove_quietly(tmp, dir_fd)
         raise
-    fsync_dir(os.path.dirname(final))
+    if dir_fd is None:
+        fsync_dir(os.path.dirname(final))
+    else:
+        os.fsync(dir_fd)
 
 
-def remove_quietly(path: str) -> None:
+def remove_quietly(path: str, dir_fd: int | None = None) -> None:
     """Remove ``path`` if it is there (cleanup: a failure here must not hide the first)."""
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except OSError:
         pass
 
 
 def write_atomic(final: str, data, mode: int = 0o644, *,
-                 like: os.stat_result | None = None) -> None:
+                 like: os.stat_result | None = None, dir_fd: int | None = None) -> None:
     """Write ``data`` as the file ``final``, crash-safe (temp -> fsync -> rename -> fsync
     dir); nothing is left behind when it fails (a full disk, an interrupt). ``like``: the
     file it replaces or copies, whose permission bits, owner and group the new one gets
-    before it takes the name."""
+    before it takes the name. ``dir_fd``: ``final`` is a name in that directory (held
+    open), and no symlink is followed at the temp name."""
     tmp = temp_path(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                 mode if like is None else 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC |
+                 (os.O_NOFOLLOW if dir_fd is not None else 0),
+                 mode if like is None else 0o600, dir_fd=dir_fd)
     try:
         if like is not None:
             os.fchown(fd, like.st_uid, like.st_gid)
@@ -302,6 +308,6 @@ def write_atomic(final: str, data, mode: int = 0o644, *,
             mv = mv[os.write(fd, mv):]
     except BaseException:
         os.close(fd)
-        remove_quietly(tmp)
+        remove_quietly(tmp, dir_fd)
         raise
-    commit_temp(fd, tmp, final)
+    commit_temp(fd, tmp, final, dir_fd)

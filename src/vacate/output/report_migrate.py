@@ -12,11 +12,14 @@ DONE = ("ok", "skipped")
 
 
 def action_text(it: PlanItem) -> str:
-    """An item's action as a table cell: ``migrate to DEST`` (``, then delete`` when its
-    source is deleted after), else the action."""
+    """An item's action as a table cell: ``migrate to DEST`` (with ``--ct``, the
+    container's spelling after it; ``, then delete`` when its source is deleted after),
+    else the action."""
     if it.action != "migrate":
         return it.action
-    return f"migrate to {it.migrate_to}" + (", then delete" if it.delete_source else "")
+    return f"migrate to {it.migrate_to}" + (f" ({it.migrate_inside} in the container)"
+                                             if it.migrate_inside else "") + \
+        (", then delete" if it.delete_source else "")
 
 
 def _mine(it: PlanItem, step) -> bool:
@@ -24,11 +27,11 @@ def _mine(it: PlanItem, step) -> bool:
     if step.kind in ("copy", "verify-copy", "delete"):
         return p.get("item") == it.path
     if step.kind in ("repoint-unit", "repoint-config"):
-        return any(old == it.path for old, _new in p.get("moves", ()))
+        return any(old == it.path or new == it.migrate_inside for old, new in p.get("moves", ()))
     if step.kind in ("repoint-link", "repoint-mount-point"):
         return str(p.get("to") or p.get("new") or "").startswith(it.migrate_to or "\0")
     if step.kind == "start-unit":
-        return it.migrate_to in p.get("into", ())
+        return it.migrate_to in p.get("into", ()) or it.migrate_inside in p.get("into", ())
     return False
 
 

@@ -14,6 +14,7 @@ from rich.text import Text
 from vacate.observing.units import human_age, human_bytes, human_duration
 from vacate.output.report_names import shown
 
+NO_DROPIN = "no drop-in (none of its own settings names it)"
 STATUS_STYLE = {"ok": "green", "skipped": "cyan", "failed": "bold red", "started": "bold red",
                 "manual": "yellow", "pending": "dim", "active": "bold red",
                 "referenced": "yellow", "cold": "cyan", "disposable": "green",
@@ -73,7 +74,7 @@ def migration_lines(m: dict, console) -> None:
         if u["kind"] == "repoint-unit":
             console.print(Text.assemble("    repointed: ", shown(u["unit"]), " (",
                                         shown(u["manager"] or "?"), ") by ",
-                                        shown(u["dropin"])))
+                                        shown(u["dropin"] or NO_DROPIN)))
         lead = "      " if u["kind"] == "repoint-unit" else "    repointed: "
         for ch in u["changes"]:
             console.print(Text.assemble(lead, shown(ch["setting"]), ": ",

@@ -78,10 +78,13 @@ class PlanItem:
     entries: dict[str, Any] | None = None
     # a migrate item: its path at the destination, and the free bytes seen there;
     # ``delete_source``: it is also marked delete, and its source on the volume is deleted
-    # once what used it runs from the destination (else the source stays on the volume)
+    # once what used it runs from the destination (else the source stays on the volume);
+    # ``migrate_inside``: with ``--ct``, ``migrate_to`` as that container spells it (what its
+    # units are repointed to)
     migrate_to: str | None = None
     dest_free_bytes: int | None = None
     delete_source: bool = False
+    migrate_inside: str | None = None
 
 
 @dataclass(frozen=True, **SLOTS)

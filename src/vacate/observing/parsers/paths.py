@@ -19,6 +19,15 @@ def is_under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
+def rebase(path: str, old: str, new: str) -> str:
+    """``path``, which lies under ``old``, as it lies under ``new`` (the same place spelled
+    from another root: a container's and the host's)."""
+    import posixpath
+
+    rest = path[len(old):].lstrip("/") if old != "/" else path.lstrip("/")
+    return posixpath.normpath(posixpath.join(new, rest)) if rest else new
+
+
 def unescape(field: str) -> str:
     """Undo the kernel's octal escapes (``\\040`` -> space). Bytes above 0x7f stay as they are
     in the surrogate-escaped string, so the result round-trips through ``os.fsencode``."""
