@@ -108,24 +108,28 @@ def pack(files: Files) -> bytes:
         files.names[files.base:]
 
 
-def unpack(data: bytes, head: str) -> Files:
-    """The columns :func:`pack` wrote, read where they lie in ``data`` (no copy, the names
-    not decoded)."""
-    n = int.from_bytes(data[:8], "little")
-    at = 8 + 24 * n
+def unpack(data, head: str, start: int = 0, end: int | None = None) -> Files:
+    """The columns :func:`pack` wrote, at ``data[start:end]`` (bytes, or a file mapped in
+    memory), read where they lie: nothing copied, no name decoded, and of a mapped file only
+    the pages read are read from the disk."""
+    end = len(data) if end is None else end
+    if end > len(data) or end - start < 8:
+        raise ValueError("the columns are cut short")
+    n = int.from_bytes(data[start:start + 8], "little")
+    at = start + 8 + 24 * n
     base = at + 16 * n
-    if len(data) < base:
+    if end < base:
         raise ValueError("the columns are cut short")
     view = memoryview(data)
     if sys.byteorder == "little":
-        nums, idx = view[8:at].cast("q"), view[at:base].cast("I")
+        nums, idx = view[start + 8:at].cast("q"), view[at:base].cast("I")
     else:                   # pragma: no cover (no big-endian machine runs the tests)
         nums, idx = array("q"), _index_array()
-        nums.frombytes(view[8:at])
+        nums.frombytes(view[start + 8:at])
         idx.frombytes(view[at:base])
         nums.byteswap()
         idx.byteswap()
-    if n and idx[n - 1] != len(data) - base:
+    if n and idx[n - 1] != end - base:
         raise ValueError("the names do not fill their column")
     orders = {col: idx[(i + 1) * n:(i + 2) * n] for i, col in enumerate(COLUMNS)}
     return Files(head, nums[:n], nums[n:2 * n], nums[2 * n:], data, idx[:n], base, orders)

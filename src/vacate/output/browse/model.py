@@ -317,9 +317,9 @@ class Volume:
         rest = None
         if row is not None:
             n = row[3] - sum(map(itemgetter(3), subs)) - len(files)
-            app = row[1] - sum(map(itemgetter(1), subs)) - sum(files.apparent)
-            disk = row[2] - sum(map(itemgetter(2), subs)) - sum(files.disk)
-            if n > 0:
+            if n > 0:       # (the sizes read only then: the files' columns left unread)
+                app = row[1] - sum(map(itemgetter(1), subs)) - sum(files.apparent)
+                disk = row[2] - sum(map(itemgetter(2), subs)) - sum(files.disk)
                 label = f"{n} file" + ("s" if n != 1 else "") + \
                     (" more" if len(files) else "")
                 rest = Entry(path, label, "rest", max(app, 0), max(disk, 0), n, None)
