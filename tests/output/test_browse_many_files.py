@@ -27,7 +27,8 @@ N = 100_000
 def flat(tmp_path_factory):
     """A real ext4 volume (inodes enough) with ``flat/`` of N files: apparent sizes
     ``i % 997`` bytes (sparse: nothing on disk) but every 1000th file written, 8 kB on disk,
-    and times one second apart, f0 newest; observed with ``--files``."""
+    and times one second apart, f0 newest; ``some/``: 2000 files of ``i % 7`` bytes (kept
+    compressed in the listing, its orders stored); observed with ``--files``."""
     if not can_loop_mount():
         pytest.skip("needs root and losetup")
     v = make_volume("ext4", size_mb=2048)
@@ -43,6 +44,10 @@ def flat(tmp_path_factory):
                 os.ftruncate(fd, i % 997)
             os.close(fd)
             os.utime(p, ns=(0, (2_000_000_000 - i) * 10**9))
+        os.mkdir(os.path.join(v.mountpoint, "some"))
+        for i in range(2000):
+            with open(os.path.join(v.mountpoint, "some", f"s{i:04d}"), "wb") as f:
+                f.write(b"y" * (i % 7))
         obs = str(tmp_path_factory.mktemp("obs") / "obs.json")
         rc, _, err = cli("observe", v.mountpoint, "-o", obs, "--files")
         assert rc == 0, err
@@ -91,6 +96,9 @@ def test_a_directory_of_100000_files_is_columns_and_sorts_and_marks(flat):
     for lst in (by_size, app, names, newest):
         for at in (0, 1, 4321, N - 1):
             assert lst.index_of(lst[at].path) == at
+    some = vol.listing(f"{root}/some", View(apparent=True))
+    assert [e.name for e in some[:3]] == ["s0006", "s0013", "s0020"]     # 6 bytes, by name
+    assert some.index_of(f"{root}/some/s0001") == sum(i % 7 > 1 for i in range(2000))
     # a single file marked: the plan takes it as an override
     one = f"{d}/f012345"
     vol.mark(one, "delete")

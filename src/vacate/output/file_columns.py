@@ -92,20 +92,21 @@ class Files:
         return self.column(col)[self.order(col)[0]] if len(self) else 0
 
 
-def pack(files: Files) -> bytes:
-    """The columns as bytes (little-endian): the count (8 bytes), the three columns, where
-    each name ends, the three orders, the names."""
+def pack(files: Files, orders: bool = True) -> bytes:
+    """The columns as bytes (little-endian): the count and whether the orders follow (4
+    bytes each), the three columns, where each name ends, the three orders (when
+    ``orders``: else sorted when first asked for), the names."""
     nums = array("q", files.apparent)
     nums += array("q", files.disk)
     nums += array("q", files.mtime)
     idx = _index_array(files.ends)
-    for col in COLUMNS:
+    for col in COLUMNS if orders else ():
         idx += _index_array(files.order(col))
     if sys.byteorder != "little":
         nums.byteswap()
         idx.byteswap()
-    return len(files).to_bytes(8, "little") + nums.tobytes() + idx.tobytes() + \
-        files.names[files.base:]
+    return len(files).to_bytes(4, "little") + int(orders).to_bytes(4, "little") + \
+        nums.tobytes() + idx.tobytes() + files.names[files.base:]
 
 
 def unpack(data, head: str, start: int = 0, end: int | None = None) -> Files:
@@ -115,9 +116,10 @@ def unpack(data, head: str, start: int = 0, end: int | None = None) -> Files:
     end = len(data) if end is None else end
     if end > len(data) or end - start < 8:
         raise ValueError("the columns are cut short")
-    n = int.from_bytes(data[start:start + 8], "little")
+    n = int.from_bytes(data[start:start + 4], "little")
+    ordered = int.from_bytes(data[start + 4:start + 8], "little")
     at = start + 8 + 24 * n
-    base = at + 16 * n
+    base = at + (16 if ordered else 4) * n
     if end < base:
         raise ValueError("the columns are cut short")
     view = memoryview(data)
@@ -131,5 +133,6 @@ def unpack(data, head: str, start: int = 0, end: int | None = None) -> Files:
         idx.byteswap()
     if n and idx[n - 1] != end - base:
         raise ValueError("the names do not fill their column")
-    orders = {col: idx[(i + 1) * n:(i + 2) * n] for i, col in enumerate(COLUMNS)}
+    orders = {col: idx[(i + 1) * n:(i + 2) * n] for i, col in enumerate(COLUMNS)} \
+        if ordered else None
     return Files(head, nums[:n], nums[n:2 * n], nums[2 * n:], data, idx[:n], base, orders)

@@ -8,7 +8,8 @@ read one directory at a time, so a tree of a million files opens with its index 
 
     {"schema": "vacate.files/1", "observation_sha256": ..., "root": ..., "dirs": N, "files": M}\\n
     per directory, its files as columns (:func:`file_columns.pack`: the sizes, the times,
-        where each name ends, the orders by each size and by time, the names),
+        where each name ends, the orders by each size and by time (of a directory of
+        ORDERS_FROM files or more: smaller ones are sorted when read), the names),
         zlib-compressed; a directory of RAW_FROM files or more as they are, read where they
         lie in the file mapped in memory (no decompression, no copy, no object per file:
         the first screen of a directory of a hundred thousand files reads a few pages)
@@ -39,7 +40,8 @@ from vacate.output.file_columns import Files, pack, unpack
 SCHEMA = "vacate.files/2"
 READS = ("vacate.files/1", SCHEMA)
 SUFFIX = ".files"
-RAW_FROM = 10_000
+RAW_FROM = 30_000
+ORDERS_FROM = 1000
 _TRAILER = b"vacate.files index %016d %016d\n"
 _TRAILER_LEN = len(_TRAILER % (0, 0))
 
@@ -64,7 +66,7 @@ def encode(record, root: str, observation_sha256: str) -> bytes:
         rows = sorted(_rows(record[path][5]))
         if not rows:
             continue
-        blob = pack(Files.from_rows("", rows))
+        blob = pack(Files.from_rows("", rows), orders=len(rows) >= ORDERS_FROM)
         packed = len(rows) < RAW_FROM
         if packed:
             blob = zlib.compress(blob, 6)
