@@ -6,7 +6,7 @@ A sidecar file, ``OBS.files``, bound to the observation by the sha256 of its byt
 listing beside another observation, or beside one written again, is not used). Compact and
 read one directory at a time, so a tree of a million files opens with its index alone:
 
-    {"schema": "vacate.files/1", "observation_sha256": ..., "root": ..., "dirs": N, "files": M}\\n
+    {"schema": "vacate.files/2", "observation_sha256": ..., "root": ..., "dirs": N, "files": M}\\n
     per directory, its files as columns (:func:`file_columns.pack`: the sizes, the times,
         where each name ends, the orders by each size and by time (of a directory of
         ORDERS_FROM files or more: smaller ones are sorted when read), the names),
