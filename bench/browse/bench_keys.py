@@ -46,7 +46,8 @@ SEQUENCE = [
     # flat (100,000 files) is first by name; s keeps it selected
     ("n", "n"), ("Home", "Home"), ("s", "s"),
     ("Enter flat (first)", "Enter"), ("flat: j", "j"), ("flat: End", "End"),
-    ("flat: Home", "Home"), ("flat: Space (the menu)", "Space"), ("k (marked keep)", "k"),
+    ("flat: Home", "Home"), ("flat: n", "n"), ("flat: M", "M"), ("flat: a", "a"),
+    ("flat: s", "s"), ("flat: Space (the menu)", "Space"), ("k (marked keep)", "k"),
     ("Backspace", "BSpace"),
 ]
 SETTLE = 0.4       # the pane unchanged this long: the key's answer is complete

@@ -10,9 +10,9 @@ volume browse observed itself) a directory lists every file it has, each markabl
 
 from __future__ import annotations
 
-import gc
 import operator
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -24,6 +24,7 @@ from vacate.flow.carve import carve
 from vacate.observing.model.inventory import Stats
 from vacate.observing.model.observation import Observation
 from vacate.observing.parsers.paths import is_under
+from vacate.output.file_columns import Files
 
 STATUSES = ("active", "referenced", "cold", "disposable", "artifact")
 ACTIONS = ("keep", "archive", "delete")
@@ -83,17 +84,19 @@ class View:
 
 class Listing(Sequence):
     """A directory's entries in the order shown, made into :class:`Entry` values only when
-    read: ``order`` holds the drill-down table's rows themselves (lists) and the files'
-    records (tuples, in the same layout), so sorting a hundred thousand entries moves
-    references and makes no object per entry. The "N files" row, when there is one, is last."""
+    read. ``order`` holds the drill-down table's rows themselves (lists) and the indices of
+    the directory's files (ints, into ``files``: :class:`vacate.output.file_columns.Files`):
+    sorting moves references and indices, and a directory of a hundred thousand files is a
+    few arrays. The "N files" row, when there is one, is last."""
 
-    __slots__ = ("big", "cut", "order", "rest", "rows")
+    __slots__ = ("big", "cut", "files", "order", "rest", "rows")
 
-    def __init__(self, path: str, order: list, rest: Entry | None, big: dict | None = None,
-                 rows: dict | None = None):
+    def __init__(self, path: str, order: Sequence, rest: Entry | None, big: dict | None = None,
+                 rows: dict | None = None, files: Files | None = None):
         self.cut = len(path.rstrip("/")) + 1
         self.order = order
         self.rest = rest
+        self.files = files
         self.big = {} if big is None else big     # column -> the largest (kept by the caller)
         self.rows = rows or {}                    # path -> the table's row (the dirs' records)
 
@@ -109,29 +112,103 @@ class Listing(Sequence):
         if i == n and self.rest is not None:
             return self.rest
         r = self.order[i]
-        return Entry(r[0], r[0][self.cut:], "dir" if type(r) is list else "file",
-                     r[1], r[2], r[3], r[5] / 1e9 if r[5] is not None else None)
+        if type(r) is list:
+            return Entry(r[0], r[0][self.cut:], "dir", r[1], r[2], r[3],
+                         r[5] / 1e9 if r[5] is not None else None)
+        f = self.files
+        name = f.name(r)
+        return Entry(f.head + name, name, "file", f.apparent[r], f.disk[r], 1, f.time(r))
 
     def index_of(self, path: str) -> int | None:
         """Where the entry (not the "N files" row) of ``path`` is, or None."""
+        order = self.order
         row = self.rows.get(path)
-        if row is not None:       # the row itself: found by identity, no path compared
-            try:
-                return self.order.index(row)
-            except ValueError:
+        if row is None:
+            f = self.files
+            k = f.find(path[len(f.head):]) if f is not None and path.startswith(f.head) \
+                else None
+            if k is None:
                 return None
-        paths = list(map(itemgetter(0), self.order))
-        return paths.index(path) if path in paths else None
+            if isinstance(order, (FileOrder, Merged)):
+                return order.where(k)
+            row = k
+        if isinstance(order, FileOrder):
+            return None
+        if isinstance(order, Merged):
+            order = order.subs
+        try:      # a row by identity, no path compared; a file's index among rows and ints
+            at = order.index(row)
+        except ValueError:
+            return None
+        return self.order.at[at] if isinstance(self.order, Merged) else at
 
     def biggest(self, apparent: bool) -> int:
         """The largest size shown (the bars' full length)."""
         col = 1 if apparent else 2
         big = self.big.get(col)
         if big is None:
-            big = self.big[col] = max(map(itemgetter(col), self.order), default=0)
+            big = self.big[col] = max(map(_getter(self.files, col), self.order), default=0)
         if self.rest is not None:
             big = max(big, self.rest.apparent_bytes if apparent else self.rest.disk_bytes)
         return big
+
+
+class FileOrder(Sequence):
+    """A directory's files in one order: their indices, by name (``by`` None) or largest
+    (newest) first by the column ``by``, equal keys in name order."""
+
+    __slots__ = ("by", "files", "idx")
+
+    def __init__(self, files: Files, by: str | None):
+        self.files = files
+        self.by = by
+        self.idx = range(len(files)) if by is None else files.order(by)
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def __getitem__(self, i):
+        return self.idx[i]
+
+    def key(self, k: int) -> tuple:
+        """The key of file ``k`` in this order (ascending)."""
+        if self.by is None:
+            return (self.files.name(k),)
+        return (-self.files.column(self.by)[k], self.files.name(k))
+
+    def where(self, k: int) -> int:
+        """Where file ``k`` is in this order (equal keys are in index order)."""
+        if self.by is None:
+            return k
+        col = self.files.column(self.by)
+        return bisect_left(self.idx, (-col[k], k), key=lambda j: (-col[j], j))
+
+
+class Merged(Sequence):
+    """A directory's subdirectories (rows, in the order shown) placed among its files
+    (:class:`FileOrder`): each row found its place by bisection, no file's key made but
+    those it compared with."""
+
+    __slots__ = ("at", "before", "files", "subs")
+
+    def __init__(self, files: FileOrder, subs: list, keys: list):
+        self.files = files
+        self.subs = subs
+        self.before = [bisect_left(files, k, key=files.key) for k in keys]
+        self.at = [b + j for j, b in enumerate(self.before)]    # each row's place
+
+    def __len__(self) -> int:
+        return len(self.files) + len(self.subs)
+
+    def __getitem__(self, i):
+        j = bisect_left(self.at, i)
+        if j < len(self.at) and self.at[j] == i:
+            return self.subs[j]
+        return self.files[i - j]
+
+    def where(self, k: int) -> int:
+        f = self.files.where(k)
+        return f + bisect_right(self.before, f)
 
 
 class Volume:
@@ -175,9 +252,9 @@ class Volume:
         paths = list(map(itemgetter(0), table))
         self._in_order = all(map(operator.lt, paths, paths[1:]))    # each list in name order
         self._files: dict[str, dict[str, tuple]] = {}
-        self._made: dict[str, tuple[list, Entry | None, dict]] = {}    # least recent first
+        self._made: dict[str, _Dir] = {}          # least recently shown first
         self._held = 0            # the entries of the directories in _made
-        self._sorted: dict[tuple, list] = {}      # the last few sorted orders
+        self._sorted: dict[tuple, Sequence] = {}  # the last few sorted orders
         for it in inv.items:
             if not it.is_dir:
                 self._add_file(it.path, it.stats.apparent_bytes, it.stats.disk_bytes,
@@ -186,14 +263,12 @@ class Volume:
             self._add_file(f.path, f.apparent_bytes, f.disk_bytes, f.mtime)
         # a directory of many subdirectories is made and sorted each way now: its first
         # Enter, and each sort of it, then cost no more than any other key
-        self._presorted: dict[tuple, list] = {}
+        self._presorted: dict[tuple, Sequence] = {}
         for head, kids in self._children.items():
             if len(kids) >= PRESORT:
-                order, _, big = self._raw(head)
+                d = self._raw(head)
                 for view in (View(), View(apparent=True), View(sort="mtime")):
-                    self._presorted[_sort_key(head, view)] = _sort(order, view)
-                for col in (1, 2):
-                    big[col] = max(map(itemgetter(col), order), default=0)
+                    self._presorted[_sort_key(head, view)] = self._ordered(head, d, view)
         self.items = {it.path: it for it in inv.items}
         self.usage = {u.item.path: u for u in self.check.items}
         self.consumers = {c.id: c for c in self.check.consumers}
@@ -210,69 +285,86 @@ class Volume:
     def is_dir(self, path: str) -> bool:
         return path in self._rows
 
-    def _raw(self, path: str) -> tuple[list, Entry | None, dict]:
-        """The directory's rows and file records in name order, its "N files" row and its
+    def _raw(self, path: str) -> _Dir:
+        """The directory's subdirectories and files in name order, its "N files" row and its
         largest sizes (made once)."""
         got = self._made.pop(path, None)
         if got is None:
             got = self._make(path)
-            self._held += len(got[0])
-            # the least recently shown made again when asked: a listing's files take
-            # ~250 bytes each, and a session may visit every directory
+            self._held += len(got.subs) + len(got.files)
+            # the least recently shown made again when asked: a session may visit every
+            # directory
             while self._held > KEEP_ENTRIES and self._made:
-                self._held -= len(self._made.pop(next(iter(self._made)))[0])
+                old = self._made.pop(next(iter(self._made)))
+                self._held -= len(old.subs) + len(old.files)
         self._made[path] = got
         return got
 
-    def _make(self, path: str) -> tuple[list, Entry | None, dict]:
+    def _make(self, path: str) -> _Dir:
         subs = self._children.get(path, [])
+        if not self._in_order:
+            subs = sorted(subs, key=itemgetter(0))
+        head = path.rstrip("/") + "/"
         if self.listed is not None:
-            # a record per file, a hundred thousand at once: no collector passes meanwhile
-            # (they would find nothing to free, and cost a third of the time)
-            was = gc.isenabled()
-            gc.disable()
-            try:
-                files = self.listed.get(path)
-            finally:
-                if was:
-                    gc.enable()
+            files = self.listed.get(path)
         else:
-            files = list(self._files.get(path, {}).values())
-        # one prefix: the paths' order is the names' (the subdirectories are in order when
-        # the table is, and the listing's files are: two runs merged)
-        order = subs if self._in_order and not files else \
-            sorted(subs + files, key=itemgetter(0))
+            cut = len(head)
+            files = Files.from_rows(head, sorted(
+                (p[cut:], a, d, m) for p, a, d, _, _, m in self._files.get(path, {}).values()))
+        big = {col: max(max(map(itemgetter(col), subs), default=0), files.largest(name))
+               for col, name in ((1, "apparent"), (2, "disk"))}
         row = self._rows.get(path)
         rest = None
         if row is not None:
             n = row[3] - sum(map(itemgetter(3), subs)) - len(files)
-            app = row[1] - sum(map(itemgetter(1), order))
-            disk = row[2] - sum(map(itemgetter(2), order))
-            if n > 0:
+            if n > 0:       # (the sizes read only then: the files' columns left unread)
+                app = row[1] - sum(map(itemgetter(1), subs)) - sum(files.apparent)
+                disk = row[2] - sum(map(itemgetter(2), subs)) - sum(files.disk)
                 label = f"{n} file" + ("s" if n != 1 else "") + \
-                    (" more" if files else "")
+                    (" more" if len(files) else "")
                 rest = Entry(path, label, "rest", max(app, 0), max(disk, 0), n, None)
-        return order, rest, {}
+        return _Dir(subs, files, rest, big)
+
+    def _ordered(self, path: str, d: _Dir, view: View) -> Sequence:
+        """The directory's subdirectories and files in the order ``view`` sorts them."""
+        subs = _sort(d.subs, view)
+        if not len(d.files):
+            return subs
+        by = None if view.sort == "name" else "mtime" if view.sort == "mtime" else \
+            "apparent" if view.apparent else "disk"
+        files = FileOrder(d.files, by)
+        if not subs:
+            return files
+        cut = len(path.rstrip("/")) + 1
+        if by is None:
+            keys = [(r[0][cut:],) for r in subs]
+        else:
+            col = 5 if by == "mtime" else 1 if by == "apparent" else 2
+            keys = [(-(r[col] or 0), r[0][cut:]) for r in subs]
+        return Merged(files, subs, keys)
 
     def listing(self, path: str, view: View) -> Listing:
         """The entries of ``path`` as the screen lists them: filtered, then sorted (the
         "N files" row last; equal keys in name order). Only the entries read are made."""
-        order, rest, big = self._raw(path)
+        d = self._raw(path)
         if view.status is not None or view.kind is not None:
-            made = Listing(path, order, None)
-            return Listing(path, _sort([r for r, e in zip(order, made) if self._passes(e, view)],
-                                       view), None)
+            names = self._ordered(path, d, View(sort="name"))
+            made = Listing(path, names, None, files=d.files)
+            kept = [r for r, e in zip(names, made) if self._passes(e, view)]
+            if view.sort != "name":
+                col = 5 if view.sort == "mtime" else 1 if view.apparent else 2
+                kept.sort(key=_getter(d.files, col), reverse=True)
+            return Listing(path, kept, None, rows=self._rows, files=d.files)
         key = _sort_key(path, view)
         got = self._presorted.get(key)
-        if got is not None:
-            return Listing(path, got, rest, big, self._rows)
-        got = self._sorted.pop(key, None)
         if got is None:
-            got = _sort(order, view)
-            if len(self._sorted) >= KEEP_SORTED:
-                del self._sorted[next(iter(self._sorted))]
-        self._sorted[key] = got
-        return Listing(path, got, rest, big, self._rows)
+            got = self._sorted.pop(key, None)
+            if got is None:
+                got = self._ordered(path, d, view)
+                if len(self._sorted) >= KEEP_SORTED:
+                    del self._sorted[next(iter(self._sorted))]
+            self._sorted[key] = got
+        return Listing(path, got, d.rest, d.big, self._rows, d.files)
 
     def _passes(self, e: Entry, view: View) -> bool:
         if view.status is None and view.kind is None:
@@ -368,9 +460,9 @@ class Volume:
         d = os.path.dirname(path)
         r = self._files.get(d, {}).get(path)
         if r is None and self.listed is not None and d in self._rows:
-            order = self._raw(d)[0]
-            at = Listing(d, order, None).index_of(path)
-            r = order[at] if at is not None and type(order[at]) is tuple else None
+            files = self._raw(d).files
+            k = files.find(os.path.basename(path))
+            r = files.row(k) if k is not None else None
         if r is None:
             return None
         return Stats(r[1], r[2], 1, 0, r[5] / 1e9 if r[5] is not None else None, None)
@@ -378,6 +470,26 @@ class Volume:
 
 def _sort_key(path: str, view: View) -> tuple:
     return (path, view.sort, view.apparent and view.sort == "size")
+
+
+class _Dir(NamedTuple):
+    """A directory as made for the screen: its subdirectories' rows and its files, each in
+    name order, its "N files" row, and its largest sizes (column -> size)."""
+
+    subs: list
+    files: Files
+    rest: Entry | None
+    big: dict
+
+
+def _getter(files: Files | None, col: int):
+    """The ``col`` (1 apparent, 2 disk, 5 mtime) of a row or of a file's index."""
+    c = files.column({1: "apparent", 2: "disk", 5: "mtime"}[col]) if files is not None \
+        else None
+
+    def get(r):
+        return (r[col] or 0) if type(r) is list else c[r]
+    return get
 
 
 def _sort(order: list, view: View) -> list:
