@@ -54,3 +54,22 @@ def test_a_unit_of_a_users_manager_that_did_not_answer_is_a_persons_to_repoint()
     assert "runs in alice's own manager (host), which did not answer when the volume was " \
            "looked at (not running, or not reachable): it is not repointed or started; " \
            "repoint it by hand to /shared/models/Qwen3.5-397B-A17B-NVFP4" in step.summary
+
+
+def test_a_unit_in_a_container_with_a_root_of_its_own_is_a_persons_to_repoint():
+    """A unit in an LXC container (not the --ct one): how the container spells DEST is not
+    known on the host, so nothing is repointed or started there from a host path."""
+    with open(FIXTURE) as f:
+        obs = Observation.loads(f.read())
+    consumers = tuple(
+        dataclasses.replace(c, attrs={**c.attrs, "unit": UNIT,
+                                      "container": {"type": "lxc", "name": "web",
+                                                    "init_pid": 4242}})
+        if c.type == "process" else c for c in obs.consumers)
+    plan = plan_of(dataclasses.replace(obs, consumers=consumers))
+    kinds = [s.kind for s in plan.steps]
+    assert "repoint-unit" not in kinds and "start-unit" not in kinds
+    (step,) = [s for s in plan.steps if s.kind == "manual" and UNIT in s.summary]
+    assert "which has a root of its own" in step.summary, step.summary
+    assert "web" in step.summary.split("which has")[0]
+    assert "/shared/models/Qwen3.5-397B-A17B-NVFP4" in step.summary

@@ -130,6 +130,15 @@ def migrate_units(t: Teardown) -> None:
                                    "--user edit, in that user's session)", downtime=True,
                          params=as_params(ManualParams(consumer=a.consumer)))
                 continue
+            if _own_root(t, a.where):
+                t.st.add("manual", f"{a.subject} runs in {a.where.label()}, which has a root "
+                                   "of its own: how it spells "
+                                   f"{', '.join(i.migrate_to for i in used)} is not known "
+                                   "here, so it is not repointed or started; repoint it by "
+                                   "hand (or plan from its host with --ct for a Proxmox "
+                                   "container)", downtime=True,
+                         params=as_params(ManualParams(consumer=a.consumer)))
+                continue
             if rest:
                 t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
                                    " (not migrated, a directory above what is, or an "
@@ -162,6 +171,16 @@ def migrate_units(t: Teardown) -> None:
                      downtime=True,
                      params=as_params(StartParams(a.subject, stop.id, into, away)),
                      postcondition={"active": True, "holds_under": list(into)})
+
+
+def _own_root(t: Teardown, where) -> bool:
+    """Whether the manager at ``where`` runs in a container with a root of its own (LXC,
+    docker, a machine, a Proxmox container other than the ``--ct`` one), where the host's
+    spelling of DEST means nothing; a namespace entered by pid shares the host's paths."""
+    if where.kind not in ("pct", "lxc", "docker", "machine"):
+        return False
+    ct = t.obs.ct
+    return not (ct is not None and where.kind == "pct" and str(where.name) == ct.ctid)
 
 
 def _moves_for(t: Teardown, where, used: list[PlanItem]) -> tuple[tuple, str]:
