@@ -135,7 +135,7 @@ def test_scan_observe_and_plan_over_ssh(server, held, tmp_path):
     direct = vacate("check", "--json", "--host", "vacate-test", "--python", py, v.mountpoint,
                     env=env)
     assert document(decided) == document(direct)
-    # a plan made over ssh records the machine, and is applied only there
+    # a plan made over ssh records the machine and how it was reached
     plan = tmp_path / "far.plan"
     r = vacate("plan", "--host", "vacate-test", "--python", py, v.mountpoint,
                "--archive-to", str(tmp_path / "bk"), "--delete", "models", "-o", str(plan),
@@ -153,8 +153,10 @@ def test_scan_observe_and_plan_over_ssh(server, held, tmp_path):
 
     assert hashlib.sha256(kept.read_bytes()).hexdigest() == ref["sha256"]
     before = os.listdir(v.mountpoint)
-    r = vacate("apply", str(plan), "--yes")
-    assert r.returncode == 2 and "made for vacate-test" in r.stderr, r.stderr
+    # applied there (tests/remote/test_apply_ssh.py), never on another host
+    r = vacate("apply", str(plan), "--yes", "--host", "root@127.0.0.1:1", env=env)
+    assert r.returncode == 2 and "made for vacate-test, not root@127.0.0.1:1" in r.stderr, \
+        r.stderr
     assert os.listdir(v.mountpoint) == before
     assert not os.path.exists(str(plan) + ".journal")
 
