@@ -50,9 +50,10 @@ if delete:
     t1 = time.perf_counter()
     r = delete_item(item, rec, target_root=root, dev=dev, workers=workers or None)
     c1 = os.times()
-    cpu = c1.user + c1.system + c1.children_user + c1.children_system - (
-        c0.user + c0.system + c0.children_user + c0.children_system)
-    out.update(delete_s=time.perf_counter() - t1, cpu_s=cpu, outcome=r.outcome, removed=r.entries,
+    user = c1.user + c1.children_user - c0.user - c0.children_user
+    cpu = user + c1.system + c1.children_system - c0.system - c0.children_system
+    out.update(delete_s=time.perf_counter() - t1, cpu_s=cpu, user_s=user, outcome=r.outcome,
+               removed=r.entries,
                kept=len(r.kept), errors=[p.message for p in r.errors[:3]], workers=r.workers)
 print(json.dumps(out))
 """
@@ -129,6 +130,7 @@ def run(tool: str, base: str, workers: int) -> dict:
             out["delete_s"] = time.perf_counter() - t
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             out["cpu_s"] = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+            out["user_s"] = r1.ru_utime - r0.ru_utime
         else:
             out = vacate(c, workers, True, no_c=tool == PY_LOOP)
             assert out["outcome"] == "ok", out
@@ -162,7 +164,7 @@ def main() -> int:
             extra = (f"  (record {out['record_s']:.2f} s, {out['entries']} entries, "
                      f"{out.get('workers', '-')} workers)") if tool != "rm -rf" else ""
             print(f"round {i + 1}  {tool:18} {out['delete_s']:7.2f} s wall "
-                  f"{out['cpu_s']:6.2f} s CPU  load {os.getloadavg()[0]:.1f}{extra}", flush=True)
+                  f"{out['cpu_s']:6.2f} s CPU ({out['user_s']:5.2f} user)  load {os.getloadavg()[0]:.1f}{extra}", flush=True)
     rm, rmc = statistics.median(times["rm -rf"]), statistics.median(cpu["rm -rf"])
     print(f"\nmedian of {a.rounds}: rm -rf {rm:.2f} s wall, {rmc:.2f} s CPU")
     for tool in tools[1:]:
