@@ -336,15 +336,20 @@ class _Deleter:
             d.clean = False
             return
         missing = "hidden" if d.hidden else "unlisted" if rows is None else "new"
-        try:
-            (self.fill_c if fastdel is not None else self.fill_py)(d, rows, missing)
-        except OSError as e:          # the directory could not be listed: nothing went
-            self.error("unreadable-dir", d.rel, e)
-            d.clean = False
+        (self.fill_c if fastdel is not None else self.fill_py)(d, rows, missing)
+
+    def unlistable(self, d: _Dir, e: OSError) -> None:
+        """``d`` could not be listed: nothing in it was removed."""
+        self.error("unreadable-dir", d.rel, e)
+        d.clean = False
 
     def fill_c(self, d: _Dir, rows: list | None, missing: str) -> None:
         """:meth:`fill` by ``_fastdel.empty`` (one call a directory)."""
-        n, nbytes, blocks, d.todo, kept, errors = fastdel.empty(d.fd, rows)
+        try:
+            n, nbytes, blocks, d.todo, kept, errors = fastdel.empty(d.fd, rows)
+        except OSError as e:
+            self.unlistable(d, e)
+            return
         for name, r, t in kept:
             self.keep(join(d.rel, name), *_why_kept(r, t, missing))
         for code, name, err in errors:
@@ -357,8 +362,12 @@ class _Deleter:
         """:meth:`fill` in Python: the loop run once per entry, :meth:`unlink` written out,
         the counts in locals."""
         get = {r[NAME]: r for r in rows}.get if rows else {}.get
-        with os.scandir(d.fd) as it:
-            ents = list(it)
+        try:
+            with os.scandir(d.fd) as it:
+                ents = list(it)
+        except OSError as e:
+            self.unlistable(d, e)
+            return
         # in inode order, not the directory's (hash) order: the inode table is then written
         # block after block (~8 % less CPU per entry on ext4)
         ents.sort(key=_INODE)
