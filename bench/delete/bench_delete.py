@@ -2,7 +2,7 @@
 1,000,000-entry bench tree (bench/scan/bench_scan_tree.py's generator: datasets, a hub
 cache, checkpoints, source checkouts, deep chains, odd names), side by side.
 
-    sudo python3 bench/delete/bench_delete.py [--files N] [--rounds R] [--workers W]
+    sudo python3 bench/delete/bench_delete.py [--files N] [--rounds R] [--workers W] [--python]
 
 The tree is built once into ``ITEM`` (``item/``) of an ext4 image (cached in
 /var/tmp/vacate-bench/delete-N.img). Every run deletes a fresh copy of it: the image is
@@ -11,8 +11,10 @@ and mounted; the tree is recorded with ``record_entries`` (what ``vacate plan`` 
 brings the metadata into the page cache, so both tools start from the same warm state: the
 rm runs are recorded too, and the record thrown away); then one tool deletes ``item/``,
 timed. vacate's time is the ``delete_item`` call (the apply step: the record is already in
-memory, read from the plan); the record's time is printed apart. Rounds alternate which tool
-goes first. Needs root (loop mounts).
+memory, read from the plan); the record's time is printed apart. Rounds rotate which tool
+goes first. ``--python``: a third tool in every round, vacate with ``VACATE_NO_C=1`` (the
+delete's loop over a directory in Python, as on a far host, instead of ``_fastdel``). Needs
+root (loop mounts).
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ if delete:
     t1 = time.perf_counter()
     r = delete_item(item, rec, target_root=root, dev=dev, workers=workers or None)
     c1 = os.times()
-    cpu = c1.user + c1.system + c1.children_user + c1.children_system - (
-        c0.user + c0.system + c0.children_user + c0.children_system)
-    out.update(delete_s=time.perf_counter() - t1, cpu_s=cpu, outcome=r.outcome, removed=r.entries,
+    user = c1.user + c1.children_user - c0.user - c0.children_user
+    cpu = user + c1.system + c1.children_system - c0.system - c0.children_system
+    out.update(delete_s=time.perf_counter() - t1, cpu_s=cpu, user_s=user, outcome=r.outcome,
+               removed=r.entries,
                kept=len(r.kept), errors=[p.message for p in r.errors[:3]], workers=r.workers)
 print(json.dumps(out))
 """
@@ -103,8 +106,13 @@ class Copy:
         os.unlink(self.img)
 
 
-def vacate(c: Copy, workers: int, delete: bool) -> dict:
+PY_LOOP = "vacate, Python loop"
+
+
+def vacate(c: Copy, workers: int, delete: bool, no_c: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "..", "..", "src")}
+    if no_c:
+        env["VACATE_NO_C"] = "1"
     p = subprocess.run([sys.executable, "-c", VACATE, c.item, c.mnt, str(workers),
                         "1" if delete else "0"], check=True, capture_output=True, text=True,
                        env=env)
@@ -122,8 +130,9 @@ def run(tool: str, base: str, workers: int) -> dict:
             out["delete_s"] = time.perf_counter() - t
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             out["cpu_s"] = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+            out["user_s"] = r1.ru_utime - r0.ru_utime
         else:
-            out = vacate(c, workers, True)
+            out = vacate(c, workers, True, no_c=tool == PY_LOOP)
             assert out["outcome"] == "ok", out
         assert not os.path.lexists(c.item), f"{tool} left {c.item}"
         return out
@@ -136,28 +145,32 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0, help="vacate's workers (0: its default)")
+    ap.add_argument("--python", action="store_true",
+                    help="also vacate with its delete loop in Python (VACATE_NO_C=1)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (loop mounts)", file=sys.stderr)
         return 2
     base = base_image(a.files)
-    times: dict[str, list[float]] = {"rm -rf": [], "vacate": []}
-    cpu: dict[str, list[float]] = {"rm -rf": [], "vacate": []}
+    tools = ("rm -rf", "vacate") + ((PY_LOOP,) if a.python else ())
+    times: dict[str, list[float]] = {t: [] for t in tools}
+    cpu: dict[str, list[float]] = {t: [] for t in tools}
     for i in range(a.rounds):
-        order = ("rm -rf", "vacate") if i % 2 == 0 else ("vacate", "rm -rf")
+        order = tools[i % len(tools):] + tools[:i % len(tools)]     # each goes first in turn
         for tool in order:
             out = run(tool, base, a.workers)
             times[tool].append(out["delete_s"])
             cpu[tool].append(out["cpu_s"])
             extra = (f"  (record {out['record_s']:.2f} s, {out['entries']} entries, "
-                     f"{out.get('workers', '-')} workers)") if tool == "vacate" else ""
-            print(f"round {i + 1}  {tool:7} {out['delete_s']:7.2f} s wall "
-                  f"{out['cpu_s']:6.2f} s CPU  load {os.getloadavg()[0]:.1f}{extra}", flush=True)
-    rm, va = statistics.median(times["rm -rf"]), statistics.median(times["vacate"])
-    print(f"\nmedian of {a.rounds}: rm -rf {rm:.2f} s, vacate {va:.2f} s, "
-          f"vacate / rm -rf = {va / rm:.2f}")
-    rmc, vac = statistics.median(cpu["rm -rf"]), statistics.median(cpu["vacate"])
-    print(f"CPU (user + system, workers included): rm -rf {rmc:.2f} s, vacate {vac:.2f} s")
+                     f"{out.get('workers', '-')} workers)") if tool != "rm -rf" else ""
+            print(f"round {i + 1}  {tool:18} {out['delete_s']:7.2f} s wall "
+                  f"{out['cpu_s']:6.2f} s CPU ({out['user_s']:5.2f} user)  load {os.getloadavg()[0]:.1f}{extra}", flush=True)
+    rm, rmc = statistics.median(times["rm -rf"]), statistics.median(cpu["rm -rf"])
+    print(f"\nmedian of {a.rounds}: rm -rf {rm:.2f} s wall, {rmc:.2f} s CPU")
+    for tool in tools[1:]:
+        va, vac = statistics.median(times[tool]), statistics.median(cpu[tool])
+        print(f"{tool}: {va:.2f} s wall, {vac:.2f} s CPU (user + system, workers included); "
+              f"{tool} / rm -rf = {va / rm:.2f} (CPU {vac / rmc:.2f})")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

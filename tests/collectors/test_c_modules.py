@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from vacate.act import delete
 from vacate.observing import native
 from vacate.observing.collectors import procs_probe, walk_descent
 from vacate.observing.recognise.formats import safetensors
@@ -17,7 +18,8 @@ from vacate.observing.recognise.formats import safetensors
     (walk_descent.fastwalk, walk_descent.FASTWALK_VERSION),
     (procs_probe._fastproc, procs_probe.FASTPROC_VERSION),
     (safetensors._fastst, safetensors.FASTST_VERSION),
-], ids=["_fastwalk", "_fastproc", "_fastst"])
+    (delete.fastdel, delete.FASTDEL_VERSION),
+], ids=["_fastwalk", "_fastproc", "_fastst", "_fastdel"])
 def test_built_modules_are_the_version_their_python_calls(mod, expected):
     assert mod is not None, "not built: reinstall with a C compiler (pip install -e .)"
     assert mod.VERSION == expected

@@ -1,5 +1,5 @@
-"""The optional C modules (``_fastwalk``, ``_fastproc``, ``_fastst``): each keeps a loop that
-also exists in Python. Where one was not built (no compiler at install time, a remote host
+"""The optional C modules (``_fastwalk``, ``_fastproc``, ``_fastst``, and act's ``_fastdel``):
+each keeps a loop that also exists in Python. Where one was not built (no compiler at install time, a remote host
 given only the collectors) the Python loop runs. Where one was built from other sources than
 the Python beside it (its ``VERSION`` is not the one asked for), the install is broken: that
 is an error, never a quiet fallback. Standard library only."""
