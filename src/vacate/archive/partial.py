@@ -36,55 +36,70 @@ def side_name(part: str) -> str:
 
 
 class Spool:
-    """A part's manifest lines, in a temp file under ``$TMPDIR`` until the part commits."""
+    """A part's manifest lines and its ``SHA256SUMS`` lines, in temp files under ``$TMPDIR``
+    until the part commits."""
 
     def __init__(self):
-        self.f = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the part commits)
-        self.count = 0
+        self.lines = tempfile.TemporaryFile()  # noqa: SIM115 (closed once the part commits)
+        self.sums = tempfile.TemporaryFile()   # noqa: SIM115
+        self.count = self.line_bytes = self.files = self.file_bytes = 0
 
     def add(self, e: mf.Entry) -> None:
-        self.f.write(mf.entry_line(e).encode("ascii") + b"\n")
+        b = mf.entry_line(e).encode("ascii") + b"\n"
+        self.lines.write(b)
+        self.line_bytes += len(b)
         self.count += 1
+        if e.type == "file":
+            self.files += 1
+            self.file_bytes += e.size
+        if e.type in ("file", "hardlink") and e.sha256:
+            self.sums.write(sums_line(e.sha256, e.path))
 
     def close(self) -> None:
-        self.f.close()
+        self.lines.close()
+        self.sums.close()
 
 
 def store(target: Target, info: mf.PartInfo, inodes: dict, spool: Spool) -> None:
     """Write the sidecar of the finished part ``info`` (committed: the part itself is
-    committed after it)."""
+    committed after it): its first line, the part's ``line_bytes`` of manifest lines, then
+    its ``SHA256SUMS`` lines."""
     sink = target.create(side_name(info.name))
     try:
-        sink.write(json.dumps({"part": info.as_json(), "inodes": inodes},
+        sink.write(json.dumps({"part": info.as_json(), "inodes": inodes,
+                               "line_bytes": spool.line_bytes, "files": spool.files,
+                               "file_bytes": spool.file_bytes},
                               ensure_ascii=True).encode("ascii") + b"\n")
-        spool.f.flush()
-        spool.f.seek(0)
-        while True:
-            b = spool.f.read(COPY)
-            if not b:
-                break
-            sink.write(b)
+        for f in (spool.lines, spool.sums):
+            f.flush()
+            f.seek(0)
+            _copy(f, sink.write)
         sink.commit()
     except BaseException:
         sink.abort()
         raise
 
 
-def _sidecar(target: Target, part: str):
-    """The sidecar's first line (parsed), then its manifest lines. A sidecar of an earlier
-    vacate holds its lines in the first line's ``entries``."""
-    with target.open(side_name(part)) as f:
-        it = lines(f, max(mf.MAX_HEADER_LINE, mf.MAX_ENTRY_LINE))
-        head = json.loads(next(it, (1, b"{}"))[1])
-        old = head.pop("entries", None)
-        yield head
-        if old is not None:
-            for d in old:
-                yield json.dumps(d, ensure_ascii=True).encode("ascii")
+def _copy(f, write, n: int | None = None) -> None:
+    """``n`` bytes of ``f`` (all that is left, with None) to ``write``."""
+    while n is None or n > 0:
+        b = f.read(COPY if n is None else min(COPY, n))
+        if not b:
+            if n:
+                raise ValueError(f"{f.name}: {n} bytes short")
             return
-        for _, raw in it:
-            if raw:
-                yield raw
+        write(b)
+        if n is not None:
+            n -= len(b)
+
+
+def _head(f) -> dict:
+    """A sidecar's first line. One written by an earlier vacate holds the part's entries
+    (``entries``: the manifest's objects) and nothing after it."""
+    raw = f.readline(mf.MAX_HEADER_LINE + 1)
+    if not raw.endswith(b"\n"):
+        raise ValueError(f"{f.name}: the first line is cut or too long")
+    return json.loads(raw)
 
 
 class Done:
@@ -134,13 +149,12 @@ def load(target: Target, sources: list[str], exclude: list[str]):
     done = Done()
     try:
         while side_name(mf.part_name(len(parts) + 1)) in sides:
-            side = _sidecar(target, mf.part_name(len(parts) + 1))
-            head = next(side)
-            info = mf.PartInfo.from_json(head["part"])
-            if files.get(info.name) != info.bytes:
-                side.close()
-                break            # the sidecar was stored but the part never committed
-            done.add(os.fsencode(json.loads(raw)["path"]) for raw in side)
+            with target.open(side_name(mf.part_name(len(parts) + 1))) as f:
+                head = _head(f)
+                info = mf.PartInfo.from_json(head["part"])
+                if files.get(info.name) != info.bytes:
+                    break        # the sidecar was stored but the part never committed
+                done.add(_paths(f, head, info.entries))
             parts.append(info)
             for k, (p, g, sha) in head["inodes"].items():
                 dev, ino = map(int, k.split(":"))
@@ -160,9 +174,22 @@ def load(target: Target, sources: list[str], exclude: list[str]):
     return parts, inodes, done
 
 
+def _paths(f, head: dict, count: int):
+    """The archive paths of the sidecar ``f``'s manifest lines (read after ``head``)."""
+    if "entries" in head:
+        for d in head["entries"]:
+            yield os.fsencode(d["path"])
+        return
+    for n, raw in lines(f, mf.MAX_ENTRY_LINE):
+        if n > count:
+            return
+        yield os.fsencode(json.loads(raw)["path"])
+
+
 def drop(target: Target) -> None:
-    """Remove the state (the archive is complete, or nothing of it is worth keeping)."""
-    for k in target.list(mf.STATE_DIR):
+    """Remove the state (the archive is complete, or nothing of it is worth keeping);
+    ``state.json`` last, so that a run killed in between finds it and finishes the job."""
+    for k in sorted(target.list(mf.STATE_DIR), key=lambda k: k == STATE):
         target.delete(k)
     if hasattr(target, "remove_dir"):
         target.remove_dir(mf.STATE_DIR)
@@ -174,12 +201,13 @@ class _Out:
     def __init__(self, target: Target, name: str):
         self.sink = target.create(name)
         self.held: list[bytes] = []
-        self.n = 0
+        self.n = self.total = 0
         self.committed = False
 
     def write(self, b: bytes) -> None:
         self.held.append(b)
         self.n += len(b)
+        self.total += len(b)
         if self.n >= COPY:
             self.flush()
 
@@ -200,31 +228,27 @@ class _Out:
 
 def complete(target: Target, head: mf.Manifest, readme) -> tuple[int, int, int]:
     """Write ``SHA256SUMS``, ``PARTS.SHA256SUMS``, the README (``readme(sums_written)``: its
-    bytes) and, last, ``MANIFEST.jsonl`` (its presence marks the archive complete), streamed
+    bytes) and, last, ``MANIFEST.jsonl`` (its presence marks the archive complete), copied
     from the committed parts' sidecars. Returns (entries, files, bytes of the files)."""
     count = sum(p.entries for p in head.parts)
     man, sums = _Out(target, mf.MANIFEST), None
-    entries = files = size = 0
-    any_sums = False
+    files = size = 0
     try:
         sums = _Out(target, mf.SUMS)
         man.write(json.dumps(head.header_json(count), ensure_ascii=True).encode("ascii")
                   + b"\n")
         for p in head.parts:
-            side = _sidecar(target, p.name)
-            next(side)
-            for raw in side:
-                man.write(raw + b"\n")
-                d = json.loads(raw)
-                entries += 1
-                if d["type"] == "file":
-                    files += 1
-                    size += d["size"]
-                if d["type"] in ("file", "hardlink") and d.get("sha256"):
-                    sums.write(sums_line(d["sha256"], os.fsencode(d["path"])))
-                    any_sums = True
-        if entries != count:
-            raise ValueError(f"{entries} manifest lines in the sidecars for {count} entries")
+            with target.open(side_name(p.name)) as f:
+                side = _head(f)
+                if "entries" in side:
+                    n, b = _of_objects(side["entries"], man, sums)
+                else:
+                    _copy(f, man.write, side["line_bytes"])
+                    _copy(f, sums.write)
+                    n, b = side["files"], side["file_bytes"]
+            files += n
+            size += b
+        any_sums = sums.total > 0
         sums.commit()
         target.put(mf.PART_SUMS, mf.part_sums_file(head.parts))
         target.put(mf.README, readme(any_sums))
@@ -234,4 +258,18 @@ def complete(target: Target, head: mf.Manifest, readme) -> tuple[int, int, int]:
         if sums is not None:
             sums.abort()
         raise
-    return entries, files, size
+    return count, files, size
+
+
+def _of_objects(entries: list, man: _Out, sums: _Out) -> tuple[int, int]:
+    """The manifest and SHA256SUMS lines of a part whose entries are the manifest's objects
+    (a sidecar of an earlier vacate); returns its (files, bytes of the files)."""
+    files = size = 0
+    for d in entries:
+        man.write(json.dumps(d, ensure_ascii=True).encode("ascii") + b"\n")
+        if d["type"] == "file":
+            files += 1
+            size += d["size"]
+        if d["type"] in ("file", "hardlink") and d.get("sha256"):
+            sums.write(sums_line(d["sha256"], os.fsencode(d["path"])))
+    return files, size

@@ -612,6 +612,7 @@ def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveR
     try:
         state = json.loads(target.get(partial.STATE))
     except (FileNotFoundError, KeyError):
+        partial.drop(target)      # the empty directory of a cleanup killed at its end
         return None
     if state["sources"] != sources:
         return None
