@@ -102,20 +102,27 @@ def test_killed_archive_resumes_to_a_correct_result(tmp_path):
     assert entries(adir) == entries(os.path.join(str(tmp_path / "ref"), "bk"))
 
 
-def test_resume_skips_completed_parts(tmp_path):
-    """Kill after some parts are done: the rerun reports them as resumed, not rewritten."""
-    src = _tree(str(tmp_path))
-    dest = str(tmp_path / "dest")
+def _killed_after_parts(src: str, dest: str, n: int) -> str:
+    """Start an archive of ``src`` and kill it (SIGKILL) once ``n`` parts are there; returns
+    the archive's directory."""
     adir = os.path.join(dest, "bk")
     p = subprocess.Popen(_cmd(src, dest), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         parts = os.listdir(adir) if os.path.isdir(adir) else []
-        if sum(n.startswith("part-") for n in parts) >= 3:
+        if sum(x.startswith("part-") for x in parts) >= n:
             break
-        time.sleep(0.01)
+        time.sleep(0.005)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
+    return adir
+
+
+def test_resume_skips_completed_parts(tmp_path):
+    """Kill after some parts are done: the rerun reports them as resumed, not rewritten."""
+    src = _tree(str(tmp_path))
+    dest = str(tmp_path / "dest")
+    adir = _killed_after_parts(src, dest, 3)
     done = {n: os.stat(os.path.join(adir, n)).st_mtime_ns for n in os.listdir(adir)
             if n.startswith("part-")}
     r = subprocess.run(_cmd(src, dest), capture_output=True, check=False)
@@ -147,16 +154,7 @@ def test_a_run_interrupted_under_an_earlier_sidecar_form_resumes(tmp_path):
     ref = subprocess.run(_cmd(src, str(tmp_path / "ref")), capture_output=True, check=False)
     assert ref.returncode == 0, ref.stderr
     dest = str(tmp_path / "dest")
-    adir = os.path.join(dest, "bk")
-    p = subprocess.Popen(_cmd(src, dest), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        parts = os.listdir(adir) if os.path.isdir(adir) else []
-        if sum(n.startswith("part-") for n in parts) >= 4:
-            break
-        time.sleep(0.005)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    adir = _killed_after_parts(src, dest, 4)
     state = os.path.join(adir, ".vacate-partial")
     sides = [n for n in os.listdir(state) if n.startswith("part-")]
     for n in sides:
