@@ -149,7 +149,7 @@ def test_sockets_are_notes_and_special_files_archived_as_tar_does(tmp_path):
         s.close()
 
 
-def test_a_file_vanishing_or_replaced_mid_run_is_named_and_exit_1(tmp_path):
+def test_a_file_vanishing_or_replaced_mid_run_is_named_and_exit_1(tmp_path, monkeypatch):
     """The walk listed them, then one was deleted and one replaced (another inode renamed over
     it) before they were read: the archive does not hold what the source holds; the result
     names them, the manifest header lists them, exit 1."""
@@ -157,19 +157,21 @@ def test_a_file_vanishing_or_replaced_mid_run_is_named_and_exit_1(tmp_path):
     (src / "keep").mkdir(parents=True)
     (src / "keep" / "a.bin").write_bytes(os.urandom(1000))
     (src / "keep" / "gone.bin").write_bytes(os.urandom(1000))
-    deleted = []
-
     (src / "keep" / "swapped.bin").write_bytes(b"the file the walk saw")
+    add = writer._Writer.add
 
-    def progress(done, total):
-        if not deleted:                  # the first call: walked, nothing read yet
+    def change_then_add(self, se):
+        """Each file is read as the walk hands it over: the change comes in between."""
+        if se.arcpath == b"src/keep/gone.bin":
             os.unlink(src / "keep" / "gone.bin")
+        elif se.arcpath == b"src/keep/swapped.bin":
             (src / "new.tmp").write_bytes(b"another inode")
             os.rename(src / "new.tmp", src / "keep" / "swapped.bin")
-            deleted.append(1)
+        return add(self, se)
 
+    monkeypatch.setattr(writer._Writer, "add", change_then_add)
     target = open_target(str(tmp_path / "b" / "src"))
-    r = writer.archive([str(src)], target, "src", progress=progress)
+    r = writer.archive([str(src)], target, "src", progress=lambda done, total: None)
     gone = str(src / "keep" / "gone.bin")
     assert r.missing == (gone, str(src / "keep" / "swapped.bin"))
     assert writer.exit_code(r) == 1

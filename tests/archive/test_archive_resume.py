@@ -102,20 +102,27 @@ def test_killed_archive_resumes_to_a_correct_result(tmp_path):
     assert entries(adir) == entries(os.path.join(str(tmp_path / "ref"), "bk"))
 
 
-def test_resume_skips_completed_parts(tmp_path):
-    """Kill after some parts are done: the rerun reports them as resumed, not rewritten."""
-    src = _tree(str(tmp_path))
-    dest = str(tmp_path / "dest")
+def _killed_after_parts(src: str, dest: str, n: int) -> str:
+    """Start an archive of ``src`` and kill it (SIGKILL) once ``n`` parts are there; returns
+    the archive's directory."""
     adir = os.path.join(dest, "bk")
     p = subprocess.Popen(_cmd(src, dest), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         parts = os.listdir(adir) if os.path.isdir(adir) else []
-        if sum(n.startswith("part-") for n in parts) >= 3:
+        if sum(x.startswith("part-") for x in parts) >= n:
             break
-        time.sleep(0.01)
+        time.sleep(0.005)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
+    return adir
+
+
+def test_resume_skips_completed_parts(tmp_path):
+    """Kill after some parts are done: the rerun reports them as resumed, not rewritten."""
+    src = _tree(str(tmp_path))
+    dest = str(tmp_path / "dest")
+    adir = _killed_after_parts(src, dest, 3)
     done = {n: os.stat(os.path.join(adir, n)).st_mtime_ns for n in os.listdir(adir)
             if n.startswith("part-")}
     r = subprocess.run(_cmd(src, dest), capture_output=True, check=False)
@@ -125,3 +132,45 @@ def test_resume_skips_completed_parts(tmp_path):
     for n, mt in sorted(done.items())[:doc["resumed_parts"]]:
         assert os.stat(os.path.join(adir, n)).st_mtime_ns == mt     # untouched
     assert run("sha256sum", "-c", "PARTS.SHA256SUMS", cwd=adir).returncode == 0
+
+
+def _as_earlier_vacate_wrote_it(side: str) -> None:
+    """A sidecar in the form vacate wrote before its entries were streamed: one JSON object,
+    the part's entries in it, no SHA256SUMS lines, no newline."""
+    with open(side, "rb") as f:
+        head = json.loads(f.readline())
+        entries = [json.loads(f.readline()) for _ in range(head["part"]["entries"])]
+    doc = {"part": head["part"], "inodes": head["inodes"], "entries": entries}
+    with open(side, "w") as f:
+        f.write(json.dumps(doc))
+
+
+def test_a_run_interrupted_under_an_earlier_sidecar_form_resumes(tmp_path):
+    """The interrupted run's sidecars hold their entries in one JSON object (vacate before
+    the writer streamed them): the rerun resumes after its parts, to the archive one run
+    makes."""
+    src = _tree(str(tmp_path))
+    os.link(os.path.join(src, "dir0", "f001.bin"), os.path.join(src, "dir5", "z-link.bin"))
+    ref = subprocess.run(_cmd(src, str(tmp_path / "ref")), capture_output=True, check=False)
+    assert ref.returncode == 0, ref.stderr
+    dest = str(tmp_path / "dest")
+    adir = _killed_after_parts(src, dest, 4)
+    state = os.path.join(adir, ".vacate-partial")
+    sides = [n for n in os.listdir(state) if n.startswith("part-")]
+    for n in sides:
+        _as_earlier_vacate_wrote_it(os.path.join(state, n))
+    r = subprocess.run(_cmd(src, dest), capture_output=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resumed_parts"] >= 3
+    for name in ("MANIFEST.jsonl", "SHA256SUMS", "PARTS.SHA256SUMS"):
+        with open(os.path.join(adir, name), "rb") as a, \
+                open(os.path.join(str(tmp_path / "ref"), "bk", name), "rb") as b:
+            got, want = a.read().split(b"\n"), b.read().split(b"\n")
+        if name == "MANIFEST.jsonl":        # the time each run started differs
+            got[0], want[0] = (json.dumps({**json.loads(x), "created": ""}).encode()
+                               for x in (got[0], want[0]))
+        assert got == want, name
+    assert run("sha256sum", "-c", "PARTS.SHA256SUMS", cwd=adir).returncode == 0
+    out = str(tmp_path / "out")
+    stock_restore(adir, out)
+    assert sha256sum_check(adir, out).returncode == 0

@@ -161,28 +161,30 @@ class Manifest:
     tool: str = "vacate"
     extra: dict = field(default_factory=dict)
 
-    def header_json(self) -> dict:
+    def header_json(self, count: int | None = None) -> dict:
+        """The first line; ``count``: the entries that follow, where they are not in
+        ``entries`` (a manifest streamed from elsewhere)."""
         return {"schema": SCHEMA, "name": self.name, "created": self.created,
                 "tool": self.tool, "sources": list(self.sources),
-                "parts": [p.as_json() for p in self.parts], "entries": len(self.entries),
-                **self.extra}
+                "parts": [p.as_json() for p in self.parts],
+                "entries": len(self.entries) if count is None else count, **self.extra}
 
-    def dumps(self, lines: list[str] | None = None) -> bytes:
-        """``lines``: ``entry_lines(self.entries)``, where the caller made them already."""
-        if lines is None:
-            lines = entry_lines(self.entries)
-        if len(lines) != len(self.entries):
-            raise ValueError(f"{len(lines)} manifest lines for {len(self.entries)} entries")
-        return ("\n".join([json.dumps(self.header_json(), ensure_ascii=True), *lines])
-                + "\n").encode("ascii")
+    def dumps(self) -> bytes:
+        return ("\n".join([json.dumps(self.header_json(), ensure_ascii=True),
+                           *entry_lines(self.entries)]) + "\n").encode("ascii")
 
     def part(self, name: str) -> PartInfo | None:
         return next((p for p in self.parts if p.name == name), None)
 
 
+def entry_line(e: Entry) -> str:
+    """The manifest's line of ``e`` (without its newline)."""
+    return json.dumps(e.as_json(), ensure_ascii=True)
+
+
 def entry_lines(entries) -> list[str]:
     """The manifest's line for each entry."""
-    return [json.dumps(e.as_json(), ensure_ascii=True) for e in entries]
+    return [entry_line(e) for e in entries]
 
 
 def loads(data: bytes) -> Manifest:
@@ -414,20 +416,14 @@ def excluded(m) -> frozenset[bytes]:
     return frozenset(os.fsencode(p) for p in m.extra.get("excluded", ()))
 
 
-def sums_file(entries) -> bytes:
-    """``SHA256SUMS``: every regular file (hardlinks too) by its path inside the extraction."""
-    from vacate.archive.sums import line
-    return b"".join(line(e.sha256, e.path) for e in entries
-                    if e.type in ("file", "hardlink") and e.sha256)
-
-
 CHECK_FILES = '  (cd OUT && sha256sum -c "$OLDPWD/SHA256SUMS")'
 CHECK_NO_FILES = ("  # no regular file is in this archive (SHA256SUMS is empty, and sha256sum -c\n"
                   "  # of an empty list fails): the parts' check above is the whole check")
 
 
-def readme_check(sums: bytes) -> str:
-    """The README's line that checks the restored files: none where there are none."""
+def readme_check(sums: bytes | bool) -> str:
+    """The README's line that checks the restored files: none where there are none
+    (``sums``: SHA256SUMS, or whether it lists any)."""
     return CHECK_FILES if sums else CHECK_NO_FILES
 
 

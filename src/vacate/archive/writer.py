@@ -5,12 +5,20 @@ checksums on). Parts are closed at member boundaries once they hold ``part_size`
 data; a bigger file goes whole into one part. Directories go last, into the final part, so
 that extracting later parts does not disturb their mtimes.
 
+Files are read as the walk meets them (depth-first, name-sorted); nothing is held per entry
+once it is written: its manifest and SHA256SUMS lines go to the part's spool, then into the
+part's sidecar (:mod:`vacate.archive.partial`), and the directories, one record each, wait
+for the final part. At 202,001 entries the peak is ~80 MB, where holding the walk's list, the
+entries and their lines took ~500 MB (``tests/archive/test_archive_scale.py``). With a
+``progress`` callback the files' total size comes from a walk of its own first.
+
 Crash safety and resume: for each finished part we first store its sidecar
-(``.vacate-partial/part-N.json``: the entries it holds and its sha256), then commit the part
-itself (temp name -> fsync -> rename, or S3 multipart completion). A part counts as done only
-when both exist and the size matches; a rerun with the same name skips every path that a done
-part holds and carries on. The manifest is written last: its presence marks the archive
-complete.
+(``.vacate-partial/part-N.json``: its sha256, the entries it holds, their SHA256SUMS lines),
+then commit the part itself (temp name -> fsync -> rename, or S3 multipart completion). A
+part counts as done only when both exist and the size matches; a rerun with the same name
+skips every path that a done part holds (looked up in a temporary sqlite3 set made from the
+sidecars) and carries on. The manifest and SHA256SUMS are copied from the sidecars last; the
+manifest's presence marks the archive complete.
 
 Threads: the main thread walks, reads and feeds zstd (whose workers compress), and gathers
 the part's bytes in stage buffers (``stage.Stager``; incompressible chunks are read straight
@@ -32,6 +40,7 @@ changed since.
 
 from __future__ import annotations
 
+import collections
 import errno
 import grp
 import hashlib
@@ -48,7 +57,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from vacate import __version__
-from vacate.archive import changes, compress, source, stage, tarfmt
+from vacate.archive import changes, compress, partial, source, stage, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.catalog import Catalog
 from vacate.archive.source import SourceEntry, arc_roots, walk
@@ -64,6 +73,7 @@ CHUNK = 2 << 20        # read size of big files (into reused buffers; fewer lane
 SMALL = 1 << 20        # files up to this are read, hashed and written whole, on the main thread
 MAX_LANES = 32         # files hashed side by side at most
 INFLIGHT = 64          # CHUNKs read and not hashed yet, all lanes together (128 MiB)
+HELD = 4096            # entries of a part held while a big file before them is hashing
 _ZEROS = memoryview(bytes(CHUNK))
 Progress = typing.Callable[[int, int], None]   # (bytes done, bytes total); typing's: 3.8
 
@@ -186,19 +196,41 @@ class _Part:
             self.sink.abort()          # nothing was written to it yet
             raise
         self.tar_bytes = 0
-        self.entries: list[mf.Entry] = []
-        self.pending: list[tuple[int, Future]] = []    # entries whose sha256 is still hashing
+        self.lines = partial.Spool()    # the manifest lines of the entries written
+        # entries not written to ``lines`` yet, in order: the first is a big file whose
+        # sha256 (a Future) is still hashing (at most HELD entries wait behind it)
+        self.held: collections.deque = collections.deque()
         self.inodes: dict[str, list] = {}
 
     def write(self, data) -> None:
         self.z.write(data)
         self.tar_bytes += len(data)
 
+    def add(self, e: mf.Entry, sha: Future | None = None) -> None:
+        """``e`` is in the part; ``sha``: its sha256 while it is still hashing."""
+        self.held.append((e, sha))
+        self._spool(wait=len(self.held) > HELD)
+
+    def _spool(self, wait: bool) -> None:
+        """Entries to ``lines`` in order, up to the first still hashing (``wait``: the first
+        one's hash is waited for)."""
+        held = self.held
+        while held:
+            e, sha = held[0]
+            if sha is not None:
+                if not (wait or sha.done()):
+                    return
+                e = replace(e, sha256=sha.result())
+                wait = False
+            self.lines.add(e)
+            held.popleft()
+
     def abort(self) -> None:
         self.z.abort()
         self.lane.drain_quietly()
         self.wlane.drain_quietly()
         self.sink.abort()
+        self.lines.close()
 
     def finish(self) -> mf.PartInfo:
         self.write(tarfmt.END_OF_ARCHIVE)
@@ -206,13 +238,13 @@ class _Part:
         self.out.close()
         self.lane.drain()
         self.wlane.drain()
-        for i, fut in self.pending:
-            self.entries[i] = replace(self.entries[i], sha256=fut.result())
+        while self.held:
+            self._spool(wait=True)
         for v in self.inodes.values():
             if isinstance(v[2], Future):
                 v[2] = v[2].result()
         return mf.PartInfo(self.name, self.out.h.hexdigest(), self.out.n, self.tar_bytes,
-                           len(self.entries))
+                           self.lines.count)
 
 
 class _Names:
@@ -274,7 +306,6 @@ class _Writer:
         self.progress = progress
         self.names = _Names()
         self.parts: list[mf.PartInfo] = []
-        self.entries: list[mf.Entry] = []
         self.part: _Part | None = None
         self.hardlinks: dict[tuple[int, int], tuple[bytes, int, str]] = {}  # -> path, group, sha
         self.problems: list[Problem] = []
@@ -296,8 +327,6 @@ class _Writer:
         self.read_pool = compress.BufferPool(CHUNK)
         self.stage_pool = stage.pool()
         self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
-        self.entry_lines: list[str] = []  # MANIFEST.jsonl lines of the committed parts
-        self.sums: list[bytes] = []       # their SHA256SUMS lines
 
     # -- parts -----------------------------------------------------------------------------
 
@@ -312,31 +341,26 @@ class _Writer:
         if p is None:
             return
         info = p.finish()
-        # the sidecar, the commit (fsync, rename) and the part's manifest and SHA256SUMS lines
-        # are made in the finisher lane, in part order, while the next part is produced;
+        # the sidecar (with the part's manifest lines) and the commit (fsync, rename) are
+        # made in the finisher lane, in part order, while the next part is produced;
         # archive() waits for the lane before it writes the manifest. Once a commit there
         # failed, the parts queued behind it are aborted (a part is committed only after
         # every part before it); while this call raises, the part is still ours to abort
-        self.finisher.call(self._commit, p.sink, info, p.inodes, p.entries,
-                           undo=p.sink.abort)
+        self.finisher.call(self._commit, p.sink, info, p.inodes, p.lines,
+                           undo=lambda: (p.sink.abort(), p.lines.close()))
         self.parts.append(info)
-        self.entries.extend(p.entries)
         self.part = None
 
-    def _commit(self, sink, info: mf.PartInfo, inodes: dict, entries: list) -> None:
+    def _commit(self, sink, info: mf.PartInfo, inodes: dict, lines: partial.Spool) -> None:
         try:
-            lines = mf.entry_lines(entries)
-            side = (f'{{"part": {json.dumps(info.as_json())}, '
-                    f'"inodes": {json.dumps(inodes, ensure_ascii=True)}, '
-                    f'"entries": [{", ".join(lines)}]}}').encode("ascii")
-            self.target.put(f"{mf.STATE_DIR}/{info.name}.json", side)
+            partial.store(self.target, info, inodes, lines)
             sink.commit()
         except BaseException:
             sink.abort()
             raise
+        finally:
+            lines.close()
         self.reused += getattr(sink, "reused_bytes", 0)
-        self.entry_lines += lines
-        self.sums.append(mf.sums_file(entries))
 
     def _tick(self, n: int) -> None:
         """``n`` more bytes done (read, or hashed as a hole: called from the hash lanes)."""
@@ -418,9 +442,9 @@ class _Writer:
 
     def _simple(self, e: mf.Entry) -> None:
         part = self._open_part()
-        e = _with_part(e, part.name)
+        e = replace(e, part=part.name)
         part.write(tarfmt.header(self._member(e)))
-        part.entries.append(e)
+        part.add(e)
         self._after_member()
 
     def _file(self, se: SourceEntry, common: dict) -> None:
@@ -532,9 +556,7 @@ class _Writer:
             self.problems.append(Problem("changed-while-read",
                                          f"{p} changed while it was archived; archive it again "
                                          "once nothing writes to it", p, blocks_verdict=True))
-        if isinstance(sha, Future):
-            part.pending.append((len(part.entries), sha))
-        part.entries.append(e)
+        part.add(e, sha if isinstance(sha, Future) else None)
         self._after_member()
 
     def _after_member(self) -> None:
@@ -554,7 +576,7 @@ class _Writer:
                          uid=st.st_uid, gid=st.st_gid, user=self.names.user(st.st_uid),
                          group=self.names.group(st.st_gid), mtime_ns=st.st_mtime_ns)
             part.write(tarfmt.header(self._member(e)))
-            part.entries.append(e)
+            part.add(e)
 
 
 def hash_lanes() -> int:
@@ -581,68 +603,6 @@ def _hash_zeros(h, n: int, tick: Progress) -> None:
         tick(k)
 
 
-def _with_part(e: mf.Entry, part: str) -> mf.Entry:
-    from dataclasses import replace
-    return replace(e, part=part)
-
-
-def _load_state(target: Target, sources: list[str], part_size: int, exclude: list[str]):
-    """Done parts of an interrupted run with the same name: (parts, entries, inodes)."""
-    state_raw = None
-    try:
-        state_raw = target.get(f"{mf.STATE_DIR}/state.json")
-    except (FileNotFoundError, KeyError):
-        return None
-    state = json.loads(state_raw)
-    if state["sources"] != sources:
-        raise UsageError(
-            f"{target.location} holds an unfinished archive of other sources "
-            f"({', '.join(state['sources'])})",
-            hint="use another --name, or the same sources to resume it")
-    if state.get("exclude", []) != exclude:
-        raise UsageError(
-            f"{target.location} holds an unfinished archive made with other exclusions "
-            f"({', '.join(state.get('exclude', [])) or 'none'})",
-            hint="use another --name, or the same --exclude options to resume it")
-    files = target.list()
-    sides = target.list(mf.STATE_DIR)
-    parts, entries, inodes = [], [], {}
-    n = 1
-    while True:
-        pname = mf.part_name(n)
-        side = f"{mf.STATE_DIR}/{pname}.json"
-        if side not in sides:
-            break
-        d = json.loads(target.get(side))
-        info = mf.PartInfo.from_json(d["part"])
-        if files.get(pname) != info.bytes:
-            break            # the sidecar was stored but the part never committed
-        parts.append(info)
-        entries.extend(mf.Entry.from_json(x) for x in d["entries"])
-        for k, (p, g, sha) in d["inodes"].items():
-            dev, ino = map(int, k.split(":"))
-            inodes[(dev, ino)] = (os.fsencode(p), g, sha)
-        n += 1
-    # anything beyond the done parts is debris from the interrupted part
-    for name in list(sides):
-        if name.endswith(".json") and name != f"{mf.STATE_DIR}/state.json":
-            k = int(name.rsplit("part-", 1)[1].split(".")[0])
-            if k > len(parts):
-                target.delete(name)
-    for name in files:
-        if name.startswith("part-") and name.endswith(".tar.zst") \
-                and int(name[5:11]) > len(parts):
-            target.delete(name)
-    return parts, entries, inodes
-
-
-def _drop_state(target: Target) -> None:
-    for k in target.list(mf.STATE_DIR):
-        target.delete(k)
-    if hasattr(target, "remove_dir"):
-        target.remove_dir(mf.STATE_DIR)
-
-
 def _of_manifest(target: Target, m: Catalog, t0: float, **kw) -> ArchiveResult:
     """The result for the complete archive ``m`` already at ``target`` (nothing written)."""
     return ArchiveResult(
@@ -658,13 +618,14 @@ def _finished_earlier(target: Target, sources: list[str], t0: float) -> ArchiveR
     """A run killed after writing the manifest but before dropping its state: the archive is
     complete; finish the cleanup and report it (None when there is nothing to finish)."""
     try:
-        state = json.loads(target.get(f"{mf.STATE_DIR}/state.json"))
+        state = json.loads(target.get(partial.STATE))
     except (FileNotFoundError, KeyError):
+        partial.drop(target)      # the empty directory of a cleanup killed at its end
         return None
     if state["sources"] != sources:
         return None
     with load_manifest(target) as m:
-        _drop_state(target)
+        partial.drop(target)
         return _of_manifest(target, m, t0)
 
 
@@ -768,7 +729,7 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
                       progress, t0)
     except WriteError:
         if fresh and not any(n.startswith("part-") for n in target.list()):
-            _drop_state(target)          # nothing of it is worth keeping
+            partial.drop(target)          # nothing of it is worth keeping
             if hasattr(target, "remove_dir"):
                 target.remove_dir("")
         raise
@@ -777,44 +738,41 @@ def archive(sources: list[str], target: Target, name: str, *, part_size: int = 1
 def _write(target: Target, name: str, roots, src_list: list[str], excl: frozenset[bytes],
            part_size: int, level: int, threads: int, progress: Progress | None,
            t0: float) -> ArchiveResult:
-    w = _Writer(target, name, part_size, level, threads, progress)
     excl_list = sorted(map(os.fsdecode, excl))
     own = sorted(map(os.fsdecode, _dest_inside(roots, target)))
-    state = _load_state(target, src_list, part_size, excl_list)
-    target.cleanup_unfinished(keep=frozenset(
-        {mf.part_name(len(state[0]) + 1)} if state else ()))
-    done_paths: set[bytes] = set()
-    if state is None:
-        target.put(f"{mf.STATE_DIR}/state.json", json.dumps(
-            {"sources": src_list, "name": name, "part_size": part_size,
-             "exclude": excl_list,
-             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
-        resumed = 0
-    else:
-        w.parts, w.entries, w.hardlinks = state[0], list(state[1]), state[2]
-        w.entry_lines = mf.entry_lines(w.entries)
-        w.sums = [mf.sums_file(w.entries)]
-        done_paths = {e.path for e in w.entries}
-        resumed = len(w.parts)
-    created = json.loads(target.get(f"{mf.STATE_DIR}/state.json"))["created"]
+    state = partial.load(target, src_list, excl_list)
+    w = _Writer(target, name, part_size, level, threads, progress)
+    done: partial.Done | None = state[2] if state else None   # paths a rerun finds done
+    dirs: list[SourceEntry] = []    # one record per directory: they go last
 
-    todo: list[SourceEntry] = []
-    dirs: list[SourceEntry] = []
-    try:
+    def todo(problems: list[Problem]):
+        """What is left to archive, in the walk's order (depth-first, name-sorted)."""
         for ab, base in roots:
-            for se in walk(ab, base, w.problems, excl):
-                if se.arcpath in done_paths:
-                    continue
-                if S.S_ISDIR(se.st.st_mode):
-                    dirs.append(se)
-                else:
-                    todo.append(se)
-                    if S.S_ISREG(se.st.st_mode):
-                        w.total_bytes += se.st.st_size
-        if progress:
+            for se in walk(ab, base, problems, excl):
+                if done is None or se.arcpath not in done:
+                    yield se
+
+    try:
+        target.cleanup_unfinished(keep=frozenset(
+            {mf.part_name(len(state[0]) + 1)} if state else ()))
+        if state is None:
+            target.put(partial.STATE, json.dumps(
+                {"sources": src_list, "name": name, "part_size": part_size,
+                 "exclude": excl_list,
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
+        else:
+            w.parts, w.hardlinks = state[0], state[1]
+        resumed = len(w.parts)
+        created = json.loads(target.get(partial.STATE))["created"]
+        if progress:                # a walk ahead of the one that reads: the total
+            w.total_bytes = sum(se.st.st_size for se in todo([])
+                                if S.S_ISREG(se.st.st_mode))
             progress(0, w.total_bytes)
-        for se in todo:
-            w.add(se)
+        for se in todo(w.problems):  # each file read as the walk meets it
+            if S.S_ISDIR(se.st.st_mode):
+                dirs.append(se)
+            else:
+                w.add(se)
         w.add_dirs(dirs)
         w._close_part()
         w.finisher.drain()
@@ -829,6 +787,8 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
         w.out_lane.close()
         w.write_lane.close()
         w.finisher.close()
+        if done is not None:
+            done.close()
     if progress:
         progress(w.total_bytes, w.total_bytes)
 
@@ -836,26 +796,22 @@ def _write(target: Target, name: str, roots, src_list: list[str], excl: frozense
              for p in w.problems if p.code in source.NOTES and p.path]
     left = [{"code": p.code, "path": _arc_of(roots, p.path), "message": p.message}
             for p in w.problems if source.left_out(p) and p.path]
-    m = mf.Manifest(name=name, created=created, sources=tuple(src_list), parts=tuple(w.parts),
-                    entries=tuple(w.entries), tool=f"vacate {__version__}",
-                    extra={"part_size": part_size, "zstd_level": level,
-                           "excluded": excl_list, "notes": notes, "left_out": left})
-    sums = b"".join(w.sums)
-    target.put(mf.SUMS, sums)
-    target.put(mf.PART_SUMS, mf.part_sums_file(m.parts))
-    target.put(mf.README, mf.README_TEXT.format(
-        tool=m.tool, created=created, sources=", ".join(src_list),
-        check=mf.readme_check(sums)).encode())
-    target.put(mf.MANIFEST, m.dumps(w.entry_lines))      # last: marks the archive complete
-    _drop_state(target)
+    head = mf.Manifest(name=name, created=created, sources=tuple(src_list),
+                       parts=tuple(w.parts), entries=(), tool=f"vacate {__version__}",
+                       extra={"part_size": part_size, "zstd_level": level,
+                              "excluded": excl_list, "notes": notes, "left_out": left})
+    entries, files, file_bytes = partial.complete(
+        target, head, lambda sums: mf.README_TEXT.format(
+            tool=head.tool, created=created, sources=", ".join(src_list),
+            check=mf.readme_check(sums)).encode())
+    partial.drop(target)
     target.cleanup_unfinished()
     return ArchiveResult(
-        location=target.location, name=name, parts=m.parts, entries=len(m.entries),
-        files=sum(1 for e in m.entries if e.type == "file"), bytes_read=w.bytes_read,
-        bytes_written=sum(p.bytes for p in m.parts), resumed_parts=resumed,
+        location=target.location, name=name, parts=head.parts, entries=entries,
+        files=files, bytes_read=w.bytes_read,
+        bytes_written=sum(p.bytes for p in head.parts), resumed_parts=resumed,
         changed=tuple(w.changed), warnings=tuple(w.problems),
         elapsed_s=time.monotonic() - t0, reused_upload_bytes=w.reused,
         missing=tuple(p.path for p in w.problems if source.left_out(p)),
         excluded=tuple(x for x in excl_list if x not in own),
-        destination_inside=tuple(own),
-        bytes_hashed=sum(e.size for e in m.entries if e.type == "file"))
+        destination_inside=tuple(own), bytes_hashed=file_bytes)
