@@ -18,7 +18,7 @@ import time
 import pytest
 from harness import sshd
 from harness.holders import Holders
-from harness.retire import cli, restore_with_stock_tools, tree_hashes
+from harness.retire import cli, fill, restore_with_stock_tools, tree_hashes
 from harness.volumes import can_loop_mount, make_volume
 
 from vacate.act.journal import path_for, read_records
@@ -51,23 +51,10 @@ class Far:
         self.vol = make_volume("ext4", size_mb=160)
         self.m = m = self.vol.mountpoint
         self.holders = Holders(m)
-        os.makedirs(f"{m}/cache/a")
-        for i in range(cache_files):
-            with open(f"{m}/cache/a/{i:05d}.bin", "wb") as f:
-                f.write(os.urandom(256))
-        with open(f"{m}/cuda.run", "wb") as f:
-            f.write(os.urandom(1 << 20))
+        fill(m, cache_files=cache_files, weights_mb=24)   # runs/ archived, cache/ deleted
         os.makedirs(f"{m}/work")
-        with open(f"{m}/notes.txt", "w") as f:
-            f.write("keep me\n")
         with open(f"{m}/w.bin", "wb") as f:
             f.write(os.urandom(1 << 20))
-        os.makedirs(f"{m}/runs/exp1/ckpt")          # archived: written and read back there
-        with open(f"{m}/runs/exp1/ckpt/w.bin", "wb") as f:
-            f.write(os.urandom(24 << 20))
-        with open(f"{m}/runs/exp1/log.jsonl", "w") as f:
-            f.write('{"step": 1, "loss": 2.5}\n' * 500)
-        os.symlink("ckpt/w.bin", f"{m}/runs/exp1/latest")
         self.backup = os.path.join(tmp, "backup")    # a path on the far host
         self.holders.fd(f"{m}/notes.txt")
         self.holders.mmap_only(f"{m}/w.bin")
