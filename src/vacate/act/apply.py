@@ -140,10 +140,6 @@ def check_machine(plan: Plan, reach, started: set[str] = frozenset()) -> None:
     """Refuse a plan made for another machine (its recorded ``/etc/machine-id`` is not the
     one found where it is applied) or, before any step started, for a container whose
     config is not the one it was made from."""
-    from vacate.remote import Local
-
-    if not hasattr(reach, "call"):
-        reach = Local(reach)
     facts = plan.observation.host
     here = reach.call("hello").get("machine_id") or ""
     where = getattr(reach, "label", None) or "this machine"
@@ -207,10 +203,6 @@ def target_now(plan: Plan, reach):
 
 def staleness(plan: Plan, reach, started: set[str], now_target=None) -> list[str]:
     """What changed since the plan was made (empty: it holds)."""
-    from vacate.remote import Local
-
-    if not hasattr(reach, "call"):
-        reach = Local(reach)
     if stale.unmounted_by_us(plan, started):
         return []                      # the volume is down already: this apply did it
     now_target = now_target if now_target is not None else target_now(plan, reach)

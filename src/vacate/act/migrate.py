@@ -341,26 +341,43 @@ def _repoint_missing(step: Step, ctx: Context) -> list[str]:
     return out
 
 
-def _repoint_done(step: Step, ctx: Context) -> bool:
+def _none_missing(missing, step: Step, ctx: Context) -> bool:
+    """A postcondition: ``missing(step, ctx)`` names nothing (False where it cannot tell)."""
     try:
-        return not _repoint_missing(step, ctx)
+        return not missing(step, ctx)
     except CommandFailed:
         return False
 
 
-def _repoint_ready(step: Step, ctx: Context) -> str | None:
-    p = params(step)
+def _loaded(step: Step, ctx: Context) -> tuple[dict | None, str | None]:
+    """The unit's properties from its manager, or why they cannot be had (no manager, or
+    the unit not loaded there)."""
     from vacate.act import units
 
+    unit = params(step).unit
     try:
         m = _manager(step, ctx)
-        props = m.show(p.unit)
+        props = m.show(unit)
     except (units._NoManager, CommandFailed) as e:
-        return str(e)
+        return None, str(e)
     if props.get("LoadState") != "loaded":
-        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
+        return None, f"the manager ({manager_words(m.where)}) has no unit {unit} loaded"
+    return props, None
+
+
+def _repoint_done(step: Step, ctx: Context) -> bool:
+    return _none_missing(_repoint_missing, step, ctx)
+
+
+def _repoint_ready(step: Step, ctx: Context) -> str | None:
+    from vacate.act import units
+
+    props, why = _loaded(step, ctx)
+    if why:
+        return why
     if props.get("ActiveState") not in units.ACTIVE_NOT:
-        return f"{p.unit} is {props.get('ActiveState')}: it is repointed only while stopped"
+        return f"{params(step).unit} is {props.get('ActiveState')}: it is repointed only " \
+               "while stopped"
     return None
 
 
@@ -489,24 +506,11 @@ def _start_missing(step: Step, ctx: Context) -> list[str]:
 
 
 def _start_done(step: Step, ctx: Context) -> bool:
-    try:
-        return not _start_missing(step, ctx)
-    except CommandFailed:
-        return False
+    return _none_missing(_start_missing, step, ctx)
 
 
 def _start_ready(step: Step, ctx: Context) -> str | None:
-    p = params(step)
-    from vacate.act import units
-
-    try:
-        m = _manager(step, ctx)
-        props = m.show(p.unit)
-    except (units._NoManager, CommandFailed) as e:
-        return str(e)
-    if props.get("LoadState") != "loaded":
-        return f"the manager ({manager_words(m.where)}) has no unit {p.unit} loaded"
-    return None
+    return _loaded(step, ctx)[1]
 
 
 def _start(step: Step, ctx: Context) -> Outcome:

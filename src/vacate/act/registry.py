@@ -3,38 +3,23 @@ declared in its module's ``KINDS`` (see :mod:`vacate.act.kind`)."""
 
 from __future__ import annotations
 
-from vacate.act import (
-    archive_step,
-    check_step,
-    config_edit,
-    containers,
-    delete_step,
-    gpu,
-    kernel,
-    lockdir,
-    manual,
-    migrate,
-    processes,
-    pve_set,
-    relink,
-    units,
-)
+import importlib
 
-MODULES = (
-    archive_step,
-    check_step,
-    config_edit,
-    containers,
-    delete_step,
-    gpu,
-    kernel,
-    lockdir,
-    manual,
-    migrate,
-    processes,
-    pve_set,
-    relink,
-    units,
-)
+MODULES = tuple(importlib.import_module(f"vacate.act.{name}") for name in (
+    "archive_step",
+    "check_step",
+    "config_edit",
+    "containers",
+    "delete_step",
+    "gpu",
+    "kernel",
+    "lockdir",
+    "manual",
+    "migrate",
+    "processes",
+    "pve_set",
+    "relink",
+    "units",
+))
 
 KINDS = {k.name: (k, m) for m in MODULES for k in m.KINDS}

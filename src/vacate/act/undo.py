@@ -53,6 +53,7 @@ REPOINTS = ("repoint-unit", "repoint-config", "repoint-link", "repoint-mount-poi
 def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
     """Reverse the repointings the journal of ``plan_path`` records (newest first)."""
     from vacate.act.apply import Refused, check_machine, load
+    from vacate.remote import Local
 
     host = host or Host.local()
     plan, sha = load(plan_path)
@@ -67,7 +68,7 @@ def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
         recs = check_belongs(path_for(plan_path), sha)
         # a container's config the apply changed (a mount point removed or repointed) is
         # the one undo works on: only the machine is checked, once steps were started
-        check_machine(plan, host, started={r["step"] for r in recs if r.get("step")})
+        check_machine(plan, Local(host), started={r["step"] for r in recs if r.get("step")})
         wrote: dict[str, dict] = {}
         for r in recs:
             if r.get("event") == "outcome" and r.get("status") == "ok" and \

@@ -100,7 +100,7 @@ def replan(edited: str, *, host: Host | None = None,
                              hint="make a new plan of the volume: vacate plan MOUNTPOINT")
     plan = load(edited)[0]
     target = plan.observation.target
-    stale = staleness(plan, host, set())
+    stale = staleness(plan, Local(host), set())
     if stale:
         raise UsageError("the plan is stale, nothing was written: " + "; ".join(stale),
                          hint=f"make a new plan: vacate plan {plan.target_path}")
