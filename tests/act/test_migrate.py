@@ -11,10 +11,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
 import pytest
 from harness.systemd_box import available, start_box
+from harness.waiting import wait_for
 
 from vacate.act import apply as ap
 from vacate.act import copy_tree, migrate
@@ -42,16 +42,6 @@ def unit_files(vol: str, work: str) -> dict:
         "qwen.service.d/override.conf": "[Service]\nEnvironment=ADMIN_B=2\n",
         "qwen.service.d/50-limits.conf": "[Service]\nLimitNOFILE=4096\n",
     }
-
-
-def wait_for(cond, what, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def mapped_under(path: str) -> set[int]:
@@ -95,29 +85,41 @@ def model_on(vol: str, work: str, mb: int, shards: int = 0) -> None:
         f.write(SERVER)
 
 
-@pytest.fixture
-def story(request):
-    """A booted systemd running qwen.service from a model on a loop volume (its
-    ``request.param``, when given: how many more shard files the model has)."""
+@contextlib.contextmanager
+def model_box(units, *, vol_mb: int, model_mb: int, shards: int = 0, dest: str = "shared",
+              servers: int = 1, **box):
+    """A booted systemd whose units (``units(vol, work)``: the box's files) serve a model on
+    a loop volume, once ``servers`` processes map it: (box, volume, its mount point, an
+    empty DEST under ``work``, work)."""
     from harness.volumes import can_loop_mount, make_volume
     if not can_loop_mount():
         pytest.skip("needs root and losetup")
-    v = make_volume("ext4", size_mb=64)
+    v = make_volume("ext4", size_mb=vol_mb)
     work = tempfile.mkdtemp(prefix="vacate-migrate-")
     try:
         vol = v.mountpoint
-        model_on(vol, work, 3, getattr(request, "param", 0))
-        dest = os.path.join(work, "shared", "models")
-        os.makedirs(dest)
-        b = start_box(unit_files(vol, work), enable=("qwen.service",))
+        model_on(vol, work, model_mb, shards)
+        where = os.path.join(work, dest)
+        os.makedirs(where)
+        b = start_box(**units(vol, work), **box)
         try:
-            wait_for(lambda: mapped_under(vol), "the server to map the model")
-            yield b, v, vol, dest, work
+            wait_for(lambda: len(mapped_under(vol)) >= servers, "the servers to map the model")
+            yield b, v, vol, where, work
         finally:
             b.close()
     finally:
         v.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def story(request):
+    """A booted systemd running qwen.service from a model on a loop volume (its
+    ``request.param``, when given: how many more shard files the model has)."""
+    with model_box(lambda vol, work: {"units": unit_files(vol, work)}, vol_mb=64, model_mb=3,
+                   shards=getattr(request, "param", 0), dest="shared/models",
+                   enable=("qwen.service",)) as got:
+        yield got
 
 
 def unit_text(b) -> str:
@@ -384,31 +386,18 @@ def test_an_edited_plan_marking_a_migrated_item_delete_too_is_made_again(story):
 
 
 def test_a_unit_whose_environment_file_vacate_cannot_rewrite_is_not_started_from_the_copy():
-    from harness.volumes import can_loop_mount, make_volume
-    if not can_loop_mount():
-        pytest.skip("needs root and losetup")
-    v = make_volume("ext4", size_mb=32)
-    work = tempfile.mkdtemp(prefix="vacate-migrate-")
-    try:
-        vol = v.mountpoint
-        model_on(vol, work, 1)
-        dest = os.path.join(work, "shared")
-        os.makedirs(dest)
-        # the file lies in the box's own /etc/systemd/system: vacate does not write there
-        units = {"qwen.service": f"{N}[Service]\nEnvironmentFile=/etc/systemd/system/qwen.env\n"
-                                 f"ExecStart={PY} {work}/server.py\n{INSTALL}"}
-        b = start_box(units, enable=("qwen.service",),
-                      files={"qwen.env": f"MODEL={vol}/models/qwen\n"})
-        try:
-            wait_for(lambda: mapped_under(vol), "the server to map the model")
-            p = make_plan_file(vol, migrations={"models/qwen": dest})
-            kinds = [s.kind for s in p.steps]
-            assert "repoint-unit" not in kinds and "start-unit" not in kinds
-            (manual,) = [s for s in p.steps if s.kind == "manual"]
-            assert "qwen.service also names /etc/systemd/system/qwen.env" in manual.summary
-            assert "it is not repointed or started; repoint it by hand" in manual.summary
-        finally:
-            b.close()
-    finally:
-        v.close()
-        shutil.rmtree(work, ignore_errors=True)
+    # the file lies in the box's own /etc/systemd/system: vacate does not write there
+    def units(vol, work):
+        return {"units": {"qwen.service": f"{N}[Service]\n"
+                                          f"EnvironmentFile=/etc/systemd/system/qwen.env\n"
+                                          f"ExecStart={PY} {work}/server.py\n{INSTALL}"},
+                "files": {"qwen.env": f"MODEL={vol}/models/qwen\n"}}
+
+    with model_box(units, vol_mb=32, model_mb=1, enable=("qwen.service",)) as (_b, _v, vol,
+                                                                               dest, _w):
+        p = make_plan_file(vol, migrations={"models/qwen": dest})
+        kinds = [s.kind for s in p.steps]
+        assert "repoint-unit" not in kinds and "start-unit" not in kinds
+        (manual,) = [s for s in p.steps if s.kind == "manual"]
+        assert "qwen.service also names /etc/systemd/system/qwen.env" in manual.summary
+        assert "it is not repointed or started; repoint it by hand" in manual.summary

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
-from harness.systemd_box import available, start_box
-from test_migrate import mapped_under, model_on, read, wait_for
+from harness.systemd_box import available
+from test_migrate import mapped_under, model_box, read, wait_for
 
 from vacate.act import migrate
 
@@ -56,25 +54,9 @@ def vacate(*argv: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def user_story():
-    from harness.volumes import can_loop_mount, make_volume
-    if not can_loop_mount():
-        pytest.skip("needs root and losetup")
-    v = make_volume("ext4", size_mb=32)
-    work = tempfile.mkdtemp(prefix="vacate-migrate-user-")
-    try:
-        vol = v.mountpoint
-        model_on(vol, work, 1)
-        dest = os.path.join(work, "shared")
-        os.makedirs(dest)
-        b = start_box({}, home=user_units(vol, work), user_manager=True)
-        try:
-            wait_for(lambda: len(mapped_under(vol)) == 2, "both servers to map the model")
-            yield b, v, vol, dest, work
-        finally:
-            b.close()
-    finally:
-        v.close()
-        shutil.rmtree(work, ignore_errors=True)
+    with model_box(lambda vol, work: {"units": {}, "home": user_units(vol, work)},
+                   vol_mb=32, model_mb=1, servers=2, user_manager=True) as got:
+        yield got
 
 
 def unit_pids(b, unit: str) -> set[int]:

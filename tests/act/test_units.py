@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 from harness.systemd_box import available, start_box
+from harness.waiting import wait_for
 
 from vacate.act import units
 from vacate.act.base import Context
@@ -62,16 +63,6 @@ def box():
             b.close()
     finally:
         v.close()
-
-
-def wait_for(cond, what, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def holders(vol: str) -> set[int]:
