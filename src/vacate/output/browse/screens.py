@@ -52,29 +52,11 @@ class ActionMenu(ModalScreen):
         self.dismiss(name)
 
 
-class Ask(ModalScreen):
-    """A question answered with ``y``; anything else (``n``, Enter, Escape) is no."""
-
-    BINDINGS: ClassVar[list] = [Binding("y", "answer(True)", "yes"),
-                Binding("n,enter,escape,q", "answer(False)", "no (default)")]
-
-    def __init__(self, text: Text):
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="box"):
-            yield Static(self.text, id="page")
-            yield Static(Text("y: yes    n / Enter: no", style="bold"))
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
-
-
 class Page(ModalScreen):
     """A page of text (help, what was written); any of q, Escape, Enter, ? closes it."""
 
     BINDINGS: ClassVar[list] = [Binding("escape,q,enter,question_mark", "close", "close")]
+    FOOTER: Text | None = None     # a line under the page (what the keys do)
 
     def __init__(self, text: Text):
         super().__init__()
@@ -83,6 +65,20 @@ class Page(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="box"):
             yield Static(self.text, id="page")
+            if self.FOOTER is not None:
+                yield Static(self.FOOTER)
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class Ask(Page):
+    """A question answered with ``y``; anything else (``n``, Enter, Escape) is no."""
+
+    BINDINGS: ClassVar[list] = [Binding("y", "answer(True)", "yes"),
+                Binding("n,enter,escape,q", "answer(False)", "no (default)")]
+    FOOTER = Text("y: yes    n / Enter: no", style="bold")
+    inherit_bindings = False       # only y is yes: no key of the page's that closes it
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
