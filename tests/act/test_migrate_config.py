@@ -1,17 +1,20 @@
 """Migrate repoints what names the item besides units, for real, on a copy of ``/etc``
 (``Host(etc=...)``) beside a real loop volume: an fstab line, a crontab line, an environment
-file's lines and a symlink in ``/etc`` pointing in. Each line is rewritten (the line as it
-was kept behind a dated marker, a backup beside the file), the link pointed at the new
-place; a line edited since the plan is refused, named; ``vacate undo`` puts every file and
-link back byte for byte."""
+file's lines and a symlink in ``/etc`` pointing in; and a real LXC container's
+``lxc.mount.entry`` in ``/var/lib/lxc/NAME/config``, which LXC then starts the container
+from. Each line is rewritten (the line as it was kept behind a dated marker, a backup beside
+the file), the link pointed at the new place; a line edited since the plan is refused,
+named; ``vacate undo`` puts every file and link back byte for byte."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -217,3 +220,67 @@ def test_a_proxmox_container_mount_point_is_repointed_by_pct_and_undone(story, m
     rc, out, err = s.cli("undo", s.plan)
     assert rc == 0, err + out
     assert s.read("pve/lxc/101.conf") == conf
+
+
+def test_an_lxc_mount_entry_is_repointed_and_the_container_starts_from_dest(story, lxc_boxes):
+    from harness.lxc_box import make_box
+
+    s = story
+    box = make_box(extra=[f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0",
+                          "lxc.signal.halt = SIGKILL"])
+    lxc_boxes.append(box)
+    with open(box.config, "rb") as f:
+        before = f.read()
+    plan = planned(s)
+    assert [st["params"]["file"] for st in plan["steps"]
+            if st["kind"] == "repoint-config"].count(box.config) == 1
+    assert "edit-config" not in [st["kind"] for st in plan["steps"]]    # not commented out
+
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 0, err + out
+    new = f"{s.dest}/qwen"
+    old_line = f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0"
+    text = before.decode()
+    assert text.count(old_line) == 1
+    with open(box.config) as f:
+        after = f.read()
+    assert re.fullmatch(re.escape(text.split(old_line)[0]) + r"# vacate \d{4}-\d{2}-\d{2}: " +
+                        re.escape(old_line + "\n" + old_line.replace(s.model, new)) +
+                        re.escape(text.split(old_line)[1]), after), after
+    (backup,) = [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
+    assert backup.startswith("config.vacate-backup-")
+    with open(os.path.join(os.path.dirname(box.config), backup), "rb") as f:
+        assert f.read() == before
+    assert not os.path.ismount(s.vol)
+
+    # LXC reads the line: the container starts with the copy where the model was
+    box.start()
+    r = subprocess.run(["lxc-attach", "-n", box.name, "--", "sha256sum", "/srv/qwen/weights.bin"],
+                       capture_output=True, text=True, timeout=30, check=False)
+    with open(f"{new}/weights.bin", "rb") as f:
+        assert r.stdout.split()[:1] == [hashlib.sha256(f.read()).hexdigest()], r.stderr
+    box.stop()
+
+    rc, out, err = s.cli("undo", s.plan)
+    assert rc == 0, err + out
+    with open(box.config, "rb") as f:
+        assert f.read() == before
+
+
+def test_an_lxc_mount_entry_edited_since_the_plan_is_not_repointed(story, lxc_boxes):
+    from harness.lxc_box import make_box
+
+    s = story
+    box = make_box(extra=[f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0"])
+    lxc_boxes.append(box)
+    planned(s)
+    with open(box.config) as f:
+        text = f.read().replace("bind,ro,", "bind,")
+    with open(box.config, "w") as f:
+        f.write(text)
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 1
+    assert f"of {box.config} is not the line planned" in err + out
+    with open(box.config) as f:
+        assert f.read() == text                      # left as the admin wrote it
+    assert not [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
