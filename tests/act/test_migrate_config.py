@@ -155,6 +155,21 @@ def test_a_line_edited_since_the_plan_is_not_repointed(story):
     assert s.read("cron.d/qwen") == text              # left as the admin wrote it
 
 
+def test_a_line_that_spells_the_path_otherwise_is_refused_not_left_as_it_was(story):
+    s = story
+    odd = s.files["fstab"].replace("/models/qwen ", "/models/\\161wen ")   # \161: q
+    with open(f"{s.etc}/fstab", "w") as f:
+        f.write(odd)
+    plan = planned(s)
+    assert [st["params"]["file"] for st in plan["steps"]
+            if st["kind"] == "repoint-config"].count("/etc/fstab") == 1
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 1
+    assert f"line 2 of /etc/fstab does not spell {s.model} as the plan does" in err + out
+    assert s.read("fstab") == odd
+    assert os.path.ismount(s.vol)
+
+
 PCT = """#!/usr/bin/python3
 # stand-in for Proxmox's pct (it cannot be installed here): status, set --KEY VALUE, start,
 # over the configs in $VACATE_TEST_PVE/lxc (a stopped container: set writes the current
@@ -284,3 +299,34 @@ def test_an_lxc_mount_entry_edited_since_the_plan_is_not_repointed(story, lxc_bo
     with open(box.config) as f:
         assert f.read() == text                      # left as the admin wrote it
     assert not [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
+
+
+def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
+    """fstab and ``lxc.mount.entry`` spell a space in a path ``\\040``: the line names the
+    new place the same way (a raw space would split the field), and a path in it so
+    spelled is found and rewritten."""
+    from harness.lxc_box import make_box
+
+    s = story
+    os.makedirs(f"{s.model}/sub dir")
+    with open(f"{s.model}/sub dir/tokenizer.json", "w") as f:
+        f.write('{"version": "1.0"}')
+    sub = f"{s.model}/sub\\040dir"
+    box = make_box(extra=[f"lxc.mount.entry = {sub} srv/tok none bind,ro,create=dir 0 0",
+                          "lxc.signal.halt = SIGKILL"])
+    lxc_boxes.append(box)
+    dest = os.path.join(s.tmp, "new home")
+    os.makedirs(dest)
+    rc, out, err = s.cli("plan", s.vol, "--migrate", f"models/qwen={dest}", "-o", s.plan)
+    assert rc == 0, err
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 0, err + out
+    new = f"{s.tmp}/new\\040home/qwen"
+    with open(box.config) as f:
+        assert f"\nlxc.mount.entry = {new}/sub\\040dir srv/tok none bind,ro,create=dir 0 0\n" \
+            in f.read()
+    assert s.read("fstab").endswith(f"\n{new} /srv/qwen none bind,noauto,nofail 0 0\n")
+    box.start()
+    r = subprocess.run(["lxc-attach", "-n", box.name, "--", "cat", "/srv/tok/tokenizer.json"],
+                       capture_output=True, text=True, timeout=30, check=False)
+    assert r.stdout == '{"version": "1.0"}', r.stderr
