@@ -315,6 +315,8 @@ def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
     box = make_box(extra=[f"lxc.mount.entry = {sub} srv/tok none bind,ro,create=dir 0 0",
                           "lxc.signal.halt = SIGKILL"])
     lxc_boxes.append(box)
+    with open(box.config, "rb") as f:
+        before = f.read()
     dest = os.path.join(s.tmp, "new home")
     os.makedirs(dest)
     rc, out, err = s.cli("plan", s.vol, "--migrate", f"models/qwen={dest}", "-o", s.plan)
@@ -330,3 +332,9 @@ def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
     r = subprocess.run(["lxc-attach", "-n", box.name, "--", "cat", "/srv/tok/tokenizer.json"],
                        capture_output=True, text=True, timeout=30, check=False)
     assert r.stdout == '{"version": "1.0"}', r.stderr
+    box.stop()
+    rc, out, err = s.cli("undo", s.plan)
+    assert rc == 0, err + out
+    with open(box.config, "rb") as f:
+        assert f.read() == before
+    assert s.read("fstab") == s.files["fstab"]
