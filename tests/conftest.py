@@ -78,3 +78,16 @@ def pool():
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture
+def lxc_boxes():
+    """A list the test appends the real LXC containers it makes to (harness/lxc_box.py);
+    each closed after."""
+    from harness.lxc_box import why_not
+    if why := why_not():
+        pytest.skip(why)
+    made = []
+    yield made
+    for b in made:
+        b.close()

@@ -1,17 +1,20 @@
 """Migrate repoints what names the item besides units, for real, on a copy of ``/etc``
 (``Host(etc=...)``) beside a real loop volume: an fstab line, a crontab line, an environment
-file's lines and a symlink in ``/etc`` pointing in. Each line is rewritten (the line as it
-was kept behind a dated marker, a backup beside the file), the link pointed at the new
-place; a line edited since the plan is refused, named; ``vacate undo`` puts every file and
-link back byte for byte."""
+file's lines and a symlink in ``/etc`` pointing in; and a real LXC container's
+``lxc.mount.entry`` in ``/var/lib/lxc/NAME/config``, which LXC then starts the container
+from. Each line is rewritten (the line as it was kept behind a dated marker, a backup beside
+the file), the link pointed at the new place; a line edited since the plan is refused,
+named; ``vacate undo`` puts every file and link back byte for byte."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -152,6 +155,21 @@ def test_a_line_edited_since_the_plan_is_not_repointed(story):
     assert s.read("cron.d/qwen") == text              # left as the admin wrote it
 
 
+def test_a_line_that_spells_the_path_otherwise_is_refused_not_left_as_it_was(story):
+    s = story
+    odd = s.files["fstab"].replace("/models/qwen ", "/models/\\161wen ")   # \161: q
+    with open(f"{s.etc}/fstab", "w") as f:
+        f.write(odd)
+    plan = planned(s)
+    assert [st["params"]["file"] for st in plan["steps"]
+            if st["kind"] == "repoint-config"].count("/etc/fstab") == 1
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 1
+    assert f"line 2 of /etc/fstab does not spell {s.model} as the plan does" in err + out
+    assert s.read("fstab") == odd
+    assert os.path.ismount(s.vol)
+
+
 PCT = """#!/usr/bin/python3
 # stand-in for Proxmox's pct (it cannot be installed here): status, set --KEY VALUE, start,
 # over the configs in $VACATE_TEST_PVE/lxc (a stopped container: set writes the current
@@ -217,3 +235,106 @@ def test_a_proxmox_container_mount_point_is_repointed_by_pct_and_undone(story, m
     rc, out, err = s.cli("undo", s.plan)
     assert rc == 0, err + out
     assert s.read("pve/lxc/101.conf") == conf
+
+
+def test_an_lxc_mount_entry_is_repointed_and_the_container_starts_from_dest(story, lxc_boxes):
+    from harness.lxc_box import make_box
+
+    s = story
+    box = make_box(extra=[f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0",
+                          "lxc.signal.halt = SIGKILL"])
+    lxc_boxes.append(box)
+    with open(box.config, "rb") as f:
+        before = f.read()
+    plan = planned(s)
+    assert [st["params"]["file"] for st in plan["steps"]
+            if st["kind"] == "repoint-config"].count(box.config) == 1
+    assert "edit-config" not in [st["kind"] for st in plan["steps"]]    # not commented out
+
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 0, err + out
+    new = f"{s.dest}/qwen"
+    old_line = f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0"
+    text = before.decode()
+    assert text.count(old_line) == 1
+    with open(box.config) as f:
+        after = f.read()
+    assert re.fullmatch(re.escape(text.split(old_line)[0]) + r"# vacate \d{4}-\d{2}-\d{2}: " +
+                        re.escape(old_line + "\n" + old_line.replace(s.model, new)) +
+                        re.escape(text.split(old_line)[1]), after), after
+    (backup,) = [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
+    assert backup.startswith("config.vacate-backup-")
+    with open(os.path.join(os.path.dirname(box.config), backup), "rb") as f:
+        assert f.read() == before
+    assert not os.path.ismount(s.vol)
+
+    # LXC reads the line: the container starts with the copy where the model was
+    box.start()
+    r = subprocess.run(["lxc-attach", "-n", box.name, "--", "sha256sum", "/srv/qwen/weights.bin"],
+                       capture_output=True, text=True, timeout=30, check=False)
+    with open(f"{new}/weights.bin", "rb") as f:
+        assert r.stdout.split()[:1] == [hashlib.sha256(f.read()).hexdigest()], r.stderr
+    box.stop()
+
+    rc, out, err = s.cli("undo", s.plan)
+    assert rc == 0, err + out
+    with open(box.config, "rb") as f:
+        assert f.read() == before
+
+
+def test_an_lxc_mount_entry_edited_since_the_plan_is_not_repointed(story, lxc_boxes):
+    from harness.lxc_box import make_box
+
+    s = story
+    box = make_box(extra=[f"lxc.mount.entry = {s.model} srv/qwen none bind,ro,create=dir 0 0"])
+    lxc_boxes.append(box)
+    planned(s)
+    with open(box.config) as f:
+        text = f.read().replace("bind,ro,", "bind,")
+    with open(box.config, "w") as f:
+        f.write(text)
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 1
+    assert f"of {box.config} is not the line planned" in err + out
+    with open(box.config) as f:
+        assert f.read() == text                      # left as the admin wrote it
+    assert not [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
+
+
+def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
+    """fstab and ``lxc.mount.entry`` spell a space in a path ``\\040``: the line names the
+    new place the same way (a raw space would split the field), and a path in it so
+    spelled is found and rewritten."""
+    from harness.lxc_box import make_box
+
+    s = story
+    os.makedirs(f"{s.model}/sub dir")
+    with open(f"{s.model}/sub dir/tokenizer.json", "w") as f:
+        f.write('{"version": "1.0"}')
+    sub = f"{s.model}/sub\\040dir"
+    box = make_box(extra=[f"lxc.mount.entry = {sub} srv/tok none bind,ro,create=dir 0 0",
+                          "lxc.signal.halt = SIGKILL"])
+    lxc_boxes.append(box)
+    with open(box.config, "rb") as f:
+        before = f.read()
+    dest = os.path.join(s.tmp, "new home")
+    os.makedirs(dest)
+    rc, out, err = s.cli("plan", s.vol, "--migrate", f"models/qwen={dest}", "-o", s.plan)
+    assert rc == 0, err
+    rc, out, err = s.cli("apply", s.plan, "--yes")
+    assert rc == 0, err + out
+    new = f"{s.tmp}/new\\040home/qwen"
+    with open(box.config) as f:
+        assert f"\nlxc.mount.entry = {new}/sub\\040dir srv/tok none bind,ro,create=dir 0 0\n" \
+            in f.read()
+    assert s.read("fstab").endswith(f"\n{new} /srv/qwen none bind,noauto,nofail 0 0\n")
+    box.start()
+    r = subprocess.run(["lxc-attach", "-n", box.name, "--", "cat", "/srv/tok/tokenizer.json"],
+                       capture_output=True, text=True, timeout=30, check=False)
+    assert r.stdout == '{"version": "1.0"}', r.stderr
+    box.stop()
+    rc, out, err = s.cli("undo", s.plan)
+    assert rc == 0, err + out
+    with open(box.config, "rb") as f:
+        assert f.read() == before
+    assert s.read("fstab") == s.files["fstab"]

@@ -133,17 +133,6 @@ def test_missing_include_and_malformed_lines_do_not_hide_the_rest(ext4_volume, t
     assert [p.path for p in problems] == ["/var/lib/lxc/a/config:2"]
 
 
-@pytest.fixture
-def lxc_boxes():
-    from harness.lxc_box import why_not
-    if why := why_not():
-        pytest.skip(why)
-    made = []
-    yield made
-    for b in made:
-        b.close()
-
-
 @pytest.mark.root
 @pytest.mark.slow
 def test_real_lxc_containers(lxc_boxes, tmp_path):

@@ -59,11 +59,14 @@ def why_not() -> str | None:
 
 
 @contextlib.contextmanager
-def container_129(tmp_path, shared=None, files=None, qwen=None):
+def container_129(tmp_path, shared=None, files=None, qwen=None, binds=()):
     """Container 129 serving the model from the volume at ``/data``; ``shared``: a host
     directory that is the container's ``mp1`` at ``/shared`` as well; ``files``: more files
     of the container's ``/etc/systemd/system`` (name -> text; ``->`` makes a symlink);
-    ``qwen``: the server's unit, when not the story's. Yields (volume, host, box, config)."""
+    ``qwen``: the server's unit, when not the story's; ``binds``: more (host directory,
+    directory) bind-mounted inside the container only, over a directory the host has (the
+    container's own files where it would share the host's). Yields (volume, host, box,
+    config)."""
     why = why_not()
     if why:
         pytest.skip(why)
@@ -98,7 +101,8 @@ def container_129(tmp_path, shared=None, files=None, qwen=None):
             "/data/models/Kimi-K2 --speculative-draft-model-path /data/eagle3/draft-ckpt\n"
             "[Install]\nWantedBy=multi-user.target\n")
     (units / "sglang-kimi.service").write_text(kimi)
-    binds = ((m, "/data"),) + (((shared, "/shared"),) if shared is not None else ())
+    binds = ((m, "/data"),) + (((shared, "/shared"),) if shared is not None else ()) + \
+        tuple(binds)
     box = None
     try:
         box = systemd_box.start_box(

@@ -3,12 +3,17 @@
 container sees ``/shared`` as its ``mp1``, a directory of another loop volume on the host (the
 unit can only start from a place the container sees). The model is copied on the host, the
 unit inside the container repointed by a drop-in of vacate's inside the container, naming the
-container's path of the copy, and started there; ``vacate undo`` removes that drop-in."""
+container's path of the copy, and started there; ``vacate undo`` removes that drop-in. An
+environment file and a crontab inside the container that name the model are rewritten
+there (the host's own files at the same paths untouched), and put back by the undo."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -22,24 +27,37 @@ SHARD = "model-00001-of-00001.safetensors"
 UNIT = "sglang-qwen.service"
 
 
-@pytest.fixture
-def ct129_shared(tmp_path):
-    """Container 129 as in the story, with a second volume's directory as its ``mp1`` at
-    ``/shared``; yields (volume, host, box, config, the host's directory behind /shared)."""
+def need_ct129() -> None:
     from test_ct import why_not
 
     why = why_not()
     if why:
         pytest.skip(why)
+
+
+@contextlib.contextmanager
+def with_shared(tmp_path, **kw):
+    """Container 129 as in the story (``kw``: as :func:`test_ct.container_129` takes), with a
+    second volume's directory as its ``mp1`` at ``/shared``; yields (volume, host, box,
+    config, the host's directory behind /shared)."""
+    need_ct129()
     shared = make_volume("ext4")
     try:
         behind = os.path.join(shared.mountpoint, "pool")
         os.makedirs(behind)
-        admin = {f"{UNIT}.d/override.conf": "[Service]\nEnvironment=ADMIN=1\n"}
-        with container_129(tmp_path, shared=behind, files=admin) as (vol, host, box, conf):
-            yield vol, host, box, conf, behind
+        with container_129(tmp_path, shared=behind, **kw) as got:
+            yield (*got, behind)
     finally:
         shared.close()
+
+
+@pytest.fixture
+def ct129_shared(tmp_path):
+    """Container 129 with ``/shared`` (:func:`with_shared`) and an admin's drop-in of its own
+    for the server's unit."""
+    admin = {f"{UNIT}.d/override.conf": "[Service]\nEnvironment=ADMIN=1\n"}
+    with with_shared(tmp_path, files=admin) as got:
+        yield got
 
 
 def maps_of_unit(box, under: str) -> list[str]:
@@ -154,11 +172,7 @@ def ct129_env(tmp_path):
     ``/etc/systemd/system/DECOY`` -- a path the host has too, with its own file there, which
     the host would reach if it followed the link through ``/proc/PID/root``. Yields (volume,
     host, box, the host's directory behind /shared, the host's decoy file)."""
-    from test_ct import why_not
-
-    why = why_not()
-    if why:
-        pytest.skip(why)
+    need_ct129()
     decoy_dir = f"/etc/systemd/system/vacate-decoy-{os.getpid()}"
     line = f"MODEL=/data/{MODEL}\n"
     qwen = ("[Unit]\nDescription=SGLang Qwen3.5 NVFP4\n[Service]\n"
@@ -167,22 +181,15 @@ def ct129_env(tmp_path):
             f"${{MODEL}}/{SHARD}\n")
     files = {"qwen.env": f"->{decoy_dir}/qwen.env",
              f"{os.path.basename(decoy_dir)}/qwen.env": f"# the model\n{line}"}
-    shared = make_volume("ext4")
     os.makedirs(decoy_dir)
     decoy = f"{decoy_dir}/qwen.env"
     try:
         with open(decoy, "w") as f:
             f.write(f"# the host's own, not the container's\n{line}")
-        behind = os.path.join(shared.mountpoint, "pool")
-        os.makedirs(behind)
-        with container_129(tmp_path, shared=behind, files=files, qwen=qwen) as (
-                vol, host, box, _conf):
+        with with_shared(tmp_path, files=files, qwen=qwen) as (vol, host, box, _conf, behind):
             yield vol, host, box, behind, decoy
     finally:
-        import shutil
-
         shutil.rmtree(decoy_dir, ignore_errors=True)
-        shared.close()
 
 
 @pytest.mark.root
@@ -224,4 +231,92 @@ def test_an_environment_file_inside_the_container_is_repointed_there(ct129_env, 
     with open(real) as f:
         assert f.read() == f"# the model\nMODEL=/data/{MODEL}\n"
     with open(decoy) as f:
+        assert f.read() == decoy_before
+
+
+SPOOL = "/var/spool/cron/crontabs"
+CRON_LINE = f"17 3 * * * ls /data/{MODEL} > /dev/null\n"
+
+
+@pytest.fixture
+def ct129_cron(tmp_path):
+    """Container 129 with a crontab of its own naming the model: the container's
+    ``/var/spool/cron/crontabs`` is a directory of its own (bound over the host's inside it
+    only), and the host's spool holds a ``root`` crontab with the very same line, which the
+    host would reach if it wrote the host's path. Yields (host, box, the container's crontab
+    as the host reaches it, the host's own crontab, the directory behind /shared)."""
+    need_ct129()
+    decoy = os.path.join(SPOOL, "root")
+    if os.path.lexists(decoy):
+        pytest.skip(f"{decoy} exists: the host's own crontab is not touched by tests")
+    top = SPOOL
+    while not os.path.exists(os.path.dirname(top)):
+        top = os.path.dirname(top)
+    made = None if os.path.exists(SPOOL) else top
+    inside = tmp_path / "ct-spool"
+    inside.mkdir()
+    (inside / "root").write_text(f"# the container's\n{CRON_LINE}")
+    os.chmod(inside / "root", 0o600)
+    try:
+        os.makedirs(SPOOL, exist_ok=True)
+        with open(decoy, "w") as f:
+            f.write(f"# the host's own, not the container's\n{CRON_LINE}")
+        with with_shared(tmp_path, binds=((str(inside), SPOOL),)) as (_v, host, box, _c, behind):
+            yield host, box, str(inside / "root"), decoy, behind
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        elif os.path.lexists(decoy):
+            os.unlink(decoy)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_crontab_inside_the_container_is_repointed_there(ct129_cron, tmp_path):
+    host, box, mine, decoy, behind = ct129_cron
+    _wait_serving(box)
+    env = host.environ()
+    name = os.path.basename(MODEL)
+    with open(mine, "rb") as f:
+        before = f.read()
+    with open(decoy, "rb") as f:
+        decoy_before = f.read()
+    plan, doc = plan_migrate(tmp_path, env)
+    (step,) = [s for s in doc["steps"] if s["kind"] == "repoint-config"]
+    assert step["params"]["file"] == f"{SPOOL}/root" and step["params"]["ct"] == "129", step
+    r = vacate("apply", plan, "--yes", env=env)
+    assert r.returncode in (0, 4), (r.stdout + r.stderr)[-6000:]
+
+    # the container's crontab names the copy as the container sees it, the line as it was
+    # kept behind vacate's marker; its backup is hidden beside it (cron would read it)
+    with open(mine) as f:
+        text = f.read()
+    assert re.fullmatch(r"# the container's\n# vacate \d{4}-\d{2}-\d{2}: " +
+                        re.escape(CRON_LINE + CRON_LINE.replace(f"/data/{MODEL}",
+                                                                f"/shared/models/{name}")),
+                        text), text
+    r = box.nsenter("cat", f"{SPOOL}/root")            # what cron inside the container reads
+    assert r.stdout == text, r.stderr
+    (backup,) = [n for n in os.listdir(os.path.dirname(mine)) if ".vacate-backup-" in n]
+    assert backup.startswith(".root.vacate-backup-")
+    with open(os.path.join(os.path.dirname(mine), backup), "rb") as f:
+        assert f.read() == before
+    # the host's spool at the same path is untouched, and holds no backup
+    with open(decoy, "rb") as f:
+        assert f.read() == decoy_before
+    assert os.listdir(SPOOL) == ["root"]
+    assert os.path.isfile(os.path.join(behind, "models", name, SHARD))
+    r = vacate("report", plan, env=env)
+    said = " ".join(r.stdout.split())
+    assert f"repointed: {SPOOL}/root:2: {CRON_LINE.strip()} -> " \
+           f"{CRON_LINE.strip().replace(f'/data/{MODEL}', f'/shared/models/{name}')}" \
+        in said, said
+    assert f"undo: pct exec 129 --keep-env 0 -- cp -p {SPOOL}/.root.vacate-backup-" in said
+
+    # undo puts the line back, inside the container
+    r = vacate("undo", plan, env=env)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    with open(mine, "rb") as f:
+        assert f.read() == before
+    with open(decoy, "rb") as f:
         assert f.read() == decoy_before

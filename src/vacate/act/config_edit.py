@@ -17,6 +17,11 @@ keeps the mount until it restarts: the outcome says so.
 
 A line is counted as bytes up to ``\\n`` (a ``\\r`` before it stays the line end's).
 
+A repointed line (``repoint-config``) names the new place as the plan spells both paths,
+the way the file writes them (fstab's and ``lxc.mount.entry``'s octal escapes: ``\\040``);
+a planned line the rewrite would leave as it was (the path written some other way) is
+refused, never reported repointed.
+
 A file inside a Proxmox container (``ct``: an environment file or a crontab there, named as
 the container spells it) is read and written from the container's root by descriptor
 (:mod:`vacate.act.inroot`: ``openat2`` with ``RESOLVE_IN_ROOT``), its symlinks followed as
@@ -292,6 +297,14 @@ def _changed(step: Step, f: _File) -> str | None:
         now = shown_text(_content(f.lines[n - 1])[0].decode("utf-8", "surrogateescape"), 120)
         return f"line {n} of {f.name} is not the line planned: it changed since the plan " \
                f"(now: {now!r})"
+    if step.kind == "repoint-config":
+        moves = _moves(step)
+        for i, state in _repoint_places(step, f):
+            line = _content(f.lines[i])[0]
+            if state == "planned" and repointed(line, moves) == line:
+                return f"line {i + 1} of {f.name} does not spell " \
+                       f"{', '.join(o for o, _n in moves)} as the plan does: it would stay " \
+                       "as it is; repoint it by hand"
     return None
 
 

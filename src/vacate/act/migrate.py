@@ -289,8 +289,11 @@ def _pattern(old: str) -> re.Pattern:
 
 
 def replaced(value: str, moves) -> str:
+    """``value`` with each old path replaced by its new one (taken as it is: a backslash in
+    it is no escape)."""
     for old, new in moves:
-        value = _pattern(old).sub(new.rstrip("/"), value)
+        to = new.rstrip("/")
+        value = _pattern(old).sub(lambda _m, to=to: to, value)
     return value
 
 

@@ -24,9 +24,10 @@ from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import PlanItem
 from vacate.observing.model.usage import Consumer
-from vacate.observing.parsers.paths import is_under, rebase
+from vacate.observing.parsers.paths import escape, is_under, rebase
 
 IN_CT = frozenset({"config-file", "cron"})     # rewritten inside the --ct container
+FSTAB_FORMAT = frozenset({"fstab", "lxc-container"})   # its paths written with octal escapes
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from vacate.decide.teardown import Teardown
@@ -232,6 +233,8 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
     elif c.type == "lxc-container" and a.get("mount_entries"):
         lines = [(e["file"], [[e["line"], e["line_sha256"]]]) for e in a["mount_entries"]]
     if lines is not None:
+        spelled = tuple((escape(o), escape(n)) for o, n in moves) \
+            if c.type in FSTAB_FORMAT else tuple(moves)     # as the line spells them
         for file, targets in lines:
             first = targets[0][0]
             x = Action("edit-config", f"{file}:{first}", consumer=c.id,
@@ -241,7 +244,7 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
                      downtime=True,
                      params=as_params(EditParams(file, first, targets[0][1],
                                                  lines=targets if len(targets) > 1 else None,
-                                                 moves=tuple(moves), ct=ct)),
+                                                 moves=spelled, ct=ct)),
                      postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
         return True
     if c.type == "symlink" and a.get("target"):

@@ -40,6 +40,13 @@ def unescape(field: str) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
+def escape(path: str) -> str:
+    """``path`` as fstab, ``lxc.mount.entry`` and the kernel's mount tables write a field:
+    space, tab, newline and backslash as octal escapes (``\\040``); what :func:`unescape`
+    undoes."""
+    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in path)
+
+
 def follow_links(path: str, what: Callable[[str], str | bool | None],
                  stop: Callable[[str], bool] | None = None,
                  max_hops: int = MAX_HOPS) -> tuple[str, str, list[str]]:
