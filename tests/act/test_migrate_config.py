@@ -321,8 +321,14 @@ def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
     os.makedirs(dest)
     rc, out, err = s.cli("plan", s.vol, "--migrate", f"models/qwen={dest}", "-o", s.plan)
     assert rc == 0, err
+    # the crontab's shell command would need the new path quoted: a person's step
+    with open(s.plan) as f:
+        (manual,) = [st for st in json.load(f)["steps"] if st["kind"] == "manual"]
+    assert manual["summary"].startswith(f"/etc/cron.d/qwen: a cron job names {s.model}, ")
+    assert "would need quoting: vacate does not rewrite the command" in manual["summary"]
     rc, out, err = s.cli("apply", s.plan, "--yes")
-    assert rc == 0, err + out
+    assert rc == 4, err + out
+    assert s.read("cron.d/qwen") == s.files["cron.d/qwen"]
     new = f"{s.tmp}/new\\040home/qwen"
     with open(box.config) as f:
         assert f"\nlxc.mount.entry = {new}/sub\\040dir srv/tok none bind,ro,create=dir 0 0\n" \
@@ -338,3 +344,13 @@ def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
     with open(box.config, "rb") as f:
         assert f.read() == before
     assert s.read("fstab") == s.files["fstab"]
+
+
+def test_a_path_is_repointed_where_it_is_named_whole_never_inside_a_longer_one():
+    from vacate.act.config_edit import repointed
+    moves = (("/data/models/qwen", "/shared/models/qwen"),)
+    line = (b"0 3 * * * root sync --from /data/models/qwen/ --to /backup/data/models/qwen "
+            b"--also=/data/models/qwen2,/data/models/qwen:/mnt/data/models/qwen/x")
+    assert repointed(line, moves) == (
+        b"0 3 * * * root sync --from /shared/models/qwen/ --to /backup/data/models/qwen "
+        b"--also=/data/models/qwen2,/shared/models/qwen:/mnt/data/models/qwen/x")

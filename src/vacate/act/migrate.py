@@ -284,8 +284,13 @@ def effective(lines: list[tuple[str, int, str]]) -> dict[str, list[str]]:
     return out
 
 
+_EDGE = "\\s\"':;,="      # what may stand either side of a path named in a setting
+
+
 def _pattern(old: str) -> re.Pattern:
-    return re.compile(re.escape(old.rstrip("/")) + r"(?=$|[/\s\"':;,=])")
+    """``old`` where it is a whole path or the start of one (followed by ``/``), never
+    the inside of a longer one (``/x/data/m`` does not name ``/data/m``)."""
+    return re.compile(f"(?<![^{_EDGE}])" + re.escape(old.rstrip("/")) + f"(?=$|[/{_EDGE}])")
 
 
 def replaced(value: str, moves) -> str:

@@ -8,6 +8,8 @@ files, symlinks, Proxmox mount points; a docker bind is a manual step).
 
 from __future__ import annotations
 
+import re
+
 from vacate.act.config_edit import EditParams
 from vacate.act.kind import as_params
 from vacate.act.manual import ManualParams
@@ -28,6 +30,7 @@ from vacate.observing.parsers.paths import escape, is_under, rebase
 
 IN_CT = frozenset({"config-file", "cron"})     # rewritten inside the --ct container
 FSTAB_FORMAT = frozenset({"fstab", "lxc-container"})   # its paths written with octal escapes
+_SHELL_WORD = re.compile(r"[\w@%+=:,./-]+")      # a path a shell command takes as it is
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from vacate.decide.teardown import Teardown
@@ -226,6 +229,14 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
     lines = None
     if ct is not None and c.type not in IN_CT:
         return False
+    if c.type == "cron" and any(_SHELL_WORD.fullmatch(n) is None for _o, n in moves):
+        t.st.add("manual", f"{a.get('file')}: a cron job names "
+                           f"{', '.join(o for o, _n in moves)}, and in its shell command "
+                           f"{', '.join(repr(n) for _o, n in moves)} would need quoting: "
+                           "vacate does not rewrite the command; repoint it by hand",
+                 downtime=True, params=as_params(ManualParams(consumer=c.id)),
+                 evidence=c.evidence)
+        return True
     if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
         lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
     elif c.type == "config-file" and a.get("line_sha256s") and a.get("file"):
