@@ -470,7 +470,9 @@ class _Stream:
     BATCH = 1 << 20       # bytes of lines handed to the writer at once
     _STOP = None
 
-    def __init__(self, out: BinaryIO | None, item: str, dev: int):
+    def __init__(self, out: BinaryIO | None, item: str, dev: int, *, thread: bool = True):
+        """``thread``: lines are compressed by a writer thread (False: the caller hands
+        members already compressed to :meth:`put_member`)."""
         self.out = out
         self.at = 0
         self.sha = hashlib.sha256()
@@ -485,6 +487,7 @@ class _Stream:
         if out is not None:
             self.member(_ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev})
                         .encode("ascii") + b"\n")
+        if out is not None and thread:
             self.jobs: queue.Queue = queue.Queue(maxsize=4)
             self.writer = threading.Thread(target=self.write, name="vacate-entries-writer",
                                            daemon=True)
@@ -523,8 +526,15 @@ class _Stream:
             raise self.failed
 
     def member(self, data: bytes) -> tuple[int, int]:
-        c = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
-        z = c.compress(data) + c.flush()
+        return self.append(gzip_member(data))
+
+    def put_member(self, rel: str, z: bytes, entries: int, digest: bytes) -> None:
+        """A directory's member compressed elsewhere (:func:`gzip_member` of its line, whose
+        sha256 is ``digest``), written now, in the order it comes."""
+        at, n = self.append(z)
+        self.index.append((rel, at, n, entries, digest))
+
+    def append(self, z: bytes) -> tuple[int, int]:
         self.out.write(z)
         self.sha.update(z)
         at = self.at
@@ -532,9 +542,7 @@ class _Stream:
         return at, len(z)
 
     def add(self, rows) -> None:
-        self.totals(len(rows), sum(1 for r in rows if r[KIND] not in DIR_KINDS),
-                    sum(r[SIZE] for r in rows), max(r[MTIME] for r in rows),
-                    max(r[CTIME] for r in rows))
+        self.totals(*row_totals(rows))
 
     def totals(self, entries: int, files: int, apparent: int, m: int, c: int) -> None:
         self.entries += entries
@@ -587,6 +595,21 @@ class _Stream:
                         self.apparent, self.mtime, self.ctime, digest, problems, None,
                         self.sha.hexdigest() if self.out is not None else None, self.at,
                         index_at)
+
+
+def row_totals(rows) -> tuple[int, int, int, int, int]:
+    """What a directory's rows (not empty) add to an item's totals: entries, files (what
+    is not a directory), apparent bytes, the newest mtime and ctime."""
+    return (len(rows), sum(1 for r in rows if r[KIND] not in DIR_KINDS),
+            sum(r[SIZE] for r in rows), max(r[MTIME] for r in rows),
+            max(r[CTIME] for r in rows))
+
+
+def gzip_member(data: bytes) -> bytes:
+    """``data`` as one gzip member at level ``LEVEL`` (what each member of an entries file
+    is)."""
+    c = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -769,8 +792,7 @@ def write_entries_file(item_path: str, *, dev: int, directory: str,
     """Record the item into an entries file in ``directory``, named by its sha256
     (``vacate-entries-SHA256.jsonl.gz``), written crash-safe (a temp file, fsync, rename,
     fsync the directory)."""
-    tmp = os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}-vacate-entries.jsonl.gz")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd, tmp = open_temp(directory)
     try:
         with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as f:
             rec = record_item(item_path, dev=dev, target_root=target_root, out=f)
@@ -778,6 +800,18 @@ def write_entries_file(item_path: str, *, dev: int, directory: str,
         os.close(fd)
         remove_quietly(tmp)
         raise
+    return commit_file(fd, tmp, directory, rec)
+
+
+def open_temp(directory: str, tag: str = "") -> tuple[int, str]:
+    """A temporary file in ``directory`` to write an entries file into: its fd and path."""
+    tmp = os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}{tag}-vacate-entries.jsonl.gz")
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), tmp
+
+
+def commit_file(fd: int, tmp: str, directory: str, rec: Recorded) -> Recorded:
+    """The entries file written to ``tmp`` (open as ``fd``, closed here) renamed to the name
+    its sha256 gives it, crash-safe; ``rec`` naming it."""
     name = file_name(rec.sha256)
     commit_temp(fd, tmp, os.path.join(directory, name))
     return replace(rec, file=name)

@@ -65,7 +65,11 @@ class CWalker(Walker):
 
     def descend(self, fd: int, path: str, st: os.stat_result) -> None:
         """:meth:`Walker.descend` in C, looking at the parent's messages every
-        ``TICK_DIRS`` directories (progress, giving work away)."""
+        ``TICK_DIRS`` directories (progress, giving work away); in Python where the
+        subtree holds an item recorded by the walk (its subtrees that hold none in C)."""
+        if self.items is not None and self.items.related(path):
+            super().descend(fd, path, st)
+            return
         d = self._descent(fd, path, st, self.skip or None)
         try:
             while not self.step(d, walk_loops.TICK_DIRS):
@@ -73,6 +77,9 @@ class CWalker(Walker):
                     self.tick(lambda: d.split(walk_loops.DEEP))
         finally:
             d.close()
+
+    def whole(self, path: str) -> bool:
+        return self.items is not None and not self.items.related(path)
 
     def _descent(self, fd: int, path: str, st: os.stat_result, skip):
         """A ``_fastwalk.Descent`` of the open directory ``fd`` (closed by it, or here if

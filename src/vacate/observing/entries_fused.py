@@ -1,0 +1,223 @@
+"""The entries files of the items to delete taken from the scan's own walk: one ``fstatat``
+an entry for both the scan and the record, instead of a second walk of each item after the
+scan (:func:`vacate.observing.entries.write_entries_file`).
+
+``plan`` knows the items it will be asked to delete (``--delete P``) before it observes the
+volume. It hands them to the walk (:class:`WalkRecords`, through ``observe`` and ``scan``);
+the walk lists every directory inside those items, and those above them, in Python
+(``Walker.needs_full``), and for each directory inside an item the walker that listed it --
+a forked walker, most of them -- builds the rows the recorder would (the same ``lstat`` the
+scan counts), sorts them, encodes the directory's line (:func:`~vacate.observing.entries.dir_line`),
+takes its sha256 and compresses its gzip member (:func:`~vacate.observing.entries.gzip_member`):
+the compression is shared among the walkers. What it sends back with its part is the
+member, the line's digest, the directory's entry count and totals. The parent appends
+each member to the item's entries file as it comes (in any order: the index says where
+each one is) and keeps an index line per directory; at the end the index is sorted, the
+digest taken and the index member written by :class:`~vacate.observing.entries._Stream`,
+as for a record made alone. So the file is what :class:`~vacate.observing.entries.EntriesFile`
+reads, and the digest is the one :func:`~vacate.observing.entries.record_item` gives for
+the same unchanged tree (the staleness check and apply re-record alone); only the order
+of the members, and so the file's sha256, may differ.
+
+The walk's record is used only where it is certain to be that same record; otherwise the
+plan records the item alone, as before (:meth:`WalkRecords.recorded` gives None):
+
+- the item is a directory on the target's device, reached by the walk as itself (an item
+  spelled through a symlink is never reached: the walk does not follow them);
+- no mount point inside it, nor on it or above it (from the mount table the walk skips;
+  the recorder would write a ``mountpoint`` row the walk cannot);
+- every entry inside it is on the item's device (no btrfs subvolume, no file bind-mounted
+  from elsewhere: the recorder's ``subvolume`` and ``mountpoint`` rows);
+- the walk met no problem at or inside it (a directory or an entry it could not read, one
+  that vanished or changed while it was walked, a walker that died): the recorder would
+  name it in the record, or skip it silently where the walk warns;
+- every directory inside it was recorded once: one line for the item and one for each
+  ``dir`` row of the lines (a cheap check that nothing was lost between processes);
+- items nested in another one: only the outermost is taken from the walk.
+
+What is never taken from the walk: items the plan decides to delete on its own (not named
+by ``--delete``; they are recorded alone once decided), an item named by a glob, and every
+item of a plan made elsewhere (``--host``) or in a container (``--ct``): the walk runs in
+another process there. The record is the tree as the scan saw it, which is what the plan
+decided from; a change after that is found by apply's staleness check as before.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+
+from vacate.observing.entries import (
+    KIND_OF_MODE,
+    Recorded,
+    _Stream,
+    commit_file,
+    dir_line,
+    gzip_member,
+    open_temp,
+    row_totals,
+)
+from vacate.observing.fsio import remove_quietly
+from vacate.observing.model.common import Problem
+
+_FMT = 0o170000
+
+
+def _under(path: str, top: str) -> bool:
+    """``path`` is ``top`` or below it."""
+    return path == top or path.startswith(top + "/") or top == "/"
+
+
+class _Item:
+    """The parent's side of one item's record: its entries file as it is written."""
+
+    __slots__ = ("fd", "lines", "ok", "root", "stream", "subdirs", "tmp")
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.root: tuple | None = None
+        self.lines = 0
+        self.subdirs = 0
+        self.fd = -1
+        self.tmp = ""
+        self.stream: _Stream | None = None
+
+
+class WalkRecords:
+    """The items (absolute paths) whose entries the walk records, into entries files in
+    ``directory``, for the target's device ``dev``. The walkers call :meth:`related`,
+    :meth:`item_of` and :meth:`listing` (in forked walkers too: they hold nothing but the
+    items); this process :meth:`take` (what the walkers sent), :meth:`prepare` and
+    :meth:`taint` (what makes a record unusable), then :meth:`recorded` per item, and
+    :meth:`close` (the files nobody took are removed)."""
+
+    def __init__(self, items: Iterable[str], *, directory: str, dev: int):
+        paths = sorted({os.path.normpath(p) for p in items if p.startswith("/")})
+        self.items = tuple(p for p in paths if not any(
+            q != p and _under(p, q) for q in paths))     # the outermost of nested ones
+        self.directory = directory
+        self.dev = dev
+        self._state: dict[str, _Item] = {p: _Item() for p in self.items}
+
+    # -- in the walkers --------------------------------------------------------------------
+    def related(self, path: str) -> bool:
+        """The directory ``path`` is inside an item, is one, or lies above one: it is
+        listed in Python (its entries' full ``lstat``: the rows need their ctime)."""
+        return any(_under(path, it) or _under(it, path) for it in self.items)
+
+    def item_of(self, path: str) -> str | None:
+        """The item the directory ``path`` lies in (or is), if any."""
+        for it in self.items:
+            if _under(path, it):
+                return it
+        return None
+
+    def listing(self, item: str, path: str, dst: os.stat_result, entries: list) -> tuple:
+        """What the walker sends of the directory ``path`` inside ``item`` (its ``lstat``
+        ``dst``), listed as ``entries`` ((name, lstat) each): (item, rel, member, the
+        line's sha256, entries, subdirectories, files, apparent bytes, newest mtime, newest
+        ctime, the item's own row where ``path`` is the item); the member None where the
+        record cannot be the recorder's (another device inside)."""
+        rel = path[len(item) + 1:] if path != item else ""
+        dev = dst.st_dev
+        root = None
+        if not rel:
+            if dev != self.dev or getattr(dst, "st_ctime_ns", None) is None:
+                return (item, rel, None)
+            root = ("", "dir", dev, dst.st_ino, dst.st_size, dst.st_mtime_ns,
+                    dst.st_ctime_ns, dst.st_nlink)
+        kinds = KIND_OF_MODE.get
+        rows = []
+        subdirs = 0
+        for name, st in entries:
+            if st.st_dev != dev:
+                return (item, rel, None)
+            kind = kinds(st.st_mode & _FMT, "other")
+            if kind == "dir":
+                subdirs += 1
+            rows.append((name, kind, dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                         st.st_ctime_ns, st.st_nlink))     # entries.row_of, written out
+        rows.sort()
+        line = dir_line(rel, rows)
+        totals = row_totals(rows) if rows else (0, 0, 0, 0, 0)
+        return (item, rel, gzip_member(line), hashlib.sha256(line).digest(), subdirs,
+                *totals, root)
+
+    # -- in this process -------------------------------------------------------------------
+    def prepare(self, skip: Iterable[str]) -> None:
+        """The walk skips the mount points ``skip``: an item with one inside, on or above it
+        is recorded alone."""
+        for m in skip:
+            for it in self.items:
+                if _under(m, it) or _under(it, m):
+                    self._state[it].ok = False
+
+    def take(self, records: list) -> None:
+        """What a walker sent (:meth:`listing`'s tuples): each member appended to its
+        item's file."""
+        for r in records:
+            s = self._state[r[0]]
+            if not s.ok:
+                continue
+            if r[2] is None:
+                self._drop(s)
+                continue
+            rel, z, digest, subdirs, entries, files, apparent, m, c, root = r[1:]
+            if s.stream is None:
+                s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(r[0])}")
+                s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), r[0],
+                                   self.dev, thread=False)
+            s.stream.put_member(rel, z, entries, digest)
+            if entries:
+                s.stream.totals(entries, files, apparent, m, c)
+            s.lines += 1
+            s.subdirs += subdirs
+            if root is not None:
+                s.root = root
+
+    def taint(self, problems: Iterable[Problem]) -> None:
+        """The walk's problems: an item at or above which one was met (or one without a
+        path: a walker that died) is recorded alone."""
+        for p in problems:
+            for it in self.items:
+                if p.path is None or _under(p.path, it):
+                    self._drop(self._state[it])
+
+    def recorded(self, item: str) -> Recorded | None:
+        """The item's record, its entries file committed in the directory (named by its
+        sha256); None where the walk's record is not certain to be the recorder's (see the
+        module's doc): record it alone."""
+        s = self._state.get(item)
+        if s is None or not s.ok or s.stream is None or s.root is None or \
+                s.lines != s.subdirs + 1 or \
+                len({x[0] for x in s.stream.index}) != s.lines:
+            if s is not None:
+                self._drop(s)
+            return None
+        try:
+            rec = s.stream.finish(item, self.dev, s.root, ())
+            s.stream.out.close()
+        except BaseException:
+            self._drop(s)
+            raise
+        s.stream = None
+        fd, s.fd = s.fd, -1
+        return commit_file(fd, s.tmp, self.directory, rec)
+
+    def _drop(self, s: _Item) -> None:
+        s.ok = False
+        if s.stream is not None:
+            s.stream.out.close()
+            s.stream = None
+        if s.fd >= 0:
+            os.close(s.fd)
+            s.fd = -1
+            remove_quietly(s.tmp)
+
+    def close(self) -> None:
+        """Remove what was written and not taken."""
+        for s in self._state.values():
+            self._drop(s)
