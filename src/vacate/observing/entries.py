@@ -243,8 +243,9 @@ def item_digest(item: str, dev: int, root, dirs: Iterable[tuple[str, bytes]]) ->
     directory, so whoever checks it holds those, never the entries."""
     h = hashlib.sha256()
     h.update(_ENC([DIGEST_TAG, item, dev, list(root)]).encode("ascii") + b"\n")
-    for rel, dg in dirs:
-        h.update(_ENC([rel, dg.hex()]).encode("ascii") + b"\n")
+    up = h.update
+    for rel, dg in dirs:     # _ENC([rel, dg.hex()]), written out (a line a directory)
+        up(f'[{_encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
     return h.hexdigest()
 
 

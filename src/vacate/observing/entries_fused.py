@@ -53,6 +53,7 @@ from collections.abc import Iterable
 from vacate.observing.entries import (
     KIND_OF_MODE,
     Recorded,
+    _encode_str,
     _Stream,
     commit_file,
     dir_line,
@@ -125,10 +126,9 @@ class WalkRecords:
         dev = dst.st_dev
         root = None
         if not rel:
-            if dev != self.dev or getattr(dst, "st_ctime_ns", None) is None:
+            root = self._root(dst)
+            if root is None:
                 return (item, rel, None)
-            root = ("", "dir", dev, dst.st_ino, dst.st_size, dst.st_mtime_ns,
-                    dst.st_ctime_ns, dst.st_nlink)
         kinds = KIND_OF_MODE.get
         rows = []
         subdirs = 0
@@ -146,6 +146,28 @@ class WalkRecords:
         return (item, rel, gzip_member(line), hashlib.sha256(line).digest(), subdirs,
                 *totals, root)
 
+    def sink(self, item: str, path: str, st, records) -> tuple:
+        """What ``_fastwalk.Descent`` records the directory ``path`` inside ``item`` (its
+        ``lstat`` ``st``) and all below it with: (cut, sink, encode), the sink appending
+        what :meth:`listing` gives to the list ``records()`` returns."""
+        root = self._root(st) if path == item else None
+
+        def line(rel: str, line: bytes, entries: int, files: int, apparent: int, m: int,
+                 c: int, subdirs: int, same: bool) -> None:
+            records().append(
+                (item, rel, gzip_member(line), hashlib.sha256(line).digest(), subdirs,
+                 entries, files, apparent, m, c, root if not rel else None)
+                if same and (rel or root is not None) else (item, rel, None))
+
+        return (len(item) + 1, line, _encode_str)
+
+    def _root(self, st) -> tuple | None:
+        """The item's own row, from its ``lstat`` (None: not one the recorder's could be)."""
+        if st.st_dev != self.dev or getattr(st, "st_ctime_ns", None) is None:
+            return None
+        return ("", "dir", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                st.st_nlink)
+
     # -- in this process -------------------------------------------------------------------
     def prepare(self, skip: Iterable[str]) -> None:
         """The walk skips the mount points ``skip``: an item with one inside, on or above it
@@ -156,27 +178,38 @@ class WalkRecords:
                     self._state[it].ok = False
 
     def take(self, records: list) -> None:
-        """What a walker sent (:meth:`listing`'s tuples): each member appended to its
-        item's file."""
-        for r in records:
-            s = self._state[r[0]]
-            if not s.ok:
-                continue
-            if r[2] is None:
-                self._drop(s)
-                continue
-            rel, z, digest, subdirs, entries, files, apparent, m, c, root = r[1:]
-            if s.stream is None:
-                s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(r[0])}")
-                s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), r[0],
-                                   self.dev, thread=False)
-            s.stream.put_member(rel, z, entries, digest)
+        """What a walker sent (:meth:`listing`'s tuples): each item's members appended to
+        its file, a run of them at once."""
+        i, n = 0, len(records)
+        while i < n:
+            item, j = records[i][0], i + 1
+            while j < n and records[j][0] == item:
+                j += 1
+            self._take(self._state[item], item, records[i:j])
+            i = j
+
+    def _take(self, s: _Item, item: str, records: list) -> None:
+        if not s.ok:
+            return
+        if any(r[2] is None for r in records):
+            self._drop(s)
+            return
+        if s.stream is None:
+            s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(item)}")
+            s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), item,
+                               self.dev, thread=False)
+        stream = s.stream
+        at = stream.append(b"".join([r[2] for r in records]))[0]
+        index = stream.index
+        for _, rel, z, digest, subdirs, entries, files, apparent, m, c, root in records:
+            index.append((rel, at, len(z), entries, digest))
+            at += len(z)
             if entries:
-                s.stream.totals(entries, files, apparent, m, c)
-            s.lines += 1
+                stream.totals(entries, files, apparent, m, c)
             s.subdirs += subdirs
             if root is not None:
                 s.root = root
+        s.lines += len(records)
 
     def taint(self, problems: Iterable[Problem]) -> None:
         """The walk's problems: an item at or above which one was met (or one without a
