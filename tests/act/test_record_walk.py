@@ -250,3 +250,20 @@ def test_plan_takes_the_walks_record_and_falls_back_where_it_must(vol, tmp_path,
     done = delete_step.run(step, Context(plan=plan, plan_path=plan_file))
     assert done.status == "ok", done.detail
     assert not os.path.lexists(os.path.join(m, "item"))
+
+
+def test_records_finished_and_not_taken_are_removed(vol, tmp_path):  # noqa: F811
+    """``scan`` finishes the records while the recognisers look; a plan that then takes one
+    of them (and fails, or does not delete the other) leaves only the file it took."""
+    a, b = make_item(vol, "a"), make_item(vol, "b")
+    out = str(tmp_path / "walked")
+    os.makedirs(out)
+    wr = WalkRecords([a, b], directory=out, dev=os.stat(vol.mountpoint).st_dev)
+    try:
+        walk(vol.mountpoint, items=wr, workers=3, inline_entries=0)
+        wr.finish()
+        assert len(os.listdir(out)) == 2
+        taken = wr.recorded(a)
+    finally:
+        wr.close()
+    assert os.listdir(out) == [taken.file]

@@ -97,7 +97,7 @@ def _plan(where, path, target, walked, store, archive_to, local_dest, overrides,
     decide, record what is archived or deleted, decide again with those records."""
     from vacate.remote import Local
 
-    obs = carve(where.observe(path, **({} if walked is None else {"items": walked})),
+    obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
                 list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,

@@ -241,11 +241,18 @@ def item_digest(item: str, dev: int, root, dirs: Iterable[tuple[str, bytes]]) ->
     of its path and the sha256 of its :func:`dir_line`. Any entry added, removed or changed
     changes its directory's digest and so this one; it is computed from one digest per
     directory, so whoever checks it holds those, never the entries."""
+    return _digest_of_lines(item, dev, root, (f'[{_encode_str(rel)},"{dg.hex()}"]\n'
+                                              for rel, dg in dirs))
+
+
+def _digest_of_lines(item: str, dev: int, root, lines: Iterable[str]) -> str:
+    """:func:`item_digest` from each directory's line, encoded: ``_ENC([rel, dg.hex()])``
+    and a newline, written out (one JSON encoding a directory costs more)."""
     h = hashlib.sha256()
     h.update(_ENC([DIGEST_TAG, item, dev, list(root)]).encode("ascii") + b"\n")
     up = h.update
-    for rel, dg in dirs:     # _ENC([rel, dg.hex()]), written out (a line a directory)
-        up(f'[{_encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
+    for line in lines:
+        up(line.encode("ascii"))
     return h.hexdigest()
 
 
@@ -582,15 +589,19 @@ class _Stream:
             self.close()
         self.add((root,))
         self.index.sort()
-        digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
         index_at = self.at
-        if self.out is not None:
-            self.member(_ENC({
-                "schema": FILE_SCHEMA, "item": item, "dev": dev, "root": list(root),
-                "entries": self.entries, "digest": digest,
-                "problems": [p.as_json() for p in problems],
-                "dirs": [[rel, at, n, k, dg.hex()] for rel, at, n, k, dg in self.index],
-            }).encode("ascii") + b"\n")
+        if self.out is None:
+            digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
+        else:
+            # each path encoded and each digest in hex once, for the digest's lines and the
+            # index's ("dirs": [[rel, at, n, k, hex], ...], the last key, written out)
+            enc = [(_encode_str(rel), dg.hex(), at, n, k) for rel, at, n, k, dg in self.index]
+            digest = _digest_of_lines(item, dev, root, (f'[{e},"{h}"]\n' for e, h, *_ in enc))
+            head = _ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev, "root": list(root),
+                         "entries": self.entries, "digest": digest,
+                         "problems": [p.as_json() for p in problems]})
+            dirs = ",".join([f'[{e},{at},{n},{k},"{h}"]' for e, h, at, n, k in enc])
+            self.member(f'{head[:-1]},"dirs":[{dirs}]}}\n'.encode("ascii"))
             self.out.flush()
         return Recorded(item, dev, root, self.entries, len(self.index), self.files,
                         self.apparent, self.mtime, self.ctime, digest, problems, None,

@@ -75,10 +75,11 @@ def _under(path: str, top: str) -> bool:
 class _Item:
     """The parent's side of one item's record: its entries file as it is written."""
 
-    __slots__ = ("fd", "lines", "ok", "root", "stream", "subdirs", "tmp")
+    __slots__ = ("done", "fd", "lines", "ok", "root", "stream", "subdirs", "tmp")
 
     def __init__(self) -> None:
         self.ok = True
+        self.done: Recorded | None = None     # finished, not taken yet
         self.root: tuple | None = None
         self.lines = 0
         self.subdirs = 0
@@ -219,16 +220,29 @@ class WalkRecords:
                 if p.path is None or _under(p.path, it):
                     self._drop(self._state[it])
 
+    def finish(self) -> None:
+        """Finish every item's record now (the walk is done): its index written, its file
+        committed. ``scan`` calls it while the recognisers' processes look, when this one
+        would wait."""
+        for item, s in self._state.items():
+            if s.ok and s.done is None:
+                s.done = self._finish(item, s)
+
     def recorded(self, item: str) -> Recorded | None:
         """The item's record, its entries file committed in the directory (named by its
-        sha256); None where the walk's record is not certain to be the recorder's (see the
-        module's doc): record it alone."""
+        sha256), taken (:meth:`close` leaves it); None where the walk's record is not
+        certain to be the recorder's (see the module's doc): record it alone."""
         s = self._state.get(item)
-        if s is None or not s.ok or s.stream is None or s.root is None or \
-                s.lines != s.subdirs + 1 or \
+        if s is None or not s.ok:
+            return None
+        rec = s.done if s.done is not None else self._finish(item, s)
+        s.done = None
+        return rec
+
+    def _finish(self, item: str, s: _Item) -> Recorded | None:
+        if s.stream is None or s.root is None or s.lines != s.subdirs + 1 or \
                 len({x[0] for x in s.stream.index}) != s.lines:
-            if s is not None:
-                self._drop(s)
+            self._drop(s)
             return None
         try:
             rec = s.stream.finish(item, self.dev, s.root, ())
@@ -254,3 +268,6 @@ class WalkRecords:
         """Remove what was written and not taken."""
         for s in self._state.values():
             self._drop(s)
+            if s.done is not None:
+                remove_quietly(os.path.join(self.directory, s.done.file))
+                s.done = None
