@@ -39,14 +39,17 @@ the rest of it deleted, exactly as when the record was in memory. The file adds 
 sequential read of ~20 MB per million entries at apply (its sha256) and a gzip member per
 directory when planning.
 
-What recording costs (1M entries, 62,797 directories, cache warm): a second walk of the item
-after the scan's, an ``fstatat`` an entry (~1.4 s of system time, what ``find -printf %s``
-pays) plus ~10 system calls a directory, and ~0.8 s of CPU to compress ~95 MB of lines into
-a member a directory. Where ``_fastwalk`` was built the walk runs in C
-(``collectors/_record.h``: this module's walk, listing and enter, line for line, each
-directory's line encoded there; the tests record trees both ways and compare the files byte
-for byte); here, ~2.5 us of Python an entry. The members are compressed and written by a
-thread beside the walk (:class:`_Stream`).
+What recording costs (1M entries, 62,797 directories, cache warm): a walk of the item, an
+``fstatat`` an entry (~1.4 s of system time, what ``find -printf %s`` pays) plus ~10 system
+calls a directory, and ~1 s of CPU to compress ~95 MB of lines into a member a directory.
+Where ``_fastwalk`` was built the walk runs in C (``collectors/_record.h``: this module's
+walk, listing and enter, line for line, each directory's line encoded there; the tests
+record trees both ways and compare the files byte for byte); here, ~2.5 us of Python an
+entry. The members are compressed and written by a thread beside the walk
+(:class:`_Stream`). ``plan`` pays no second walk for the items named by ``--delete``: the
+observation's own walk records them (:mod:`vacate.observing.entries_fused`, the same file
+but for the order of its members), and this walk runs only for what that one could not
+record for certain -- and at apply, to check that nothing changed.
 
 Standard library only (it runs where the plan is made, like the collectors).
 """

@@ -2,44 +2,54 @@
 an entry for both the scan and the record, instead of a second walk of each item after the
 scan (:func:`vacate.observing.entries.write_entries_file`).
 
-``plan`` knows the items it will be asked to delete (``--delete P``) before it observes the
-volume. It hands them to the walk (:class:`WalkRecords`, through ``observe`` and ``scan``);
-the walk lists every directory inside those items, and those above them, in Python
-(``Walker.needs_full``), and for each directory inside an item the walker that listed it --
-a forked walker, most of them -- builds the rows the recorder would (the same ``lstat`` the
-scan counts), sorts them, encodes the directory's line (:func:`~vacate.observing.entries.dir_line`),
-takes its sha256 and compresses its gzip member (:func:`~vacate.observing.entries.gzip_member`):
-the compression is shared among the walkers. What it sends back with its part is the
-member, the line's digest, the directory's entry count and totals. The parent appends
-each member to the item's entries file as it comes (in any order: the index says where
-each one is) and keeps an index line per directory; at the end the index is sorted, the
-digest taken and the index member written by :class:`~vacate.observing.entries._Stream`,
-as for a record made alone. So the file is what :class:`~vacate.observing.entries.EntriesFile`
-reads, and the digest is the one :func:`~vacate.observing.entries.record_item` gives for
-the same unchanged tree (the staleness check and apply re-record alone); only the order
-of the members, and so the file's sha256, may differ.
+``plan`` knows the items it is asked to delete (``--delete P``) before it observes the
+volume. It hands them to the walk (:class:`WalkRecords`, through ``observe`` and ``scan``).
+The walk lists the directories above an item in Python, with every entry's full ``lstat``
+(``Walker.needs_full``: the item's own row needs its ctime, which the C listing does not
+keep), and every directory inside one in C (``_fastwalk.Descent``'s record mode, or
+``Walker.listdir_full`` where C was not built or for the few directories of the walk's
+breadth-first start). For each directory inside an item the walker that listed it -- a
+forked walker, most of them -- builds the rows the recorder would (from the same ``lstat``
+the scan counts), sorts them, encodes the directory's line
+(:func:`~vacate.observing.entries.dir_line`), takes its sha256 and compresses its gzip
+member (:func:`~vacate.observing.entries.gzip_member`): the compression, ~1 s of CPU a
+million entries and most of what recording costs, is shared among the walkers. It sends
+the member back with its part, with the line's digest, the directory's entry count and
+totals. The parent appends each run of members to the item's entries file as it comes (in
+any order: the index says where each one is) and keeps an index line per directory; once
+the walk is done (while the recognisers' processes look), the index is sorted, the digest
+taken and the index member written by :class:`~vacate.observing.entries._Stream`, as for a
+record made alone. So the file is what :class:`~vacate.observing.entries.EntriesFile` reads,
+and the digest is the one :func:`~vacate.observing.entries.record_item` gives for the same
+unchanged tree; only the order of the members, and so the file's sha256, may differ.
 
-The walk's record is used only where it is certain to be that same record; otherwise the
-plan records the item alone, as before (:meth:`WalkRecords.recorded` gives None):
+Why this is safe: the staleness check and apply record the item alone again and compare
+digests, so a record of the walk's that differed from the recorder's could only make apply
+refuse the item as changed, never delete anything the recorder would not have recorded.
+The walk's record is used only where it is certain to be that same record (else
+:meth:`WalkRecords.recorded` gives None and the plan records the item alone, as before):
 
 - the item is a directory on the target's device, reached by the walk as itself (an item
   spelled through a symlink is never reached: the walk does not follow them);
-- no mount point inside it, nor on it or above it (from the mount table the walk skips;
-  the recorder would write a ``mountpoint`` row the walk cannot);
+- no mount point inside it, nor on it or above it (from the mount table, which the walk
+  skips; the recorder writes a ``mountpoint`` row the walk cannot). A mount the table did
+  not show (made during the walk) is the one case the walk's record differs: apply then
+  refuses the item as changed, as it would for any change after the plan;
 - every entry inside it is on the item's device (no btrfs subvolume, no file bind-mounted
   from elsewhere: the recorder's ``subvolume`` and ``mountpoint`` rows);
 - the walk met no problem at or inside it (a directory or an entry it could not read, one
   that vanished or changed while it was walked, a walker that died): the recorder would
   name it in the record, or skip it silently where the walk warns;
 - every directory inside it was recorded once: one line for the item and one for each
-  ``dir`` row of the lines (a cheap check that nothing was lost between processes);
-- items nested in another one: only the outermost is taken from the walk.
+  ``dir`` row of the lines (nothing lost between processes);
+- of items nested in one another, only the outermost (the inner one goes with it).
 
 What is never taken from the walk: items the plan decides to delete on its own (not named
-by ``--delete``; they are recorded alone once decided), an item named by a glob, and every
-item of a plan made elsewhere (``--host``) or in a container (``--ct``): the walk runs in
-another process there. The record is the tree as the scan saw it, which is what the plan
-decided from; a change after that is found by apply's staleness check as before.
+by ``--delete``; recorded alone once decided), an item named by a glob, and every item of a
+plan made elsewhere (``--host``) or in a container (``--ct``): the walk runs in another
+process, on another machine, there. The record is the tree as the scan saw it, which is
+what the plan decided from; a change after that is found by apply's staleness check as
+before.
 
 Standard library only.
 """

@@ -20,6 +20,12 @@ The parts, one module each:
 :mod:`~vacate.observing.collectors.walk_finish` merging and adding up;
 :mod:`vacate.observing.model.walk` what a walk returns (:class:`~vacate.observing.model.walk.WalkResult`).
 
+Items to delete named to the walk (``items``, for ``plan``) are recorded as they are walked:
+the directories inside and above them are listed with each entry's full ``lstat`` (in C
+inside them, ``_fastwalk.Descent``'s record mode; in Python above them and where C was not
+built), each directory inside one sent back as the gzip member of its entries-file line
+(:mod:`vacate.observing.entries_fused`).
+
 Paths are ``str`` decoded with ``surrogateescape`` (PEP 383), so any byte name survives.
 Standard library only.
 """
