@@ -244,18 +244,11 @@ def item_digest(item: str, dev: int, root, dirs: Iterable[tuple[str, bytes]]) ->
     of its path and the sha256 of its :func:`dir_line`. Any entry added, removed or changed
     changes its directory's digest and so this one; it is computed from one digest per
     directory, so whoever checks it holds those, never the entries."""
-    return _digest_of_lines(item, dev, root, (f'[{_encode_str(rel)},"{dg.hex()}"]\n'
-                                              for rel, dg in dirs))
-
-
-def _digest_of_lines(item: str, dev: int, root, lines: Iterable[str]) -> str:
-    """:func:`item_digest` from each directory's line, encoded: ``_ENC([rel, dg.hex()])``
-    and a newline, written out (one JSON encoding a directory costs more)."""
     h = hashlib.sha256()
     h.update(_ENC([DIGEST_TAG, item, dev, list(root)]).encode("ascii") + b"\n")
     up = h.update
-    for line in lines:
-        up(line.encode("ascii"))
+    for rel, dg in dirs:     # _ENC([rel, dg.hex()]), written out (a line a directory)
+        up(f'[{_encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
     return h.hexdigest()
 
 
@@ -539,6 +532,22 @@ class _Stream:
     def member(self, data: bytes) -> tuple[int, int]:
         return self.append(gzip_member(data))
 
+    def index_member(self, head: str) -> None:
+        """The index's member: ``head`` (its JSON object but for the last key) and
+        ``"dirs": [[rel, at, n, k, digest], ...]``, written out and compressed a few thousand
+        directories at a time (nothing kept per directory on the way)."""
+        c = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
+        z = [c.compress(f'{head[:-1]},"dirs":['.encode("ascii"))]
+        index = self.index
+        for i in range(0, len(index), 4096):
+            z.append(c.compress(",".join([
+                f'[{_encode_str(rel)},{at},{n},{k},"{dg.hex()}"]'
+                for rel, at, n, k, dg in index[i:i + 4096]]).encode("ascii")
+                + (b"," if i + 4096 < len(index) else b"")))
+        z.append(c.compress(b"]}\n"))
+        z.append(c.flush())
+        self.append(b"".join(z))
+
     def put_member(self, rel: str, z: bytes, entries: int, digest: bytes) -> None:
         """A directory's member compressed elsewhere (:func:`gzip_member` of its line, whose
         sha256 is ``digest``), written now, in the order it comes."""
@@ -593,18 +602,12 @@ class _Stream:
         self.add((root,))
         self.index.sort()
         index_at = self.at
-        if self.out is None:
-            digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
-        else:
-            # each path encoded and each digest in hex once, for the digest's lines and the
-            # index's ("dirs": [[rel, at, n, k, hex], ...], the last key, written out)
-            enc = [(_encode_str(rel), dg.hex(), at, n, k) for rel, at, n, k, dg in self.index]
-            digest = _digest_of_lines(item, dev, root, (f'[{e},"{h}"]\n' for e, h, *_ in enc))
-            head = _ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev, "root": list(root),
-                         "entries": self.entries, "digest": digest,
-                         "problems": [p.as_json() for p in problems]})
-            dirs = ",".join([f'[{e},{at},{n},{k},"{h}"]' for e, h, at, n, k in enc])
-            self.member(f'{head[:-1]},"dirs":[{dirs}]}}\n'.encode("ascii"))
+        digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
+        if self.out is not None:
+            self.index_member(_ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev,
+                                    "root": list(root), "entries": self.entries,
+                                    "digest": digest,
+                                    "problems": [p.as_json() for p in problems]}))
             self.out.flush()
         return Recorded(item, dev, root, self.entries, len(self.index), self.files,
                         self.apparent, self.mtime, self.ctime, digest, problems, None,
