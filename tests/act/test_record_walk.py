@@ -267,3 +267,18 @@ def test_records_finished_and_not_taken_are_removed(vol, tmp_path):  # noqa: F81
     finally:
         wr.close()
     assert os.listdir(out) == [taken.file]
+
+
+def test_a_record_the_walk_cannot_write_is_made_alone(vol, tmp_path):  # noqa: F811
+    """The entries files' directory full while the walk writes: the walk goes on, the item
+    is not taken from it (recorded alone, the plan would say why), nothing is left."""
+    base = odd_tree(vol)
+    small = str(tmp_path / "small")
+    os.makedirs(small)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", small], check=True)
+    try:
+        w, got = walked(vol, [base], small, workers=3, inline=0)
+        assert got[base] is None and os.listdir(small) == []
+        assert w.entries > 3000 and not w.warnings
+    finally:
+        subprocess.run(["umount", small], check=True)

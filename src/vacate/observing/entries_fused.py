@@ -205,12 +205,16 @@ class WalkRecords:
         if any(r[2] is None for r in records):
             self._drop(s)
             return
-        if s.stream is None:
-            s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(item)}")
-            s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), item,
-                               self.dev, thread=False)
-        stream = s.stream
-        at = stream.append(b"".join([r[2] for r in records]))[0]
+        try:
+            if s.stream is None:
+                s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(item)}")
+                s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), item,
+                                   self.dev, thread=False)
+            stream = s.stream
+            at = stream.append(b"".join([r[2] for r in records]))[0]
+        except OSError:         # (the directory full, say): recorded alone, which says why
+            self._drop(s)
+            return
         index = stream.index
         for _, rel, z, digest, subdirs, entries, files, apparent, m, c, root in records:
             index.append((rel, at, len(z), entries, digest))
@@ -257,17 +261,23 @@ class WalkRecords:
         try:
             rec = s.stream.finish(item, self.dev, s.root, ())
             s.stream.out.close()
+            s.stream = None
+            fd, s.fd = s.fd, -1
+            return commit_file(fd, s.tmp, self.directory, rec)
+        except OSError:         # as in _take: recorded alone
+            self._drop(s)
+            return None
         except BaseException:
             self._drop(s)
             raise
-        s.stream = None
-        fd, s.fd = s.fd, -1
-        return commit_file(fd, s.tmp, self.directory, rec)
 
     def _drop(self, s: _Item) -> None:
         s.ok = False
         if s.stream is not None:
-            s.stream.out.close()
+            try:
+                s.stream.out.close()
+            except OSError:
+                pass            # (what it could not write is removed below)
             s.stream = None
         if s.fd >= 0:
             os.close(s.fd)
