@@ -212,6 +212,7 @@ class WalkRecords:
                                    self.dev, thread=False)
             stream = s.stream
             at = stream.append(b"".join([r[2] for r in records]))[0]
+            stream.out.flush()   # nothing buffered when walkers or lookers are forked
         except OSError:         # (the directory full, say): recorded alone, which says why
             self._drop(s)
             return
