@@ -486,7 +486,8 @@ static int rline(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
 }
 
 /* The name and lstat of one entry added to the frame's rows (no GIL needed: the name goes
-   into the frame's names, its offset into the row, made a pointer by rnames) */
+   into the frame's names, its offset into the row: made a pointer once the directory is
+   listed, the names no longer moving) */
 static int radd(RFrame *f, const char *name, const struct stat *st) {
     size_t len = strlen(name) + 1;
     if (f->n == f->cap) {
