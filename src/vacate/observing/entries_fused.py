@@ -82,6 +82,13 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top + "/") or top == "/"
 
 
+def _ancestors(path: str) -> Iterable[str]:
+    """The directories above ``path`` ("/" included)."""
+    while path != "/":
+        path = path.rpartition("/")[0] or "/"
+        yield path
+
+
 class _Item:
     """The parent's side of one item's record: its entries file as it is written."""
 
@@ -113,19 +120,23 @@ class WalkRecords:
         self.directory = directory
         self.dev = dev
         self._state: dict[str, _Item] = {p: _Item() for p in self.items}
+        self._above = frozenset(a for it in self.items for a in _ancestors(it))
 
     # -- in the walkers --------------------------------------------------------------------
     def related(self, path: str) -> bool:
-        """The directory ``path`` is inside an item, is one, or lies above one: it is
-        listed in Python (its entries' full ``lstat``: the rows need their ctime)."""
-        return any(_under(path, it) or _under(it, path) for it in self.items)
+        """The directory ``path`` is inside an item, is one, or lies above one: the walk
+        lists it keeping what the record needs (see the module's doc)."""
+        return path in self._above or self.item_of(path) is not None
 
     def item_of(self, path: str) -> str | None:
-        """The item the directory ``path`` lies in (or is), if any."""
-        for it in self.items:
-            if _under(path, it):
-                return it
-        return None
+        """The item the directory ``path`` lies in (or is), if any (a set lookup a level
+        of ``path``: the walk asks for every directory it lists in Python)."""
+        state = self._state
+        while path not in state:
+            if path == "/" or "/" not in path:
+                return None
+            path = path.rpartition("/")[0] or "/"
+        return path
 
     def listing(self, item: str, path: str, dst: os.stat_result, entries: list) -> tuple:
         """What the walker sends of the directory ``path`` inside ``item`` (its ``lstat``
