@@ -108,10 +108,10 @@ class _Item:
 class WalkRecords:
     """The items (absolute paths) whose entries the walk records, into entries files in
     ``directory``, for the target's device ``dev``. The walkers call :meth:`related`,
-    :meth:`item_of` and :meth:`listing` (in forked walkers too: they hold nothing but the
-    items); this process :meth:`take` (what the walkers sent), :meth:`prepare` and
-    :meth:`taint` (what makes a record unusable), then :meth:`recorded` per item, and
-    :meth:`close` (the files nobody took are removed)."""
+    :meth:`item_of`, :meth:`listing` and :meth:`sink` (in forked walkers too: they use
+    nothing but the items); this process :meth:`prepare`, :meth:`take` (what the walkers
+    sent) and :meth:`taint` (what makes a record unusable), :meth:`finish`, then
+    :meth:`recorded` per item, and :meth:`close` (the files nobody took are removed)."""
 
     def __init__(self, items: Iterable[str], *, directory: str, dev: int):
         paths = sorted({os.path.normpath(p) for p in items if p.startswith("/")})
