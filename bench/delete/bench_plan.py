@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -79,14 +80,19 @@ def side_by_side(base: str, src: str, rounds: int, baseline: str | None) -> None
         argv["baseline plan"] = argv["plan"]
         srcs["baseline plan"] = baseline
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in argv}
+    cpu: dict[str, list[float]] = {k: [] for k in argv}
     try:
         for i in range(rounds + 1):
             order = list(argv) if i % 2 == 0 else list(argv)[::-1]
             for what in order:
+                c0 = _children_cpu()
                 w, mb, _ = timed(srcs[what], CLI, *argv[what])
+                c = _children_cpu() - c0
                 if i:
                     runs[what].append((w, mb))
-                print(f"round {i or '0 (warm-up)'}  {what}  {w:6.2f} s {mb:5.0f} MB  "
+                    cpu[what].append(c)
+                print(f"round {i or '0 (warm-up)'}  {what}  {w:6.2f} s {c:6.2f} s CPU "
+                      f"{mb:5.0f} MB  "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         subprocess.run(["umount", mnt], check=False)
@@ -96,11 +102,23 @@ def side_by_side(base: str, src: str, rounds: int, baseline: str | None) -> None
     print(f"\nmedian of {rounds}: scan {med['scan']:.2f} s, plan {med['plan']:.2f} s, "
           f"plan / scan = {med['plan'] / med['scan']:.2f}; peak MB scan "
           f"{max(m for _, m in runs['scan']):.0f}, plan {max(m for _, m in runs['plan']):.0f}")
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print("median CPU (user + system, its processes included): " + ", ".join(
+        f"{k} {v:.2f} s" for k, v in mcpu.items()) + f"; plan / scan = "
+        f"{mcpu['plan'] / mcpu['scan']:.2f}" + (
+            f", baseline plan / scan = {mcpu['baseline plan'] / mcpu['scan']:.2f}"
+            if baseline else ""))
     if baseline:
         b = med["baseline plan"]
         print(f"baseline plan {b:.2f} s, baseline / scan = {b / med['scan']:.2f}, "
               f"plan / baseline plan = {med['plan'] / b:.2f}; peak MB baseline "
               f"{max(m for _, m in runs['baseline plan']):.0f}")
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the processes this one has waited for, and theirs."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:

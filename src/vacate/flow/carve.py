@@ -16,7 +16,7 @@ from vacate.observing.model.observation import Observation
 from vacate.observing.parsers.paths import is_under
 
 
-def _is_glob(p: str) -> bool:
+def is_glob(p: str) -> bool:
     return any(ch in p for ch in "*?[")
 
 
@@ -41,7 +41,7 @@ def carve(obs: Observation, overrides: list[tuple[str, str]], *, stat_file=None)
         dirs = {d.path: d for d in inv.dirs}
     extra = []
     for _action, p in overrides:
-        if _is_glob(p):
+        if is_glob(p):
             continue
         path = os.path.normpath(p if p.startswith("/") else os.path.join(target, p))
         if path in have or path == target or not is_under(path, target):

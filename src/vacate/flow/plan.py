@@ -5,7 +5,9 @@ writes beside the plan); prints nothing.
 An item to archive is recorded for its identity alone (totals and digest); an item to delete
 also into an entries file beside the plan (:func:`vacate.observing.entries.write_entries_file`),
 which the plan names by its sha256: the plan stays a few hundred bytes an item, whatever the
-item holds."""
+item holds. Where the plan is made here, the items named by ``--delete`` are recorded by the
+observation's own walk (:mod:`vacate.observing.entries_fused`: one ``lstat`` an entry for
+both), and those it could not record for certain are recorded alone after it."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import os
 import time
 
 from vacate.decide.plan import PlanRefused, deleted, make_plan
-from vacate.flow.carve import carve
+from vacate.flow.carve import carve, is_glob
 from vacate.flow.running import refuse_running_system
+from vacate.observing.entries_fused import WalkRecords
 from vacate.observing.errors import UsageError
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Identity, Plan
@@ -73,8 +76,29 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     for what, p in checks:
         if p and on_target(where, p, target):
             raise UsageError(f"{what} {p} is on the volume being retired")
-    obs = carve(where.observe(path), list(overrides),
-                stat_file=lambda p: where.call("file_stats", path=p))
+    walked = None
+    if here:
+        named = [p if p.startswith("/") else os.path.join(target.path, p)
+                 for a, p in overrides if a == "delete" and not is_glob(p)]
+        if named:
+            os.makedirs(store, exist_ok=True)
+            walked = WalkRecords(named, directory=store, dev=target.st_dev)
+    try:
+        return _plan(where, path, target, walked, store, archive_to, local_dest, overrides,
+                     grace_s, snapshot, mask_references, migrations, inside)
+    finally:
+        if walked is not None:
+            walked.close()
+
+
+def _plan(where, path, target, walked, store, archive_to, local_dest, overrides, grace_s,
+          snapshot, mask_references, migrations, inside) -> Plan:
+    """The rest of :func:`plan`: observe (``walked``: the items the walk records, or None),
+    decide, record what is archived or deleted, decide again with those records."""
+    from vacate.remote import Local
+
+    obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
+                list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
     try:
         first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                           snapshot=snapshot, mask_references=mask_references,
@@ -88,7 +112,9 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                                                          dev=target.st_dev))
         elif deleted(it):
             os.makedirs(store, exist_ok=True)
-            rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
+            rec = walked.recorded(it.path) if walked is not None else None
+            if rec is None:
+                rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
             identities[it.path] = identity_of(rec)
             entries[it.path] = rec.reference()
     free = where.call("free_bytes", path=local_dest) if local_dest else None

@@ -39,14 +39,17 @@ the rest of it deleted, exactly as when the record was in memory. The file adds 
 sequential read of ~20 MB per million entries at apply (its sha256) and a gzip member per
 directory when planning.
 
-What recording costs (1M entries, 62,797 directories, cache warm): a second walk of the item
-after the scan's, an ``fstatat`` an entry (~1.4 s of system time, what ``find -printf %s``
-pays) plus ~10 system calls a directory, and ~0.8 s of CPU to compress ~95 MB of lines into
-a member a directory. Where ``_fastwalk`` was built the walk runs in C
-(``collectors/_record.h``: this module's walk, listing and enter, line for line, each
-directory's line encoded there; the tests record trees both ways and compare the files byte
-for byte); here, ~2.5 us of Python an entry. The members are compressed and written by a
-thread beside the walk (:class:`_Stream`).
+What recording costs (1M entries, 62,797 directories, cache warm): a walk of the item, an
+``fstatat`` an entry (~1.4 s of system time, what ``find -printf %s`` pays) plus ~10 system
+calls a directory, and ~1 s of CPU to compress ~95 MB of lines into a member a directory.
+Where ``_fastwalk`` was built the walk runs in C (``collectors/_record.h``: this module's
+walk, listing and enter, line for line, each directory's line encoded there; the tests
+record trees both ways and compare the files byte for byte); here, ~2.5 us of Python an
+entry. The members are compressed and written by a thread beside the walk
+(:class:`_Stream`). ``plan`` pays no second walk for the items named by ``--delete``: the
+observation's own walk records them (:mod:`vacate.observing.entries_fused`, the same file
+but for the order of its members), and this walk runs only for what that one could not
+record for certain -- and at apply, to check that nothing changed.
 
 Standard library only (it runs where the plan is made, like the collectors).
 """
@@ -243,8 +246,9 @@ def item_digest(item: str, dev: int, root, dirs: Iterable[tuple[str, bytes]]) ->
     directory, so whoever checks it holds those, never the entries."""
     h = hashlib.sha256()
     h.update(_ENC([DIGEST_TAG, item, dev, list(root)]).encode("ascii") + b"\n")
-    for rel, dg in dirs:
-        h.update(_ENC([rel, dg.hex()]).encode("ascii") + b"\n")
+    up = h.update
+    for rel, dg in dirs:     # _ENC([rel, dg.hex()]), written out (a line a directory)
+        up(f'[{_encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
     return h.hexdigest()
 
 
@@ -470,7 +474,9 @@ class _Stream:
     BATCH = 1 << 20       # bytes of lines handed to the writer at once
     _STOP = None
 
-    def __init__(self, out: BinaryIO | None, item: str, dev: int):
+    def __init__(self, out: BinaryIO | None, item: str, dev: int, *, thread: bool = True):
+        """``thread``: lines are compressed by a writer thread (False: the caller hands
+        members already compressed to :meth:`put_member`)."""
         self.out = out
         self.at = 0
         self.sha = hashlib.sha256()
@@ -485,6 +491,7 @@ class _Stream:
         if out is not None:
             self.member(_ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev})
                         .encode("ascii") + b"\n")
+        if out is not None and thread:
             self.jobs: queue.Queue = queue.Queue(maxsize=4)
             self.writer = threading.Thread(target=self.write, name="vacate-entries-writer",
                                            daemon=True)
@@ -523,8 +530,31 @@ class _Stream:
             raise self.failed
 
     def member(self, data: bytes) -> tuple[int, int]:
+        return self.append(gzip_member(data))
+
+    def index_member(self, head: str) -> None:
+        """The index's member: ``head`` (its JSON object but for the last key) and
+        ``"dirs": [[rel, at, n, k, digest], ...]``, written out and compressed a few thousand
+        directories at a time (nothing kept per directory on the way)."""
         c = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
-        z = c.compress(data) + c.flush()
+        z = [c.compress(f'{head[:-1]},"dirs":['.encode("ascii"))]
+        index = self.index
+        for i in range(0, len(index), 4096):
+            z.append(c.compress(",".join([
+                f'[{_encode_str(rel)},{at},{n},{k},"{dg.hex()}"]'
+                for rel, at, n, k, dg in index[i:i + 4096]]).encode("ascii")
+                + (b"," if i + 4096 < len(index) else b"")))
+        z.append(c.compress(b"]}\n"))
+        z.append(c.flush())
+        self.append(b"".join(z))
+
+    def put_member(self, rel: str, z: bytes, entries: int, digest: bytes) -> None:
+        """A directory's member compressed elsewhere (:func:`gzip_member` of its line, whose
+        sha256 is ``digest``), written now, in the order it comes."""
+        at, n = self.append(z)
+        self.index.append((rel, at, n, entries, digest))
+
+    def append(self, z: bytes) -> tuple[int, int]:
         self.out.write(z)
         self.sha.update(z)
         at = self.at
@@ -532,9 +562,7 @@ class _Stream:
         return at, len(z)
 
     def add(self, rows) -> None:
-        self.totals(len(rows), sum(1 for r in rows if r[KIND] not in DIR_KINDS),
-                    sum(r[SIZE] for r in rows), max(r[MTIME] for r in rows),
-                    max(r[CTIME] for r in rows))
+        self.totals(*row_totals(rows))
 
     def totals(self, entries: int, files: int, apparent: int, m: int, c: int) -> None:
         self.entries += entries
@@ -573,20 +601,33 @@ class _Stream:
             self.close()
         self.add((root,))
         self.index.sort()
-        digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
         index_at = self.at
+        digest = item_digest(item, dev, root, ((x[0], x[4]) for x in self.index))
         if self.out is not None:
-            self.member(_ENC({
-                "schema": FILE_SCHEMA, "item": item, "dev": dev, "root": list(root),
-                "entries": self.entries, "digest": digest,
-                "problems": [p.as_json() for p in problems],
-                "dirs": [[rel, at, n, k, dg.hex()] for rel, at, n, k, dg in self.index],
-            }).encode("ascii") + b"\n")
+            self.index_member(_ENC({"schema": FILE_SCHEMA, "item": item, "dev": dev,
+                                    "root": list(root), "entries": self.entries,
+                                    "digest": digest,
+                                    "problems": [p.as_json() for p in problems]}))
             self.out.flush()
         return Recorded(item, dev, root, self.entries, len(self.index), self.files,
                         self.apparent, self.mtime, self.ctime, digest, problems, None,
                         self.sha.hexdigest() if self.out is not None else None, self.at,
                         index_at)
+
+
+def row_totals(rows) -> tuple[int, int, int, int, int]:
+    """What a directory's rows (not empty) add to an item's totals: entries, files (what
+    is not a directory), apparent bytes, the newest mtime and ctime."""
+    return (len(rows), sum(1 for r in rows if r[KIND] not in DIR_KINDS),
+            sum(r[SIZE] for r in rows), max(r[MTIME] for r in rows),
+            max(r[CTIME] for r in rows))
+
+
+def gzip_member(data: bytes) -> bytes:
+    """``data`` as one gzip member at level ``LEVEL`` (what each member of an entries file
+    is)."""
+    c = zlib.compressobj(LEVEL, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -769,8 +810,7 @@ def write_entries_file(item_path: str, *, dev: int, directory: str,
     """Record the item into an entries file in ``directory``, named by its sha256
     (``vacate-entries-SHA256.jsonl.gz``), written crash-safe (a temp file, fsync, rename,
     fsync the directory)."""
-    tmp = os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}-vacate-entries.jsonl.gz")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd, tmp = open_temp(directory)
     try:
         with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as f:
             rec = record_item(item_path, dev=dev, target_root=target_root, out=f)
@@ -778,6 +818,18 @@ def write_entries_file(item_path: str, *, dev: int, directory: str,
         os.close(fd)
         remove_quietly(tmp)
         raise
+    return commit_file(fd, tmp, directory, rec)
+
+
+def open_temp(directory: str, tag: str = "") -> tuple[int, str]:
+    """A temporary file in ``directory`` to write an entries file into: its fd and path."""
+    tmp = os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}{tag}-vacate-entries.jsonl.gz")
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), tmp
+
+
+def commit_file(fd: int, tmp: str, directory: str, rec: Recorded) -> Recorded:
+    """The entries file written to ``tmp`` (open as ``fd``, closed here) renamed to the name
+    its sha256 gives it, crash-safe; ``rec`` naming it."""
     name = file_name(rec.sha256)
     commit_temp(fd, tmp, os.path.join(directory, name))
     return replace(rec, file=name)

@@ -37,9 +37,11 @@ def machine_id(host: Host) -> str:
 
 def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True,
             configured: bool = True, ct: str | None = None, recognise: bool = True,
-            keep_largest: int = 50):
+            keep_largest: int = 50, records=None):
     """:func:`vacate.observing.observe.observe` of ``path`` (inside container ``ct`` where
-    given: :mod:`vacate.observing.ct`)."""
+    given: :mod:`vacate.observing.ct`). ``records``: only in this process, a
+    :class:`~vacate.observing.entries_fused.WalkRecords` the walk records items to delete
+    into (not in a container: they are then recorded alone)."""
     from vacate.observing.observe import observe as look
 
     if ct is not None:
@@ -49,7 +51,8 @@ def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True
                                  configured=configured, recognise_items=recognise,
                                  keep_largest=keep_largest)
     return look(path, host=host, scan_tree=scan_tree, users=users, configured=configured,
-                recognise_items=recognise, keep_largest=keep_largest)
+                recognise_items=recognise, keep_largest=keep_largest,
+                **({} if records is None else {"records": records}))
 
 
 def target(host: Host, path: str, *, nearest: bool = False, ct: str | None = None):

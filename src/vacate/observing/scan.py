@@ -64,24 +64,38 @@ def merge_warnings(walked: tuple[Problem, ...], looked: tuple[Problem, ...]
     return tuple(out)
 
 
+def _finishing(records, meanwhile):
+    """``meanwhile`` that first finishes the records the walk made (``records``: their
+    indexes and files written while the recognisers' processes look)."""
+    def both(dirs):
+        records.finish()
+        if meanwhile is not None:
+            meanwhile(dirs)
+    return both
+
+
 def scan(path: str, *, host: Host | None = None,
          progress: Callable[[int, int], None] | None = None,
          keep_largest: int = 50, record_tree: bool = False,
          recognise_items: bool = True,
-         meanwhile: Callable[[Sequence[DirSummary]], object] | None = None) -> ScanResult:
+         meanwhile: Callable[[Sequence[DirSummary]], object] | None = None,
+         records=None) -> ScanResult:
     """Resolve ``path`` to its mount and walk it. ``progress(entries, bytes)`` is called now and
     then on long walks. ``record_tree`` keeps every entry (``ScanResult.listing``) for an export
     of the whole tree (costs memory per file). ``recognise_items=False``: sizes only, nothing
     is read to tell what the items are. ``meanwhile(dirs)`` is called once with the
     drill-down, while the recognisers' other processes look (this one would wait for them),
-    or after the walk: the CLI encodes the drill-down's JSON then."""
+    or after the walk: the CLI encodes the drill-down's JSON then. ``records``: a
+    :class:`~vacate.observing.entries_fused.WalkRecords`, items to delete recorded by the
+    walk (``plan``)."""
     host = host or Host.local()
     t0 = time.monotonic()
     target = mounts.resolve_target(path, host)
     holds = contents.of_target(target)       # what the walk enters: as archive and delete
     t_walk, use0 = time.monotonic(), _usage()
     w = walk.walk(target.path, skip=holds.skip, keep_largest=keep_largest,
-                  subvolumes=holds.subvolumes, progress=progress, record=record_tree)
+                  subvolumes=holds.subvolumes, progress=progress, record=record_tree,
+                  items=records)
     walk_s, use1 = time.monotonic() - t_walk, _usage()
     walk_use = (use1[0] - use0[0], use1[1] - use0[1])
     items = tuple(
@@ -89,6 +103,8 @@ def scan(path: str, *, host: Host | None = None,
         for p, is_dir, st in w.top
     )
     rwarn: tuple = ()
+    if records is not None:
+        meanwhile = _finishing(records, meanwhile)
     if recognise_items:
         from vacate.observing import recognise  # (imported here: a sizes-only scan starts faster)
 

@@ -22,7 +22,7 @@
 /* What this module offers Python, as a number: walk_descent.py checks it (FASTWALK_VERSION)
    and refuses a build of other sources. Bump both with any change of a signature or a
    result. */
-#define VERSION 2
+#define VERSION 3
 
 static int is_dot(const char *n) {
     return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
@@ -221,7 +221,16 @@ static PyObject *sum_up(PyObject *self, PyObject *args) {
    only where every path is shorter than `deep`. pending() -> [(name, (mode, ino, dev,
    nlink, size, blocks, mtime_ns, atime_ns))]: the deepest level's pending subdirectories
    in readdir order, taken off it (after step(1): the first directory's, for walk.py's
-   breadth-first start). close(): every fd closed. */
+   breadth-first start). close(): every fd closed.
+
+   Descent(..., skip, (cut, sink, encode)): also records every directory of the subtree for
+   an entries file (inside an item to delete, entries_fused.py): after listing a directory,
+   its rows (every entry's name and lstat, as _record.h's frame holds them) sorted and
+   encoded as entries.py's dir_line, and sink(rel, line, entries, files, apparent,
+   newest_mtime_ns, newest_ctime_ns, subdirs, same_dev) called, rel the directory's path
+   from code point `cut` on ("" for the item: path is then shorter), same_dev whether every
+   entry is on root_dev. Not called for a directory that could not be read whole (a
+   warning says so). */
 
 #define MAX_ENTS (DENTS_BUF / 24 + 1)     /* records a getdents64 buffer can hold */
 
@@ -257,6 +266,10 @@ typedef struct {
     long long dsize, dblocks, dmtime, datime;   /* the first directory's own lstat */
     char *buf;
     Ent *ents;
+    PyObject *rec_sink, *rec_encode;   /* recording (see above), or NULL */
+    Py_ssize_t rec_cut;
+    RFrame rec;                        /* the directory being recorded (fd -1, rel unset) */
+    RBuf rec_out;
 } Descent;
 
 static long long ns_of(const struct timespec *t) {
@@ -285,6 +298,11 @@ static void Descent_dealloc(Descent *d) {
     PyMem_RawFree(d->levels);
     PyMem_RawFree(d->buf);
     PyMem_RawFree(d->ents);
+    PyMem_RawFree(d->rec.rows);
+    PyMem_RawFree(d->rec.names);
+    PyMem_RawFree(d->rec_out.b);
+    Py_XDECREF(d->rec_sink);
+    Py_XDECREF(d->rec_encode);
     Py_XDECREF(d->skip);
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
@@ -394,8 +412,42 @@ static char **skip_names(Descent *d, PyObject *path, Py_ssize_t *n, PyObject **k
     return out;
 }
 
+/* The recorded directory `path`'s line to the sink (see Descent's doc) */
+static int rec_emit(Descent *d, PyObject *path) {
+    RFrame *f = &d->rec;
+    Py_ssize_t subdirs = 0;
+    int same = 1;
+    for (size_t i = 0; i < f->n; i++) {
+        RRow *r = &f->rows[i];
+        r->nm = f->names + r->name;
+        if (r->kind == K_DIR)
+            subdirs++;
+        if (r->dev != d->root_dev)
+            same = 0;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(path);
+    PyObject *rel = len > d->rec_cut ? PyUnicode_Substring(path, d->rec_cut, len)
+                                     : PyUnicode_FromString("");
+    if (!rel)
+        return -1;
+    f->rel = rel;
+    long long files, apparent, mt, ct;
+    int rc = rline(f, &d->rec_out, d->rec_encode, &files, &apparent, &mt, &ct);
+    if (rc == 0) {
+        PyObject *res = PyObject_CallFunction(d->rec_sink, "Oy#nLLLLni", rel, d->rec_out.b,
+                                              (Py_ssize_t)d->rec_out.n, (Py_ssize_t)f->n,
+                                              files, apparent, mt, ct, subdirs, same);
+        rc = res ? 0 : -1;
+        Py_XDECREF(res);
+    }
+    f->rel = NULL;
+    Py_DECREF(rel);
+    return rc;
+}
+
 /* List the directory of the top level (its own lstat given): the row, its subdirectories
-   onto the level, the rest to the caller's lists. 0, or -1 with an exception set. */
+   onto the level, the rest to the caller's lists (recording: its line to the sink). 0, or
+   -1 with an exception set. */
 static int list_top(Descent *d, long long dsize, long long dblocks, long long dmt,
                     long long dat, long long thr, PyObject *dirs, PyObject *links,
                     PyObject *large, PyObject *warnings, long long *entries,
@@ -409,7 +461,10 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
     char **skip = skip_names(d, path, &nskip, &keep);
     if (skip == NULL && PyErr_Occurred())
         return -1;
-    int read_err = 0, rc = 0;
+    int read_err = 0, rc = 0, nomem = 0;
+    RFrame *rec = d->rec_sink ? &d->rec : NULL;
+    if (rec)
+        rec->n = rec->nlen = 0;
     for (;;) {
         long n;
         Py_ssize_t ne = 0;
@@ -436,6 +491,8 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
                 ne++;
                 continue;
             }
+            if (rec && radd(rec, de->d_name, &e->st) < 0)
+                nomem = 1;
             if (S_ISDIR(e->st.st_mode)) {
                 e->kind = E_DIR;
                 ne++;
@@ -494,6 +551,10 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
             }
             Py_DECREF(p);
         }
+        if (rc == 0 && nomem) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
         if (rc == 0 && n > 0 && PyErr_CheckSignals() < 0)   /* ^C in a huge directory */
             rc = -1;
         if (rc != 0 || n <= 0)
@@ -504,6 +565,8 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
     if (rc != 0)
         return -1;
     if (read_err && warn(warnings, "unreadable-dir", path, read_err) < 0)
+        return -1;
+    if (rec && !read_err && rec_emit(d, path) < 0)
         return -1;
     if (add_row(dirs, path, app, blk * 512, files, mt, at) < 0)
         return -1;
@@ -521,12 +584,26 @@ static int open_dir_at(int dir_fd, const char *name) {
 
 static int Descent_init(Descent *d, PyObject *args, PyObject *kw) {
     int fd, subvolumes;
-    PyObject *path, *skip;
+    PyObject *path, *skip, *rec = Py_None;
     unsigned long long root_dev;
     long long size, blocks, mt, at;
-    if (!PyArg_ParseTuple(args, "iU(LLLL)KpO", &fd, &path, &size, &blocks, &mt, &at,
-                          &root_dev, &subvolumes, &skip))
+    if (!PyArg_ParseTuple(args, "iU(LLLL)KpO|O", &fd, &path, &size, &blocks, &mt, &at,
+                          &root_dev, &subvolumes, &skip, &rec))
         return -1;
+    if (rec != Py_None) {
+        PyObject *sink, *encode;
+        if (!PyArg_ParseTuple(rec, "nOO", &d->rec_cut, &sink, &encode))
+            return -1;
+        if (d->rec_sink != NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "a Descent is initialised once");
+            return -1;
+        }
+        Py_INCREF(sink);
+        Py_INCREF(encode);
+        d->rec_sink = sink;
+        d->rec_encode = encode;
+        d->rec.fd = -1;
+    }
     if (skip != Py_None && !PyDict_Check(skip)) {
         PyErr_SetString(PyExc_TypeError, "skip must be a dict or None");
         return -1;

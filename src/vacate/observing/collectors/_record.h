@@ -445,8 +445,10 @@ static int rsort(RFrame *f) {
     return 0;
 }
 
-/* The finished frame's line to `sink` */
-static int rsink(RFrame *f, RBuf *o, PyObject *sink, PyObject *encode) {
+/* The frame's rows sorted and its line (entries.py's dir_line) encoded into `o`, with its
+   totals: files (what is not a directory), apparent bytes, newest mtime and ctime */
+static int rline(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
+                 long long *apparent_, long long *mt_, long long *ct_) {
     if (rsort(f) < 0)
         return -1;
     o->n = 0;
@@ -475,6 +477,56 @@ static int rsink(RFrame *f, RBuf *o, PyObject *sink, PyObject *encode) {
             ct = r->ctime;
     }
     if (rbuf_put(o, "]]\n", 3) < 0)
+        return -1;
+    *files_ = files;
+    *apparent_ = apparent;
+    *mt_ = mt;
+    *ct_ = ct;
+    return 0;
+}
+
+/* The name and lstat of one entry added to the frame's rows (no GIL needed: the name goes
+   into the frame's names, its offset into the row: made a pointer once the directory is
+   listed, the names no longer moving) */
+static int radd(RFrame *f, const char *name, const struct stat *st) {
+    size_t len = strlen(name) + 1;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 32;
+        RRow *r = PyMem_RawRealloc(f->rows, cap * sizeof *r);
+        if (!r)
+            return -1;
+        f->rows = r;
+        f->cap = cap;
+    }
+    if (f->nlen + len > f->ncap) {
+        size_t cap = f->ncap ? f->ncap * 2 : 1024;
+        while (cap < f->nlen + len)
+            cap *= 2;
+        char *b = PyMem_RawRealloc(f->names, cap);
+        if (!b)
+            return -1;
+        f->names = b;
+        f->ncap = cap;
+    }
+    memcpy(f->names + f->nlen, name, len);
+    RRow *r = &f->rows[f->n++];
+    memset(r, 0, sizeof *r);
+    r->name = f->nlen;
+    f->nlen += len;
+    r->kind = kind_of_mode(st->st_mode);
+    r->dev = st->st_dev;
+    r->ino = st->st_ino;
+    r->size = st->st_size;
+    r->mtime = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+    r->ctime = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+    r->nlink = st->st_nlink;
+    return 0;
+}
+
+/* The finished frame's line to `sink` */
+static int rsink(RFrame *f, RBuf *o, PyObject *sink, PyObject *encode) {
+    long long files, apparent, mt, ct;
+    if (rline(f, o, encode, &files, &apparent, &mt, &ct) < 0)
         return -1;
     PyObject *res = PyObject_CallFunction(sink, "Oy#nLLLL", f->rel, o->b, (Py_ssize_t)o->n,
                                           (Py_ssize_t)f->n, files, apparent, mt, ct);

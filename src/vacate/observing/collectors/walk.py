@@ -20,6 +20,12 @@ The parts, one module each:
 :mod:`~vacate.observing.collectors.walk_finish` merging and adding up;
 :mod:`vacate.observing.model.walk` what a walk returns (:class:`~vacate.observing.model.walk.WalkResult`).
 
+Items to delete named to the walk (``items``, for ``plan``) are recorded as they are walked:
+the directories inside and above them are listed with each entry's full ``lstat`` (in C
+inside them, ``_fastwalk.Descent``'s record mode; in Python above them and where C was not
+built), each directory inside one sent back as the gzip member of its entries-file line
+(:mod:`vacate.observing.entries_fused`).
+
 Paths are ``str`` decoded with ``surrogateescape`` (PEP 383), so any byte name survives.
 Standard library only.
 """
@@ -57,13 +63,15 @@ def _file_only(path: str, st: os.stat_result, keep: int) -> WalkResult:
 def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 50,
          subvolumes: bool = False, progress: ProgressFn | None = None,
          workers: int | None = None, inline_entries: int = INLINE_ENTRIES,
-         record: bool = False) -> WalkResult:
+         record: bool = False, items=None) -> WalkResult:
     """Walk ``path``. ``skip`` holds mountpoints below it (never entered). ``subvolumes``:
     walk directories with another ``st_dev`` (btrfs subvolumes); otherwise they are left out
     with a warning. ``progress(entries, bytes_on_disk)`` is called now and then.
     ``workers``: processes for large trees (default: one per CPU and one more, 2 to 4); the first
     ``inline_entries`` entries are walked in this process, breadth-first. ``record``: also
-    keep every entry (name, sizes, inode) for an export of the whole tree (memory per file)."""
+    keep every entry (name, sizes, inode) for an export of the whole tree (memory per file).
+    ``items``: a :class:`~vacate.observing.entries_fused.WalkRecords`, items to delete whose
+    entries files are written from this walk (told of its problems when it is done)."""
     try:
         st = os.lstat(path)
     except OSError as e:
@@ -74,9 +82,11 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     path = path if path == "/" else path.rstrip("/")
     skipmap = contents.skip_by_parent(skip, path)
     w = walk_descent.walker_class(record)(st.st_dev, subvolumes, skipmap, keep_largest,
-                                          record=record)
+                                          record=record, items=items)
     w.part.topfiles = []
-    merge = Merge(keep_largest)
+    merge = Merge(keep_largest, items)
+    if items is not None:
+        items.prepare(skip)
     problems: list[Problem] = []
     nworkers = 0
 
@@ -105,7 +115,10 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
                 for dpath, dst in queue:
                     w.subtree(dpath, dst.st_dev, dst.st_ino)
         merge.add(w.part)
-        return finish(path, st, merge, topfiles, problems, nworkers, record)
+        out = finish(path, st, merge, topfiles, problems, nworkers, record)
+        if items is not None:
+            items.taint(out.warnings)
+        return out
     finally:
         if gc_was_on:
             gc.enable()

@@ -17,7 +17,7 @@ from vacate.observing.collectors import walk_loops
 from vacate.observing.collectors.walk_loops import MESSAGES, Walker
 from vacate.observing.model.walk import ns_to_secs
 
-FASTWALK_VERSION = 2    # the VERSION of _fastwalk.c this code drives
+FASTWALK_VERSION = 3    # the VERSION of _fastwalk.c this code drives
 fastwalk = native.load("vacate.observing.collectors._fastwalk", FASTWALK_VERSION)
 
 
@@ -65,8 +65,18 @@ class CWalker(Walker):
 
     def descend(self, fd: int, path: str, st: os.stat_result) -> None:
         """:meth:`Walker.descend` in C, looking at the parent's messages every
-        ``TICK_DIRS`` directories (progress, giving work away)."""
-        d = self._descent(fd, path, st, self.skip or None)
+        ``TICK_DIRS`` directories (progress, giving work away); in Python where the
+        subtree holds an item recorded by the walk, above it (its subtrees that hold none
+        in C); inside it in C, recording each directory (``WalkRecords.sink``)."""
+        rec = None
+        if self.items is not None:
+            item = self.items.item_of(path)
+            if item is None and self.items.related(path):
+                super().descend(fd, path, st)
+                return
+            if item is not None:
+                rec = self.items.sink(item, path, st, lambda: self.part.records)
+        d = self._descent(fd, path, st, self.skip or None, rec)
         try:
             while not self.step(d, walk_loops.TICK_DIRS):
                 if self.conn is not None:
@@ -74,13 +84,17 @@ class CWalker(Walker):
         finally:
             d.close()
 
-    def _descent(self, fd: int, path: str, st: os.stat_result, skip):
+    def whole(self, path: str) -> bool:
+        return self.items is not None and (not self.items.related(path) or
+                                           self.items.item_of(path) is not None)
+
+    def _descent(self, fd: int, path: str, st: os.stat_result, skip, rec=None):
         """A ``_fastwalk.Descent`` of the open directory ``fd`` (closed by it, or here if
-        it cannot be made)."""
+        it cannot be made); ``rec``: what it records with (see ``_fastwalk.c``)."""
         try:
             return fastwalk.Descent(fd, path, (st.st_size, st.st_blocks, st.st_mtime_ns,
                                                st.st_atime_ns), self.root_dev,
-                                    self.subvolumes, skip)
+                                    self.subvolumes, skip, rec)
         except BaseException:
             os.close(fd)
             raise

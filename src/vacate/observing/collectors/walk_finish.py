@@ -24,8 +24,11 @@ class Merge:
     directory's path to its row; ``first`` maps each multiply-linked inode (dev, ino) to its
     name with the smallest path."""
 
-    def __init__(self, keep: int):
+    def __init__(self, keep: int, items=None):
+        """``items``: a :class:`~vacate.observing.entries_fused.WalkRecords` the walkers'
+        records go to (or None)."""
         self.keep = keep
+        self.items = items
         self.own: dict[str, list] = {}
         self.first: dict[tuple[int, int], tuple] = {}
         self.largest: list[tuple] = []
@@ -40,6 +43,8 @@ class Merge:
                 self.tree = TreeRecord()
             for path, blob in p.listing:
                 self.tree.add(path, blob)
+        if p.records:
+            self.items.take(p.records)
         first = self.first
         for link in p.links:
             key = (link[0], link[1])

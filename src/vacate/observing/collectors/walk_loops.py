@@ -58,10 +58,12 @@ class Part:
     ``listing`` (only when recording the whole tree, for an ncdu export): per directory
     (path, blob), the blob a ``marshal`` of what :class:`~vacate.observing.model.walk.TreeRecord` gives
     for the directory, after its path.
+    ``records`` (only when items to delete are recorded by the walk): per directory inside
+    one, what :meth:`vacate.observing.entries_fused.WalkRecords.listing` gives.
     """
 
-    __slots__ = ("dirs", "entries", "largest", "links", "listing", "nbytes", "topfiles",
-                 "warnings")
+    __slots__ = ("dirs", "entries", "largest", "links", "listing", "nbytes", "records",
+                 "topfiles", "warnings")
 
     def __init__(self) -> None:
         self.dirs: list[tuple] = []
@@ -72,6 +74,7 @@ class Part:
         self.nbytes = 0
         self.topfiles: list[tuple] | None = None
         self.listing: list[tuple] = []
+        self.records: list[tuple] = []
 
     def __getstate__(self):
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -83,11 +86,13 @@ class Part:
 
 class Walker:
     """Walks directories into a :class:`Part`, in Python. Used in the parent and in each
-    worker process."""
+    worker process. ``items``: a :class:`~vacate.observing.entries_fused.WalkRecords`, the
+    items whose entries are recorded as they are walked (or None)."""
 
     def __init__(self, root_dev: int, subvolumes: bool, skip: dict[str, frozenset[str]],
-                 keep_largest: int, conn=None, idle=None, record: bool = False):
+                 keep_largest: int, conn=None, idle=None, record: bool = False, items=None):
         self.record = record
+        self.items = items
         self.root_dev = root_dev
         self.subvolumes = subvolumes
         self.skip = skip
@@ -169,10 +174,12 @@ class Walker:
 
     def needs_full(self, path: str) -> bool:
         """Whether the directory ``path`` needs :meth:`listdir_full`: the walk's root (its
-        files are items of their own), a directory holding mountpoints (left out), and every
-        directory when the whole tree is recorded."""
+        files are items of their own), a directory holding mountpoints (left out), every
+        directory when the whole tree is recorded, and those inside or above an item
+        recorded by the walk."""
         return self.record or (not self.part.dirs and self.part.topfiles is not None) or bool(
-            self.skip and path in self.skip)
+            self.skip and path in self.skip) or (self.items is not None and
+                                                 self.items.related(path))
 
     def bad_entry(self, path: str, name: str, err: OSError) -> None:
         code = "vanished" if isinstance(err, FileNotFoundError) else "unreadable"
@@ -229,6 +236,9 @@ class Walker:
         part.dirs.append([path, app, blk * 512, files, 1, mt, at])
         part.entries += files + 1
         part.nbytes += blk * 512
+        item = self.items.item_of(path) if self.items is not None else None
+        if item is not None and not read_error:
+            part.records.append(self.items.listing(item, path, dst, entries))
         if rec is not None:
             part.listing.append((path, marshal.dumps((
                 dst.st_size, dst.st_blocks, dst.st_mtime, dst.st_ino, rec,
@@ -301,6 +311,9 @@ class Walker:
                 cfd = self.open_at(fd, cname, cpath, cst)
                 if cfd is None:
                     continue
+                if self.whole(cpath):
+                    self.descend(cfd, cpath, cst)
+                    continue
                 sub: list = []
                 levels.append((cfd, cpath, sub))
                 self.listdir(cfd, cpath, cst, sub)
@@ -310,6 +323,11 @@ class Walker:
         finally:
             for fd, _, _ in levels:
                 os.close(fd)
+
+    def whole(self, path: str) -> bool:
+        """Whether :meth:`descend` walks the directory ``path`` as a whole subtree of its
+        own (the C walker: one that holds no item recorded by the walk)."""
+        return False
 
     def unopenable(self, path: str, err: OSError, st: os.stat_result | None = None) -> None:
         """A directory that could not be opened: gone (nothing to count), or unreadable (its

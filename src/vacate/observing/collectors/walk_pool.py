@@ -23,7 +23,7 @@ ProgressFn = typing.Callable[[int, int], None]   # (typing: run-time alias on 3.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
-def _worker(cls: type[Walker], conn, root_dev, subvolumes, skip, keep, idle, record,
+def _worker(cls: type[Walker], conn, root_dev, subvolumes, skip, keep, idle, record, items,
             parent) -> None:
     """A walker process: walks the directories it is sent (``cls``, one walker for its
     life) and sends back what it found, until it is sent None."""
@@ -35,7 +35,7 @@ def _worker(cls: type[Walker], conn, root_dev, subvolumes, skip, keep, idle, rec
     die_with_parent(parent)
     # one walker for the process's life: its largest-file threshold carries over from task
     # to task (files below it cannot be among the largest any more)
-    w = cls(root_dev, subvolumes, skip, keep, conn, idle, record)
+    w = cls(root_dev, subvolumes, skip, keep, conn, idle, record, items)
     try:
         while True:
             tasks = conn.recv()
@@ -70,7 +70,7 @@ def pool_walk(w: Walker, merge: Merge, queue: list, nworkers: int,
                 a, b = ctx.Pipe()
                 p = ctx.Process(target=_worker, daemon=True,
                                 args=(type(w), b, w.root_dev, w.subvolumes, w.skip, w.keep,
-                                      idle, w.record, os.getpid()))
+                                      idle, w.record, w.items, os.getpid()))
                 p.start()
                 procs.append(p)
                 conns.append(a)
