@@ -31,7 +31,9 @@ import errno
 import fcntl
 import json
 import os
+import queue
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -41,6 +43,9 @@ FICLONE = 0x40049409
 CHUNK = 8 << 20
 FLUSH_S = 2.0
 THREADED_BYTES = 64 << 20
+PIPELINED_BYTES = 16 << 20
+PIPELINE_DEPTH = 4
+FADVISE = False
 STATE_VERSION = "vacate.copy-state/1"
 
 
@@ -155,10 +160,10 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
 
 
 def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> dict:
-    """Copy one regular file, fsync it; its hash from the bytes read from the source
-    (``{"blake3": HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
+    """Copy one regular file; its hash from the bytes read from the source (``{"blake3":
+    HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
 
-    h = _hasher(st.st_size)
+    size = st.st_size
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if (os.fstat(sfd).st_ino, os.fstat(sfd).st_dev) != (st.st_ino, st.st_dev):
@@ -175,73 +180,161 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 result.reflinked += 1
             except OSError:
                 pass
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
-            kernel = True
-            size = st.st_size
-            pos = 0
-            while pos < size:
-                try:
-                    data = os.lseek(sfd, pos, os.SEEK_DATA)
-                except OSError as e:
-                    if e.errno != errno.ENXIO:
-                        raise
-                    data = size                       # a hole to the end
-                if data > pos:                        # a hole: zeros in the hash only
-                    _zeros(h, data - pos)
-                    pos = data
-                    if pos >= size:
-                        break
-                hole = os.lseek(sfd, pos, os.SEEK_HOLE)
-                os.lseek(sfd, pos, os.SEEK_SET)
-                if not cloned:
-                    os.lseek(dfd, pos, os.SEEK_SET)
-                while pos < hole:
-                    n = _chunk(sfd, None if cloned else dfd, pos, min(CHUNK, hole - pos),
-                               view, kernel)
-                    if n < 0:                  # the kernel cannot copy this pair
-                        kernel = False
-                        continue
-                    if n == 0:
-                        break
-                    h.update(view[:n])
-                    pos += n
-                    result.bytes_copied += n
-                    tell(n)
-                if pos < hole:                         # shrank while read
-                    raise OSError(errno.ESTALE, f"{src} changed while being copied")
+            if FADVISE:
+                os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            hashing = (_Pipelined if not cloned and size >= PIPELINED_BYTES else _Hashing)(
+                sfd, size)
+            try:
+                _copy_ranges(sfd, None if cloned else dfd, size, hashing, result, tell)
+                digest = hashing.finish()
+            finally:
+                hashing.stop()
             if not cloned:
                 os.ftruncate(dfd, size)
         finally:
             os.close(dfd)
     finally:
         os.close(sfd)
-    return {_algo(h): h.hexdigest()}
+    return digest
 
 
-def _chunk(sfd: int, dfd: int | None, pos: int, count: int, view: memoryview,
-           kernel: bool) -> int:
-    """Up to ``count`` bytes at ``pos`` copied to ``dfd`` (at its offset; None: a reflink
-    holds them already) and read into ``view`` for the hash: the kernel copies them
-    (``sendfile``, page cache to page cache) and they are read again from the source's
-    cached pages, else they are read and written here. -1 when the kernel cannot copy
-    between these files; 0 at the end."""
-    if kernel and dfd is not None:
+def _copy_ranges(sfd: int, dfd: int | None, size: int, hashing: _Hashing, result: CopyResult,
+                 tell) -> None:
+    """The source's data ranges (``SEEK_DATA`` / ``SEEK_HOLE``) copied to ``dfd`` at the same
+    offsets (None: a reflink holds them already) and each handed to ``hashing`` in file
+    order, a hole as its zeros. ``ESTALE`` when the source ends before its size."""
+    buf = None
+    kernel = dfd is not None
+    pos = 0
+    while pos < size:
         try:
-            n = os.sendfile(dfd, sfd, pos, count)
+            data = min(os.lseek(sfd, pos, os.SEEK_DATA), size)
         except OSError as e:
-            if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP):
-                return -1
-            raise
-        if n and os.preadv(sfd, [view[:n]], pos) != n:
+            if e.errno != errno.ENXIO:
+                raise
+            data = size                               # a hole to the end
+        if data > pos:                                # a hole: zeros in the hash only
+            hashing.zeros(data - pos)
+            pos = data
+            if pos >= size:
+                break
+        hole = min(os.lseek(sfd, pos, os.SEEK_HOLE), size)
+        if dfd is not None:                           # sendfile and write: at its offset
+            os.lseek(dfd, pos, os.SEEK_SET)
+        while pos < hole:
+            count = min(CHUNK, hole - pos)
+            if kernel:                                # sendfile: page cache to page cache
+                try:
+                    n = os.sendfile(dfd, sfd, pos, count)
+                except OSError as e:
+                    if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EXDEV,
+                                       errno.EOPNOTSUPP):
+                        raise
+                    kernel = False                    # the kernel cannot copy this pair
+                    continue
+                hashing.read(pos, n)                  # read again, from the cached pages
+            elif dfd is None:                         # a reflink: the bytes are read only
+                n = count
+                hashing.read(pos, n)
+            else:                                     # read and written here
+                if buf is None:
+                    buf = memoryview(bytearray(min(CHUNK, size)))
+                n = os.preadv(sfd, [buf[:count]], pos)
+                w = 0
+                while w < n:
+                    w += os.write(dfd, buf[w:n])
+                hashing.update(buf[:n])
+            if n == 0:
+                raise OSError(errno.ESTALE, "the source shrank while being copied")
+            pos += n
+            result.bytes_copied += n
+            tell(n)
+
+
+class _Hashing:
+    """The hash of a source file, fed in file order: ranges read again from the source,
+    bytes the caller holds, the zeros of holes. Here each is hashed in the caller's thread
+    (a small file: a second thread would cost more than it saves)."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.h = _hasher(size)
+        self.view = memoryview(bytearray(min(CHUNK, max(size, 1))))
+
+    def read(self, pos: int, n: int) -> None:
+        if n and os.preadv(self.fd, [self.view[:n]], pos) != n:
             raise OSError(errno.ESTALE, "the source shrank while being copied")
-        return n
-    n = os.preadv(sfd, [view[:count]], pos)
-    if dfd is not None:
-        w = 0
-        while w < n:
-            w += os.write(dfd, view[w:n])
-    return n
+        self.h.update(self.view[:n])
+
+    def update(self, data) -> None:
+        self.h.update(data)
+
+    def zeros(self, n: int) -> None:
+        _zeros(self.h, n)
+
+    def finish(self) -> dict:
+        return {_algo(self.h): self.h.hexdigest()}
+
+    def stop(self) -> None:
+        pass
+
+
+class _Pipelined(_Hashing):
+    """The same in a second thread while the caller copies the next range (``preadv`` and
+    the hashes' ``update`` run without the GIL): a bounded queue of ranges, hashed strictly
+    in order; an error in that thread is raised in the caller's at its next call."""
+
+    def __init__(self, fd: int, size: int):
+        super().__init__(fd, size)
+        self.todo: queue.Queue = queue.Queue(PIPELINE_DEPTH)
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="vacate-hash", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self.todo.get()
+            if job is None:
+                return
+            try:
+                if self.error is None and not self.stopped:
+                    job[0](*job[1:])
+            except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
+                self.error = e
+            finally:
+                self.todo.task_done()
+
+    def _put(self, *job) -> None:
+        if self.error is not None:
+            raise self.error
+        self.todo.put(job)
+
+    def read(self, pos: int, n: int) -> None:
+        self._put(super().read, pos, n)
+
+    def zeros(self, n: int) -> None:
+        self._put(super().zeros, n)
+
+    def update(self, data) -> None:
+        self.todo.join()                          # what was queued before it first
+        if self.error is not None:
+            raise self.error
+        super().update(data)
+
+    def finish(self) -> dict:
+        self.todo.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return super().finish()
+
+    def stop(self) -> None:
+        """The thread ended (what is still queued dropped) when the copy failed."""
+        if self.thread.is_alive():
+            self.stopped = True
+            self.todo.put(None)
+            self.thread.join()
 
 
 def _hasher(size: int, algo: str | None = None):
