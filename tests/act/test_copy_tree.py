@@ -11,9 +11,11 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 
 import pytest
+from harness.volumes import can_loop_mount, make_volume
 
 from vacate.act import copy_tree
 
@@ -76,16 +78,59 @@ def test_metadata_holes_and_hardlinks_are_kept_and_a_second_pass_copies_only_cha
     assert copy_tree.copy_pass(src, dst).removed == 1 and not os.path.lexists(f"{dst}/latest")
 
 
-def test_where_the_kernel_cannot_copy_between_the_files_the_bytes_are_copied_here(
-        tmp_path, monkeypatch):
-    def refused(*_a):
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
+@pytest.mark.parametrize("fstype", ["xfs", "btrfs"])
+def test_on_one_filesystem_that_can_the_copy_is_a_reflink_and_still_hashed(fstype):
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    vol = make_volume(fstype)
+    try:
+        src, dst = f"{vol.mountpoint}/src", f"{vol.mountpoint}/dest/src"
+        make_tree(src)
+        r = copy_tree.copy_pass(src, dst)
+        assert r.reflinked == 3 and r.bytes_copied > 1 << 20     # read for the hash
+        same(src, dst)
+        assert not copy_tree.read_back(src, dst).mismatches
+    finally:
+        vol.close()
 
-    monkeypatch.setattr(os, "sendfile", refused)
+
+@pytest.mark.parametrize("change", ["shrinks", "is rewritten"])
+def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change):
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
-    make_tree(src)
-    r = copy_tree.copy_pass(src, dst)
-    assert r.copied and r.bytes_copied
+    os.makedirs(src)
+    with open(f"{src}/shard.bin", "wb") as f:
+        f.write(os.urandom(copy_tree.PIPELINED_BYTES + (8 << 20)))
+
+    def meddle(_n):                                   # after the first chunk was copied
+        with open(f"{src}/shard.bin", "r+b") as f:
+            if change == "shrinks":
+                f.truncate(4 << 20)
+            else:
+                f.seek(1 << 20)
+                f.write(b"changed")
+
+    with pytest.raises(OSError) as e:
+        copy_tree.copy_pass(src, dst, tell=meddle)
+    assert e.value.errno == errno.ESTALE and f"{src}/shard.bin" in str(e.value)
+    assert copy_tree.unchanged(src, dst) == ["nothing was copied yet"]
+    copy_tree.copy_pass(src, dst)                     # the source is still now: copied
+    same(src, dst)
+    assert not copy_tree.read_back(src, dst).mismatches
+
+
+def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, monkeypatch):
+    src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
+    make_tree(src)                                    # sparse.bin: hashed in a second thread
+
+    def failing(_h, _n):
+        raise MemoryError("no memory for the zeros")
+
+    monkeypatch.setattr(copy_tree, "_zeros", failing)
+    with pytest.raises(MemoryError):
+        copy_tree.copy_pass(src, dst)
+    assert [t.name for t in threading.enumerate() if t.name == "vacate-hash"] == []
+    monkeypatch.undo()
+    copy_tree.copy_pass(src, dst)
     same(src, dst)
     assert not copy_tree.read_back(src, dst).mismatches
 

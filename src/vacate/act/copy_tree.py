@@ -43,8 +43,10 @@ FICLONE = 0x40049409
 CHUNK = 8 << 20
 FLUSH_S = 2.0
 THREADED_BYTES = 64 << 20
+PIECE = 256 << 10
 PIPELINED_BYTES = 16 << 20
-PIPELINE_DEPTH = 4
+PIPELINE_DEPTH = 3
+PIPELINE_THREADED = False
 FADVISE = False
 STATE_VERSION = "vacate.copy-state/1"
 
@@ -182,10 +184,9 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 pass
             if FADVISE:
                 os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            hashing = (_Pipelined if not cloned and size >= PIPELINED_BYTES else _Hashing)(
-                sfd, size)
+            hashing = (_Pipelined if size >= PIPELINED_BYTES else _Hashing)(size)
             try:
-                _copy_ranges(sfd, None if cloned else dfd, size, hashing, result, tell)
+                _copy_ranges(src, sfd, None if cloned else dfd, size, hashing, result, tell)
                 digest = hashing.finish()
             finally:
                 hashing.stop()
@@ -198,14 +199,13 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
     return digest
 
 
-def _copy_ranges(sfd: int, dfd: int | None, size: int, hashing: _Hashing, result: CopyResult,
-                 tell) -> None:
-    """The source's data ranges (``SEEK_DATA`` / ``SEEK_HOLE``) copied to ``dfd`` at the same
-    offsets (None: a reflink holds them already) and each handed to ``hashing`` in file
-    order, a hole as its zeros. ``ESTALE`` when the source ends before its size."""
-    buf = None
-    kernel = dfd is not None
-    pos = 0
+def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: _Hashing,
+                 result: CopyResult, tell) -> None:
+    """The source's data ranges (``SEEK_DATA`` / ``SEEK_HOLE``) read into ``hashing``'s
+    buffers a piece at a time, each piece written to ``dfd`` at the same offset (None: a
+    reflink holds the bytes already) and then hashed, in file order, a hole as its zeros.
+    ``ESTALE`` when the source ends before its size."""
+    pos = untold = 0
     while pos < size:
         try:
             data = min(os.lseek(sfd, pos, os.SEEK_DATA), size)
@@ -219,55 +219,44 @@ def _copy_ranges(sfd: int, dfd: int | None, size: int, hashing: _Hashing, result
             if pos >= size:
                 break
         hole = min(os.lseek(sfd, pos, os.SEEK_HOLE), size)
-        if dfd is not None:                           # sendfile and write: at its offset
+        if dfd is not None:
             os.lseek(dfd, pos, os.SEEK_SET)
         while pos < hole:
-            count = min(CHUNK, hole - pos)
-            if kernel:                                # sendfile: page cache to page cache
-                try:
-                    n = os.sendfile(dfd, sfd, pos, count)
-                except OSError as e:
-                    if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EXDEV,
-                                       errno.EOPNOTSUPP):
-                        raise
-                    kernel = False                    # the kernel cannot copy this pair
-                    continue
-                hashing.read(pos, n)                  # read again, from the cached pages
-            elif dfd is None:                         # a reflink: the bytes are read only
-                n = count
-                hashing.read(pos, n)
-            else:                                     # read and written here
-                if buf is None:
-                    buf = memoryview(bytearray(min(CHUNK, size)))
-                n = os.preadv(sfd, [buf[:count]], pos)
+            view = hashing.buffer(min(PIECE, hole - pos))
+            n = os.preadv(sfd, [view], pos)
+            if n == 0:
+                raise OSError(errno.ESTALE, f"{src} shrank while being copied")
+            if dfd is not None:
                 w = 0
                 while w < n:
-                    w += os.write(dfd, buf[w:n])
-                hashing.update(buf[:n])
-            if n == 0:
-                raise OSError(errno.ESTALE, "the source shrank while being copied")
+                    w += os.write(dfd, view[w:n])
+            hashing.took(n)
             pos += n
-            result.bytes_copied += n
-            tell(n)
+            untold += n
+            if untold >= CHUNK:
+                result.bytes_copied += untold
+                tell(untold)
+                untold = 0
+    result.bytes_copied += untold
+    tell(untold)
 
 
 class _Hashing:
-    """The hash of a source file, fed in file order: ranges read again from the source,
-    bytes the caller holds, the zeros of holes. Here each is hashed in the caller's thread
-    (a small file: a second thread would cost more than it saves)."""
+    """The hash of a source file, fed in file order: the bytes read into its buffer, the
+    zeros of holes. Here each piece is hashed in the caller's thread as soon as it was
+    read (a small file: a second thread would cost more than it saves)."""
 
-    def __init__(self, fd: int, size: int):
-        self.fd = fd
+    def __init__(self, size: int):
         self.h = _hasher(size)
-        self.view = memoryview(bytearray(min(CHUNK, max(size, 1))))
+        self.view = memoryview(bytearray(min(PIECE, max(size, 1))))
 
-    def read(self, pos: int, n: int) -> None:
-        if n and os.preadv(self.fd, [self.view[:n]], pos) != n:
-            raise OSError(errno.ESTALE, "the source shrank while being copied")
+    def buffer(self, n: int) -> memoryview:
+        """Where to read the file's next ``n`` bytes."""
+        return self.view[:n]
+
+    def took(self, n: int) -> None:
+        """``n`` bytes were read into the last buffer."""
         self.h.update(self.view[:n])
-
-    def update(self, data) -> None:
-        self.h.update(data)
 
     def zeros(self, n: int) -> None:
         _zeros(self.h, n)
@@ -280,13 +269,18 @@ class _Hashing:
 
 
 class _Pipelined(_Hashing):
-    """The same in a second thread while the caller copies the next range (``preadv`` and
-    the hashes' ``update`` run without the GIL): a bounded queue of ranges, hashed strictly
-    in order; an error in that thread is raised in the caller's at its next call."""
+    """The same in a second thread, a chunk at a time, while the caller reads and writes the
+    next (``update`` runs without the GIL): chunks hashed strictly in order, a few of them
+    in use (the caller waits for a free one); an error in that thread is raised in the
+    caller's at its next chunk."""
 
-    def __init__(self, fd: int, size: int):
-        super().__init__(fd, size)
-        self.todo: queue.Queue = queue.Queue(PIPELINE_DEPTH)
+    def __init__(self, size: int):
+        self.h = _hasher(size, threaded=PIPELINE_THREADED)
+        self.free: queue.Queue = queue.Queue()
+        for _ in range(PIPELINE_DEPTH):
+            self.free.put(memoryview(bytearray(CHUNK)))
+        self.todo: queue.Queue = queue.Queue()
+        self.view, self.fill = self.free.get(), 0
         self.error: BaseException | None = None
         self.stopped = False
         self.thread = threading.Thread(target=self._run, name="vacate-hash", daemon=True)
@@ -297,32 +291,40 @@ class _Pipelined(_Hashing):
             job = self.todo.get()
             if job is None:
                 return
+            chunk, n = job
             try:
                 if self.error is None and not self.stopped:
-                    job[0](*job[1:])
+                    if chunk is None:
+                        _zeros(self.h, n)
+                    else:
+                        self.h.update(chunk[:n])
             except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
                 self.error = e
             finally:
-                self.todo.task_done()
+                if chunk is not None:
+                    self.free.put(chunk)
 
-    def _put(self, *job) -> None:
+    def _hand_over(self) -> None:
         if self.error is not None:
             raise self.error
-        self.todo.put(job)
+        if self.fill:
+            self.todo.put((self.view, self.fill))
+            self.view, self.fill = self.free.get(), 0
 
-    def read(self, pos: int, n: int) -> None:
-        self._put(super().read, pos, n)
+    def buffer(self, n: int) -> memoryview:
+        if self.fill + n > len(self.view):
+            self._hand_over()
+        return self.view[self.fill:self.fill + n]
+
+    def took(self, n: int) -> None:
+        self.fill += n
 
     def zeros(self, n: int) -> None:
-        self._put(super().zeros, n)
-
-    def update(self, data) -> None:
-        self.todo.join()                          # what was queued before it first
-        if self.error is not None:
-            raise self.error
-        super().update(data)
+        self._hand_over()
+        self.todo.put((None, n))
 
     def finish(self) -> dict:
+        self._hand_over()
         self.todo.put(None)
         self.thread.join()
         if self.error is not None:
@@ -330,14 +332,14 @@ class _Pipelined(_Hashing):
         return super().finish()
 
     def stop(self) -> None:
-        """The thread ended (what is still queued dropped) when the copy failed."""
+        """The thread ended, what it had not hashed yet dropped (the copy failed)."""
         if self.thread.is_alive():
             self.stopped = True
             self.todo.put(None)
             self.thread.join()
 
 
-def _hasher(size: int, algo: str | None = None):
+def _hasher(size: int, algo: str | None = None, *, threaded: bool | None = None):
     """BLAKE3, on several cores for a large file (one core is faster for a small one), where
     the ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's
     bare ``python3``). ``algo``: the one a recorded hash was taken with."""
@@ -348,8 +350,9 @@ def _hasher(size: int, algo: str | None = None):
             if algo == "blake3":
                 raise
         else:
-            return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= THREADED_BYTES
-                                 else 1)
+            if threaded is None:
+                threaded = size >= THREADED_BYTES
+            return blake3.blake3(max_threads=blake3.blake3.AUTO if threaded else 1)
     import hashlib
 
     return hashlib.blake2b()
