@@ -45,8 +45,8 @@ FLUSH_S = 2.0
 THREADED_BYTES = 64 << 20
 PIECE = 256 << 10
 PIPELINED_BYTES = 16 << 20
+PIPELINE_CHUNK = 2 << 20
 PIPELINE_DEPTH = 3
-PIPELINE_THREADED = False
 FADVISE = False
 STATE_VERSION = "vacate.copy-state/1"
 
@@ -161,7 +161,8 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
-def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> dict:
+def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
+               pipeline: _Pipeline) -> dict:
     """Copy one regular file; its hash from the bytes read from the source (``{"blake3":
     HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
 
@@ -184,7 +185,8 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 pass
             if FADVISE:
                 os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            hashing = (_Pipelined if size >= PIPELINED_BYTES else _Hashing)(size)
+            hashing = _Pipelined(size, pipeline) if size >= PIPELINED_BYTES else \
+                _Hashing(size)
             try:
                 _copy_ranges(src, sfd, None if cloned else dfd, size, hashing, result, tell)
                 digest = hashing.finish()
@@ -269,51 +271,25 @@ class _Hashing:
 
 
 class _Pipelined(_Hashing):
-    """The same in a second thread, a chunk at a time, while the caller reads and writes the
-    next (``update`` runs without the GIL): chunks hashed strictly in order, a few of them
-    in use (the caller waits for a free one); an error in that thread is raised in the
-    caller's at its next chunk."""
+    """The same, each chunk hashed by the pass's :class:`_Pipeline` while the caller reads
+    and writes the next."""
 
-    def __init__(self, size: int):
-        self.h = _hasher(size, threaded=PIPELINE_THREADED)
-        self.free: queue.Queue = queue.Queue()
-        for _ in range(PIPELINE_DEPTH):
-            self.free.put(memoryview(bytearray(CHUNK)))
-        self.todo: queue.Queue = queue.Queue()
-        self.view, self.fill = self.free.get(), 0
-        self.error: BaseException | None = None
-        self.stopped = False
-        self.thread = threading.Thread(target=self._run, name="vacate-hash", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            job = self.todo.get()
-            if job is None:
-                return
-            chunk, n = job
-            try:
-                if self.error is None and not self.stopped:
-                    if chunk is None:
-                        _zeros(self.h, n)
-                    else:
-                        self.h.update(chunk[:n])
-            except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
-                self.error = e
-            finally:
-                if chunk is not None:
-                    self.free.put(chunk)
+    def __init__(self, size: int, pipeline: _Pipeline):
+        self.h = _hasher(size, threaded=False)
+        self.pipeline = pipeline
+        self.view: memoryview | None = None
+        self.fill = 0
 
     def _hand_over(self) -> None:
-        if self.error is not None:
-            raise self.error
-        if self.fill:
-            self.todo.put((self.view, self.fill))
-            self.view, self.fill = self.free.get(), 0
+        if self.view is not None:
+            self.pipeline.hash(self.h, self.view, self.fill)
+            self.view, self.fill = None, 0
 
     def buffer(self, n: int) -> memoryview:
-        if self.fill + n > len(self.view):
+        if self.view is not None and self.fill + n > len(self.view):
             self._hand_over()
+        if self.view is None:
+            self.view = self.pipeline.chunk()
         return self.view[self.fill:self.fill + n]
 
     def took(self, n: int) -> None:
@@ -321,22 +297,85 @@ class _Pipelined(_Hashing):
 
     def zeros(self, n: int) -> None:
         self._hand_over()
-        self.todo.put((None, n))
+        self.pipeline.hash(self.h, None, n)
 
     def finish(self) -> dict:
         self._hand_over()
-        self.todo.put(None)
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+        self.pipeline.wait()
         return super().finish()
 
     def stop(self) -> None:
-        """The thread ended, what it had not hashed yet dropped (the copy failed)."""
-        if self.thread.is_alive():
+        if self.view is not None:                     # the copy failed holding a chunk
+            self.pipeline.free.put(self.view)
+            self.view = None
+
+
+class _Pipeline:
+    """A second thread that hashes chunks of files, strictly in the order handed over,
+    while the caller reads and writes the next ones (``update`` runs without the GIL): a
+    few chunk buffers go round, the caller waiting for a free one; an error there is
+    raised in the caller's thread at its next call. Started at a pass's first large file,
+    ended with the pass."""
+
+    def __init__(self):
+        self.free: queue.Queue = queue.Queue()
+        self.todo: queue.Queue = queue.Queue()
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Pipeline:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.thread is not None:                   # what is still queued is dropped
             self.stopped = True
             self.todo.put(None)
             self.thread.join()
+            self.thread = None
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def chunk(self) -> memoryview:
+        """A free chunk buffer."""
+        self._check()
+        if self.thread is None:
+            for _ in range(PIPELINE_DEPTH):
+                self.free.put(memoryview(bytearray(PIPELINE_CHUNK)))
+            self.thread = threading.Thread(target=self._run, name="vacate-hash", daemon=True)
+            self.thread.start()
+        return self.free.get()
+
+    def hash(self, h, chunk: memoryview | None, n: int) -> None:
+        """``h`` updated with the first ``n`` bytes of ``chunk`` (None: ``n`` zeros)."""
+        self._check()
+        self.todo.put((h, chunk, n))
+
+    def wait(self) -> None:
+        """Until everything handed over is hashed."""
+        self.todo.join()
+        self._check()
+
+    def _run(self) -> None:
+        while True:
+            job = self.todo.get()
+            if job is None:
+                return
+            h, chunk, n = job
+            try:
+                if self.error is None and not self.stopped:
+                    if chunk is None:
+                        _zeros(h, n)
+                    else:
+                        h.update(chunk[:n])
+            except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
+                self.error = e
+            finally:
+                if chunk is not None:
+                    self.free.put(chunk)
+                self.todo.task_done()
 
 
 def _hasher(size: int, algo: str | None = None, *, threaded: bool | None = None):
@@ -384,58 +423,59 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
         walk = _walk(source, root_st.st_dev)
     else:
         walk = iter([("", root_st)])
-    for rel, st in walk:
-        src = os.path.join(source, rel) if rel else source
-        dst = os.path.join(dest, rel) if rel else dest
-        seen.add(rel)
-        rec = state.entries.get(rel) or state.pending.get(rel)
-        same = rec is not None and rec.get("key") == _key(st) and os.path.lexists(dst)
-        if stat.S_ISREG(st.st_mode):
-            result.files += 1
-            if st.st_nlink > 1:
-                first = links.get((st.st_dev, st.st_ino))
-                if first is not None:
-                    if not same:
-                        if os.path.lexists(dst):
-                            os.unlink(dst)
-                        os.link(first, dst)
-                        result.linked += 1
-                        head = _rel(first, dest)
-                        state.pending[rel] = {**(state.pending.get(head)
-                                                 or state.entries[head]), "link": head}
+    with _Pipeline() as pipeline:
+        for rel, st in walk:
+            src = os.path.join(source, rel) if rel else source
+            dst = os.path.join(dest, rel) if rel else dest
+            seen.add(rel)
+            rec = state.entries.get(rel) or state.pending.get(rel)
+            same = rec is not None and rec.get("key") == _key(st) and os.path.lexists(dst)
+            if stat.S_ISREG(st.st_mode):
+                result.files += 1
+                if st.st_nlink > 1:
+                    first = links.get((st.st_dev, st.st_ino))
+                    if first is not None:
+                        if not same:
+                            if os.path.lexists(dst):
+                                os.unlink(dst)
+                            os.link(first, dst)
+                            result.linked += 1
+                            head = _rel(first, dest)
+                            state.pending[rel] = {**(state.pending.get(head)
+                                                     or state.entries[head]), "link": head}
+                        continue
+                    links[(st.st_dev, st.st_ino)] = dst
+                if same:
                     continue
-                links[(st.st_dev, st.st_ino)] = dst
-            if same:
-                continue
-            digest = _copy_file(src, dst, st, result, tell)
-            _meta(src, dst, st, result)
-            after = os.lstat(src)
-            if _key(after) != _key(st):
-                raise OSError(errno.ESTALE, f"{src} changed while being copied")
-            state.pending[rel] = {"type": "file", "key": _key(st), **digest,
-                                  "size": st.st_size, "read_back": False}
-            result.copied += 1
-        elif stat.S_ISDIR(st.st_mode):
-            os.makedirs(dst, exist_ok=True)
-            dirs.append((src, dst, st))
-            state.pending[rel] = {"type": "dir", "key": _key(st)}
-        elif stat.S_ISLNK(st.st_mode):
-            if not same:
-                if os.path.lexists(dst):
-                    os.unlink(dst)
-                os.symlink(os.readlink(src), dst)
+                digest = _copy_file(src, dst, st, result, tell, pipeline)
                 _meta(src, dst, st, result)
-                state.pending[rel] = {"type": "symlink", "key": _key(st)}
+                after = os.lstat(src)
+                if _key(after) != _key(st):
+                    raise OSError(errno.ESTALE, f"{src} changed while being copied")
+                state.pending[rel] = {"type": "file", "key": _key(st), **digest,
+                                      "size": st.st_size, "read_back": False}
                 result.copied += 1
-        else:
-            if not same:
-                if os.path.lexists(dst):
-                    os.unlink(dst)
-                os.mknod(dst, st.st_mode, st.st_rdev)
-                _meta(src, dst, st, result)
-                state.pending[rel] = {"type": "special", "key": _key(st)}
-                result.copied += 1
-        state.flush()
+            elif stat.S_ISDIR(st.st_mode):
+                os.makedirs(dst, exist_ok=True)
+                dirs.append((src, dst, st))
+                state.pending[rel] = {"type": "dir", "key": _key(st)}
+            elif stat.S_ISLNK(st.st_mode):
+                if not same:
+                    if os.path.lexists(dst):
+                        os.unlink(dst)
+                    os.symlink(os.readlink(src), dst)
+                    _meta(src, dst, st, result)
+                    state.pending[rel] = {"type": "symlink", "key": _key(st)}
+                    result.copied += 1
+            else:
+                if not same:
+                    if os.path.lexists(dst):
+                        os.unlink(dst)
+                    os.mknod(dst, st.st_mode, st.st_rdev)
+                    _meta(src, dst, st, result)
+                    state.pending[rel] = {"type": "special", "key": _key(st)}
+                    result.copied += 1
+            state.flush()
     state.flush(force=True)
     for rel in sorted((r for r in state.entries if r not in seen), reverse=True):
         dst = os.path.join(dest, rel)
