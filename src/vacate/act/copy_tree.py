@@ -5,13 +5,20 @@ A pass walks the item (never following a symlink, never leaving its filesystem) 
 each entry whose source is not the one the state file recorded: a different inode, size,
 ``mtime_ns`` or ``ctime_ns`` (not rsync's size + mtime). A file is copied as it is: a reflink
 (``FICLONE``) where source and destination share a filesystem that can, else its data ranges
-only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes), copied by the kernel (``sendfile``)
-and read again from the source's cached pages for the hash (read and written here where the
-kernel cannot copy between the two files); hardlinks inside the
-item stay hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are
-copied where the destination has them. Its BLAKE3 (BLAKE2b where the blake3 module is
-missing: a far host's bare ``python3``) is computed from the bytes read from the source as it
-is copied.
+only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the item stay
+hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are copied where
+the destination has them.
+
+Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``python3``) is
+that of the bytes read from the source, the very bytes written to the copy: each data
+range is read a piece at a time into a buffer small enough to stay in the CPU's cache,
+written from it and hashed (a reflinked file is read for the hash only; a hole is hashed
+as its zeros). A large file's pieces fill a few larger chunk buffers that one second
+thread per pass hashes, strictly in file order, while the caller reads and writes the next
+(``preadv``, ``write`` and the hashes' ``update`` all run without the GIL); a small file
+is hashed in the caller's thread, where a hand-over would cost more than it saves. A file
+that shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns``
+after the copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
 seconds and at the end, each time after a ``syncfs`` of the destination (what it records
@@ -40,14 +47,13 @@ from dataclasses import dataclass, field
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
-CHUNK = 8 << 20
+CHUNK = 8 << 20            # read back at a time; progress told every CHUNK bytes
+PIECE = 256 << 10          # read, written and hashed at a time (stays in the CPU's cache)
+PIPELINED_BYTES = 8 << 20  # a file this large is hashed in a second thread
+PIPELINE_CHUNK = 2 << 20   # handed to that thread at a time,
+PIPELINE_DEPTH = 3         # of so many buffers
 FLUSH_S = 2.0
 THREADED_BYTES = 64 << 20
-PIECE = 256 << 10
-PIPELINED_BYTES = 16 << 20
-PIPELINE_CHUNK = 2 << 20
-PIPELINE_DEPTH = 3
-FADVISE = False
 STATE_VERSION = "vacate.copy-state/1"
 
 
@@ -183,8 +189,6 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
                 result.reflinked += 1
             except OSError:
                 pass
-            if FADVISE:
-                os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
             hashing = _Pipelined(size, pipeline) if size >= PIPELINED_BYTES else \
                 _Hashing(size)
             try:
@@ -239,14 +243,15 @@ def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: _Hashi
                 result.bytes_copied += untold
                 tell(untold)
                 untold = 0
-    result.bytes_copied += untold
-    tell(untold)
+    if untold:
+        result.bytes_copied += untold
+        tell(untold)
 
 
 class _Hashing:
-    """The hash of a source file, fed in file order: the bytes read into its buffer, the
-    zeros of holes. Here each piece is hashed in the caller's thread as soon as it was
-    read (a small file: a second thread would cost more than it saves)."""
+    """The hash of a source file, fed in file order: the bytes read into its buffers, the
+    zeros of holes. Here each piece is hashed in the caller's thread as soon as it is
+    read (a small file)."""
 
     def __init__(self, size: int):
         self.h = _hasher(size)
