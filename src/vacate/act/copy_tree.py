@@ -416,6 +416,11 @@ def _zeros(h, n: int) -> None:
 
 def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
     """One pass: what changed since the last is copied (see the module's docstring)."""
+    with _Pipeline() as pipeline:
+        return _copy_pass(source, dest, tell, pipeline)
+
+
+def _copy_pass(source: str, dest: str, tell, pipeline: _Pipeline) -> CopyResult:
     result = CopyResult()
     state = State(state_path(dest), source)
     root_st = os.lstat(source)
@@ -428,59 +433,58 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
         walk = _walk(source, root_st.st_dev)
     else:
         walk = iter([("", root_st)])
-    with _Pipeline() as pipeline:
-        for rel, st in walk:
-            src = os.path.join(source, rel) if rel else source
-            dst = os.path.join(dest, rel) if rel else dest
-            seen.add(rel)
-            rec = state.entries.get(rel) or state.pending.get(rel)
-            same = rec is not None and rec.get("key") == _key(st) and os.path.lexists(dst)
-            if stat.S_ISREG(st.st_mode):
-                result.files += 1
-                if st.st_nlink > 1:
-                    first = links.get((st.st_dev, st.st_ino))
-                    if first is not None:
-                        if not same:
-                            if os.path.lexists(dst):
-                                os.unlink(dst)
-                            os.link(first, dst)
-                            result.linked += 1
-                            head = _rel(first, dest)
-                            state.pending[rel] = {**(state.pending.get(head)
-                                                     or state.entries[head]), "link": head}
-                        continue
-                    links[(st.st_dev, st.st_ino)] = dst
-                if same:
+    for rel, st in walk:
+        src = os.path.join(source, rel) if rel else source
+        dst = os.path.join(dest, rel) if rel else dest
+        seen.add(rel)
+        rec = state.entries.get(rel) or state.pending.get(rel)
+        same = rec is not None and rec.get("key") == _key(st) and os.path.lexists(dst)
+        if stat.S_ISREG(st.st_mode):
+            result.files += 1
+            if st.st_nlink > 1:
+                first = links.get((st.st_dev, st.st_ino))
+                if first is not None:
+                    if not same:
+                        if os.path.lexists(dst):
+                            os.unlink(dst)
+                        os.link(first, dst)
+                        result.linked += 1
+                        head = _rel(first, dest)
+                        state.pending[rel] = {**(state.pending.get(head)
+                                                 or state.entries[head]), "link": head}
                     continue
-                digest = _copy_file(src, dst, st, result, tell, pipeline)
+                links[(st.st_dev, st.st_ino)] = dst
+            if same:
+                continue
+            digest = _copy_file(src, dst, st, result, tell, pipeline)
+            _meta(src, dst, st, result)
+            after = os.lstat(src)
+            if _key(after) != _key(st):
+                raise OSError(errno.ESTALE, f"{src} changed while being copied")
+            state.pending[rel] = {"type": "file", "key": _key(st), **digest,
+                                  "size": st.st_size, "read_back": False}
+            result.copied += 1
+        elif stat.S_ISDIR(st.st_mode):
+            os.makedirs(dst, exist_ok=True)
+            dirs.append((src, dst, st))
+            state.pending[rel] = {"type": "dir", "key": _key(st)}
+        elif stat.S_ISLNK(st.st_mode):
+            if not same:
+                if os.path.lexists(dst):
+                    os.unlink(dst)
+                os.symlink(os.readlink(src), dst)
                 _meta(src, dst, st, result)
-                after = os.lstat(src)
-                if _key(after) != _key(st):
-                    raise OSError(errno.ESTALE, f"{src} changed while being copied")
-                state.pending[rel] = {"type": "file", "key": _key(st), **digest,
-                                      "size": st.st_size, "read_back": False}
+                state.pending[rel] = {"type": "symlink", "key": _key(st)}
                 result.copied += 1
-            elif stat.S_ISDIR(st.st_mode):
-                os.makedirs(dst, exist_ok=True)
-                dirs.append((src, dst, st))
-                state.pending[rel] = {"type": "dir", "key": _key(st)}
-            elif stat.S_ISLNK(st.st_mode):
-                if not same:
-                    if os.path.lexists(dst):
-                        os.unlink(dst)
-                    os.symlink(os.readlink(src), dst)
-                    _meta(src, dst, st, result)
-                    state.pending[rel] = {"type": "symlink", "key": _key(st)}
-                    result.copied += 1
-            else:
-                if not same:
-                    if os.path.lexists(dst):
-                        os.unlink(dst)
-                    os.mknod(dst, st.st_mode, st.st_rdev)
-                    _meta(src, dst, st, result)
-                    state.pending[rel] = {"type": "special", "key": _key(st)}
-                    result.copied += 1
-            state.flush()
+        else:
+            if not same:
+                if os.path.lexists(dst):
+                    os.unlink(dst)
+                os.mknod(dst, st.st_mode, st.st_rdev)
+                _meta(src, dst, st, result)
+                state.pending[rel] = {"type": "special", "key": _key(st)}
+                result.copied += 1
+        state.flush()
     state.flush(force=True)
     for rel in sorted((r for r in state.entries if r not in seen), reverse=True):
         dst = os.path.join(dest, rel)
