@@ -107,6 +107,10 @@ def main() -> None:
             ratio = None if name.endswith("cold cat") else t / med[peer]
             print(f"  {name:14} {t:6.2f} s  {mb / t:7.0f} MB/s" +
                   (f"  {ratio:4.2f}x {peer}" if ratio is not None else ""))
+        for name in ("copy", "read-back") if len(versions) > 1 else ():
+            ours, base = runs["vacate copy" if name == "copy" else name], runs[f"base {name}"]
+            paired = statistics.median(x / y for x, y in zip(ours, base))
+            print(f"  {name} against the baseline's in the same round: median {paired:4.2f}x")
     finally:
         a.close()
         b.close()

@@ -13,7 +13,8 @@ Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``pyth
 that of the bytes read from the source, the very bytes written to the copy: each data
 range is read a piece at a time into a buffer small enough to stay in the CPU's cache,
 written from it and hashed (a reflinked file is read for the hash only; a hole is hashed
-as its zeros). A large file's pieces fill a few larger chunk buffers that one second
+as its zeros); every few MB written are sent on to the disk at once
+(``POSIX_FADV_DONTNEED``), so that the pass's ``syncfs`` has little left to wait for. A large file's pieces fill a few larger chunk buffers that one second
 thread per pass hashes, strictly in file order, while the caller reads and writes the next
 (``preadv``, ``write`` and the hashes' ``update`` all run without the GIL); a small file
 is hashed in the caller's thread, where a hand-over would cost more than it saves. A file
@@ -211,7 +212,7 @@ def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: _Hashi
     buffers a piece at a time, each piece written to ``dfd`` at the same offset (None: a
     reflink holds the bytes already) and then hashed, in file order, a hole as its zeros.
     ``ESTALE`` when the source ends before its size."""
-    pos = untold = 0
+    pos = mark = untold = 0
     while pos < size:
         try:
             data = min(os.lseek(sfd, pos, os.SEEK_DATA), size)
@@ -240,12 +241,20 @@ def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: _Hashi
             pos += n
             untold += n
             if untold >= CHUNK:
-                result.bytes_copied += untold
-                tell(untold)
-                untold = 0
+                _written(dfd, mark, pos, untold, result, tell)
+                mark, untold = pos, 0
     if untold:
-        result.bytes_copied += untold
-        tell(untold)
+        _written(dfd, mark, pos, untold, result, tell)
+
+
+def _written(dfd: int | None, start: int, end: int, n: int, result: CopyResult, tell) -> None:
+    """``n`` bytes of ``[start, end)`` copied: counted, told, and their writing to the disk
+    started now rather than at the pass's ``syncfs`` (``POSIX_FADV_DONTNEED`` starts it
+    and drops the copy's pages already clean: nothing here reads them again)."""
+    if dfd is not None:
+        os.posix_fadvise(dfd, start, end - start, os.POSIX_FADV_DONTNEED)
+    result.bytes_copied += n
+    tell(n)
 
 
 class _Hashing:
