@@ -10,16 +10,17 @@ hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are 
 the destination has them.
 
 Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``python3``) is
-that of the bytes read from the source, the very bytes written to the copy: each data
-range is read a piece at a time into a buffer small enough to stay in the CPU's cache,
-written from it and hashed (a reflinked file is read for the hash only; a hole is hashed
-as its zeros); every few MB written are sent on to the disk at once
-(``POSIX_FADV_DONTNEED``), so that the pass's ``syncfs`` has little left to wait for. A large file's pieces fill a few larger chunk buffers that one second
-thread per pass hashes, strictly in file order, while the caller reads and writes the next
-(``preadv``, ``write`` and the hashes' ``update`` all run without the GIL); a small file
-is hashed in the caller's thread, where a hand-over would cost more than it saves. A file
-that shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns``
-after the copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
+that of the bytes read from the source, the very bytes written to the copy: each data range
+is read a piece at a time into a buffer small enough to stay in the CPU's cache, written
+from it and hashed (a reflinked file is read for the hash only; a hole is hashed as its
+zeros); every few MB written are sent on to the disk at once (``POSIX_FADV_DONTNEED``), so
+that the pass's ``syncfs`` has little left to wait for. A large file's pieces fill a few
+larger chunk buffers that one second thread per pass hashes, strictly in file order, while
+the caller reads and writes the next (``preadv``, ``write`` and the hashes' ``update`` all
+run without the GIL); a small file is hashed in the caller's thread, where a hand-over would
+cost more than it saves. A file that shrinks, grows or is written while copied (its size,
+``mtime_ns`` or ``ctime_ns`` after the copy are not those before) fails the pass with
+``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
 seconds and at the end, each time after a ``syncfs`` of the destination (what it records
