@@ -49,13 +49,12 @@ from dataclasses import dataclass, field
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
-CHUNK = 8 << 20            # read back at a time; progress told every CHUNK bytes
+CHUNK = 8 << 20            # progress told, writing started, every CHUNK bytes copied
 PIECE = 256 << 10          # read, written and hashed at a time (stays in the CPU's cache)
 PIPELINED_BYTES = 8 << 20  # a file this large is hashed in a second thread
 PIPELINE_CHUNK = 2 << 20   # handed to that thread at a time,
 PIPELINE_DEPTH = 3         # of so many buffers
 FLUSH_S = 2.0
-THREADED_BYTES = 64 << 20
 STATE_VERSION = "vacate.copy-state/1"
 
 
@@ -191,8 +190,7 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
                 result.reflinked += 1
             except OSError:
                 pass
-            hashing = _Pipelined(size, pipeline) if size >= PIPELINED_BYTES else \
-                _Hashing(size)
+            hashing = _hashing(size, pipeline)
             try:
                 _copy_ranges(src, sfd, None if cloned else dfd, size, hashing, result, tell)
                 digest = hashing.finish()
@@ -258,17 +256,24 @@ def _written(dfd: int | None, start: int, end: int, n: int, result: CopyResult, 
     tell(n)
 
 
-class _Hashing:
-    """The hash of a source file, fed in file order: the bytes read into its buffers, the
-    zeros of holes. Here each piece is hashed in the caller's thread as soon as it is
-    read (a small file)."""
+def _hashing(size: int, pipeline: _Pipeline, algo: str | None = None) -> _Hashing:
+    """How a file of ``size`` bytes is hashed: in ``pipeline``'s thread when it is large."""
+    if size >= PIPELINED_BYTES:
+        return _Pipelined(pipeline, algo)
+    return _Hashing(size, algo)
 
-    def __init__(self, size: int):
-        self.h = _hasher(size)
+
+class _Hashing:
+    """The hash of a file, fed in file order: the bytes read into its buffers, the zeros
+    of holes. Here each piece is hashed in the caller's thread as soon as it is read (a
+    small file). ``algo``: the one a recorded hash was taken with."""
+
+    def __init__(self, size: int, algo: str | None = None):
+        self.h = _hasher(algo)
         self.view = memoryview(bytearray(min(PIECE, max(size, 1))))
 
     def buffer(self, n: int) -> memoryview:
-        """Where to read the file's next ``n`` bytes."""
+        """Where to read up to ``n`` of the file's next bytes."""
         return self.view[:n]
 
     def took(self, n: int) -> None:
@@ -286,11 +291,11 @@ class _Hashing:
 
 
 class _Pipelined(_Hashing):
-    """The same, each chunk hashed by the pass's :class:`_Pipeline` while the caller reads
-    and writes the next."""
+    """The same, each chunk hashed by a :class:`_Pipeline`'s thread while the caller reads
+    (and writes) the next."""
 
-    def __init__(self, size: int, pipeline: _Pipeline):
-        self.h = _hasher(size, threaded=False)
+    def __init__(self, pipeline: _Pipeline, algo: str | None = None):
+        self.h = _hasher(algo)
         self.pipeline = pipeline
         self.view: memoryview | None = None
         self.fill = 0
@@ -329,8 +334,8 @@ class _Pipeline:
     """A second thread that hashes chunks of files, strictly in the order handed over,
     while the caller reads and writes the next ones (``update`` runs without the GIL): a
     few chunk buffers go round, the caller waiting for a free one; an error there is
-    raised in the caller's thread at its next call. Started at a pass's first large file,
-    ended with the pass."""
+    raised in the caller's thread at its next call. Started at the first large file of a
+    copy pass or a read-back, ended with it."""
 
     def __init__(self):
         self.free: queue.Queue = queue.Queue()
@@ -393,10 +398,10 @@ class _Pipeline:
                 self.todo.task_done()
 
 
-def _hasher(size: int, algo: str | None = None, *, threaded: bool | None = None):
-    """BLAKE3, on several cores for a large file (one core is faster for a small one), where
-    the ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's
-    bare ``python3``). ``algo``: the one a recorded hash was taken with."""
+def _hasher(algo: str | None = None):
+    """BLAKE3 on one core (a large file is hashed beside its reading instead), where the
+    ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's bare
+    ``python3``). ``algo``: the one a recorded hash was taken with."""
     if algo in (None, "blake3"):
         try:
             import blake3
@@ -404,9 +409,7 @@ def _hasher(size: int, algo: str | None = None, *, threaded: bool | None = None)
             if algo == "blake3":
                 raise
         else:
-            if threaded is None:
-                threaded = size >= THREADED_BYTES
-            return blake3.blake3(max_threads=blake3.blake3.AUTO if threaded else 1)
+            return blake3.blake3(max_threads=1)
     import hashlib
 
     return hashlib.blake2b()
@@ -560,8 +563,14 @@ class ReadBack:
 
 def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> ReadBack:
     """Read every copied file not read back yet from the disk and compare its BLAKE3 with
-    the source's; mark those that match. ``hook(dest)``: called before reading (tests)."""
+    the source's; mark those that match. ``hook(dest)``: called before reading (tests). A
+    large file is hashed in a second thread while the next bytes are read, as it is when
+    copied."""
+    with _Pipeline() as pipeline:
+        return _read_back(source, dest, tell, hook, pipeline)
 
+
+def _read_back(source: str, dest: str, tell, hook, pipeline: _Pipeline) -> ReadBack:
     state = State(state_path(dest), source)
     out = ReadBack()
     if hook is not None:
@@ -579,24 +588,27 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             algo = "blake2b" if "blake2b" in rec else "blake3"
-            h = _hasher(rec["size"], algo)
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
-            n_total = 0
-            while True:
-                n = os.readv(fd, [view])
-                if n == 0:
-                    break
-                h.update(view[:n])
-                n_total += n
-                tell(n)
+            hashing = _hashing(rec["size"], pipeline, algo)
+            try:
+                n_total = 0
+                while True:
+                    view = hashing.buffer(PIPELINE_CHUNK)
+                    n = os.readv(fd, [view])
+                    if n == 0:
+                        break
+                    hashing.took(n)
+                    n_total += n
+                    tell(n)
+                digest = hashing.finish()[algo]
+            finally:
+                hashing.stop()
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
         out.files += 1
         out.bytes_read += n_total
-        if n_total != rec["size"] or h.hexdigest() != rec[algo]:
-            why = (f"read back {n_total} bytes with {algo.upper()} {h.hexdigest()[:16]}..., "
+        if n_total != rec["size"] or digest != rec[algo]:
+            why = (f"read back {n_total} bytes with {algo.upper()} {digest[:16]}..., "
                    f"the source's was {rec[algo][:16]}... ({rec['size']} bytes)")
             out.mismatches.append((path, why))
             continue
