@@ -146,20 +146,21 @@ def test_read_back_names_a_file_whose_bytes_differ_on_the_disk(tmp_path, monkeyp
         recorded = json.load(f)["entries"]["weights.bin"]
     assert ("blake3" if blake3 else "blake2b") in recorded
 
-    def flip(d):
-        fd = os.open(f"{d}/weights.bin", os.O_RDWR)
-        try:
-            b = os.pread(fd, 1, 100)
-            os.pwrite(fd, bytes([b[0] ^ 1]), 100)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def flip(d):              # a small file and a large one (hashed in a second thread)
+        for name, at in (("weights.bin", 100), ("sparse.bin", (32 << 20) + 100)):
+            fd = os.open(f"{d}/{name}", os.O_RDWR)
+            try:
+                b = os.pread(fd, 1, at)
+                os.pwrite(fd, bytes([b[0] ^ 1]), at)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     r = copy_tree.read_back(src, dst, hook=flip)
-    assert [p for p, _why in r.mismatches] == [f"{dst}/weights.bin"]
+    assert [p for p, _why in r.mismatches] == [f"{dst}/sparse.bin", f"{dst}/weights.bin"]
     assert ("BLAKE3" if blake3 else "BLAKE2B") in r.mismatches[0][1]
     assert not copy_tree.all_read_back(src, dst)
-    assert r.files > 1                  # the others were read back and matched
+    assert r.files > 2                  # the others were read back and matched
 
 
 def test_a_kill_9_mid_copy_resumes_without_starting_over(tmp_path, monkeypatch):
