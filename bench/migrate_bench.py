@@ -22,9 +22,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from harness.volumes import make_volume  # noqa: E402
+from harness.volumes import make_volume
 
-from vacate.act import copy_tree  # noqa: E402
+from vacate.act import copy_tree
 
 
 def drop(root: str) -> None:
@@ -70,8 +70,7 @@ def main() -> None:
         per = (mb << 20) // files
         for i in range(files):
             with open(os.path.join(src, f"shard-{i:03d}.safetensors"), "wb") as f:
-                for _ in range(per >> 20):
-                    f.write(os.urandom(1 << 20))
+                f.writelines(os.urandom(1 << 20) for _ in range(per >> 20))
         peers = [("cp -a", lambda d: subprocess.run(["cp", "-a", src, d], check=True))]
         if shutil.which("rsync") is not None:
             peers.append(("rsync -a", lambda d: subprocess.run(["rsync", "-a", src + "/",

@@ -17,7 +17,7 @@ import time
 import pytest
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.act import copy_tree
+from vacate.act import copy_hash, copy_tree
 
 
 def make_tree(root: str) -> None:
@@ -99,7 +99,7 @@ def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
     os.makedirs(src)
     with open(f"{src}/shard.bin", "wb") as f:
-        f.write(os.urandom(copy_tree.PIPELINED_BYTES + (8 << 20)))
+        f.write(os.urandom(copy_hash.PIPELINED_BYTES + (8 << 20)))
 
     def meddle(_n):                                   # after the first chunk was copied
         with open(f"{src}/shard.bin", "r+b") as f:
@@ -125,7 +125,7 @@ def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, mo
     def failing(_h, _n):
         raise MemoryError("no memory for the zeros")
 
-    monkeypatch.setattr(copy_tree, "_zeros", failing)
+    monkeypatch.setattr(copy_hash, "zeros_into", failing)
     with pytest.raises(MemoryError):
         copy_tree.copy_pass(src, dst)
     assert [t.name for t in threading.enumerate() if t.name == "vacate-hash"] == []

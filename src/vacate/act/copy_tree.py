@@ -14,11 +14,8 @@ that of the bytes read from the source, the very bytes written to the copy: each
 is read a piece at a time into a buffer small enough to stay in the CPU's cache, written
 from it and hashed (a reflinked file is read for the hash only; a hole is hashed as its
 zeros); every few MB written are sent on to the disk at once (``POSIX_FADV_DONTNEED``), so
-that the pass's ``syncfs`` has little left to wait for. A large file's pieces fill a few
-larger chunk buffers that one second thread per pass hashes, strictly in file order, while
-the caller reads and writes the next (``preadv``, ``write`` and the hashes' ``update`` all
-run without the GIL); a small file is hashed in the caller's thread, where a hand-over would
-cost more than it saves. A file that shrinks, grows or is written while copied (its size,
+that the pass's ``syncfs`` has little left to wait for. A large file is hashed in a second
+thread while the next pieces are read and written (:mod:`vacate.act.copy_hash`). A file that shrinks, grows or is written while copied (its size,
 ``mtime_ns`` or ``ctime_ns`` after the copy are not those before) fails the pass with
 ``ESTALE`` and is not recorded.
 
@@ -40,20 +37,15 @@ import errno
 import fcntl
 import json
 import os
-import queue
 import stat
-import threading
 import time
 from dataclasses import dataclass, field
 
+from vacate.act.copy_hash import PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashing_for
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
 CHUNK = 8 << 20            # progress told, writing started, every CHUNK bytes copied
-PIECE = 256 << 10          # read, written and hashed at a time (stays in the CPU's cache)
-PIPELINED_BYTES = 8 << 20  # a file this large is hashed in a second thread
-PIPELINE_CHUNK = 2 << 20   # handed to that thread at a time,
-PIPELINE_DEPTH = 3         # of so many buffers
 FLUSH_S = 2.0
 STATE_VERSION = "vacate.copy-state/1"
 
@@ -169,7 +161,7 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
 
 
 def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
-               pipeline: _Pipeline) -> dict:
+               pipeline: Pipeline) -> dict:
     """Copy one regular file; its hash from the bytes read from the source (``{"blake3":
     HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
 
@@ -190,7 +182,7 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
                 result.reflinked += 1
             except OSError:
                 pass
-            hashing = _hashing(size, pipeline)
+            hashing = hashing_for(size, pipeline)
             try:
                 _copy_ranges(src, sfd, None if cloned else dfd, size, hashing, result, tell)
                 digest = hashing.finish()
@@ -205,7 +197,7 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
     return digest
 
 
-def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: _Hashing,
+def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: Hashing,
                  result: CopyResult, tell) -> None:
     """The source's data ranges (``SEEK_DATA`` / ``SEEK_HOLE``) read into ``hashing``'s
     buffers a piece at a time, each piece written to ``dfd`` at the same offset (None: a
@@ -256,184 +248,13 @@ def _written(dfd: int | None, start: int, end: int, n: int, result: CopyResult, 
     tell(n)
 
 
-def _hashing(size: int, pipeline: _Pipeline, algo: str | None = None) -> _Hashing:
-    """How a file of ``size`` bytes is hashed: in ``pipeline``'s thread when it is large."""
-    if size >= PIPELINED_BYTES:
-        return _Pipelined(pipeline, algo)
-    return _Hashing(size, algo)
-
-
-class _Hashing:
-    """The hash of a file, fed in file order: the bytes read into its buffers, the zeros
-    of holes. Here each piece is hashed in the caller's thread as soon as it is read (a
-    small file). ``algo``: the one a recorded hash was taken with."""
-
-    def __init__(self, size: int, algo: str | None = None):
-        self.h = _hasher(algo)
-        self.view = memoryview(bytearray(min(PIECE, max(size, 1))))
-
-    def buffer(self, n: int) -> memoryview:
-        """Where to read up to ``n`` of the file's next bytes."""
-        return self.view[:n]
-
-    def took(self, n: int) -> None:
-        """``n`` bytes were read into the last buffer."""
-        self.h.update(self.view[:n])
-
-    def zeros(self, n: int) -> None:
-        _zeros(self.h, n)
-
-    def finish(self) -> dict:
-        return {_algo(self.h): self.h.hexdigest()}
-
-    def stop(self) -> None:
-        pass
-
-
-class _Pipelined(_Hashing):
-    """The same, each chunk hashed by a :class:`_Pipeline`'s thread while the caller reads
-    (and writes) the next."""
-
-    def __init__(self, pipeline: _Pipeline, algo: str | None = None):
-        self.h = _hasher(algo)
-        self.pipeline = pipeline
-        self.view: memoryview | None = None
-        self.fill = 0
-
-    def _hand_over(self) -> None:
-        if self.view is not None:
-            self.pipeline.hash(self.h, self.view, self.fill)
-            self.view, self.fill = None, 0
-
-    def buffer(self, n: int) -> memoryview:
-        if self.view is not None and self.fill + n > len(self.view):
-            self._hand_over()
-        if self.view is None:
-            self.view = self.pipeline.chunk()
-        return self.view[self.fill:self.fill + n]
-
-    def took(self, n: int) -> None:
-        self.fill += n
-
-    def zeros(self, n: int) -> None:
-        self._hand_over()
-        self.pipeline.hash(self.h, None, n)
-
-    def finish(self) -> dict:
-        self._hand_over()
-        self.pipeline.wait()
-        return super().finish()
-
-    def stop(self) -> None:
-        if self.view is not None:                     # the copy failed holding a chunk
-            self.pipeline.free.put(self.view)
-            self.view = None
-
-
-class _Pipeline:
-    """A second thread that hashes chunks of files, strictly in the order handed over,
-    while the caller reads and writes the next ones (``update`` runs without the GIL): a
-    few chunk buffers go round, the caller waiting for a free one; an error there is
-    raised in the caller's thread at its next call. Started at the first large file of a
-    copy pass or a read-back, ended with it."""
-
-    def __init__(self):
-        self.free: queue.Queue = queue.Queue()
-        self.todo: queue.Queue = queue.Queue()
-        self.error: BaseException | None = None
-        self.stopped = False
-        self.thread: threading.Thread | None = None
-
-    def __enter__(self) -> _Pipeline:
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        if self.thread is not None:                   # what is still queued is dropped
-            self.stopped = True
-            self.todo.put(None)
-            self.thread.join()
-            self.thread = None
-
-    def _check(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    def chunk(self) -> memoryview:
-        """A free chunk buffer."""
-        self._check()
-        if self.thread is None:
-            for _ in range(PIPELINE_DEPTH):
-                self.free.put(memoryview(bytearray(PIPELINE_CHUNK)))
-            self.thread = threading.Thread(target=self._run, name="vacate-hash", daemon=True)
-            self.thread.start()
-        return self.free.get()
-
-    def hash(self, h, chunk: memoryview | None, n: int) -> None:
-        """``h`` updated with the first ``n`` bytes of ``chunk`` (None: ``n`` zeros)."""
-        self._check()
-        self.todo.put((h, chunk, n))
-
-    def wait(self) -> None:
-        """Until everything handed over is hashed."""
-        self.todo.join()
-        self._check()
-
-    def _run(self) -> None:
-        while True:
-            job = self.todo.get()
-            if job is None:
-                return
-            h, chunk, n = job
-            try:
-                if self.error is None and not self.stopped:
-                    if chunk is None:
-                        _zeros(h, n)
-                    else:
-                        h.update(chunk[:n])
-            except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
-                self.error = e
-            finally:
-                if chunk is not None:
-                    self.free.put(chunk)
-                self.todo.task_done()
-
-
-def _hasher(algo: str | None = None):
-    """BLAKE3 on one core (a large file is hashed beside its reading instead), where the
-    ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's bare
-    ``python3``). ``algo``: the one a recorded hash was taken with."""
-    if algo in (None, "blake3"):
-        try:
-            import blake3
-        except ImportError:
-            if algo == "blake3":
-                raise
-        else:
-            return blake3.blake3(max_threads=1)
-    import hashlib
-
-    return hashlib.blake2b()
-
-
-def _algo(h) -> str:
-    return "blake2b" if type(h).__name__ == "blake2b" else "blake3"
-
-
-def _zeros(h, n: int) -> None:
-    z = bytes(min(n, CHUNK))
-    while n > 0:
-        k = min(n, len(z))
-        h.update(z[:k])
-        n -= k
-
-
 def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
     """One pass: what changed since the last is copied (see the module's docstring)."""
-    with _Pipeline() as pipeline:
+    with Pipeline() as pipeline:
         return _copy_pass(source, dest, tell, pipeline)
 
 
-def _copy_pass(source: str, dest: str, tell, pipeline: _Pipeline) -> CopyResult:
+def _copy_pass(source: str, dest: str, tell, pipeline: Pipeline) -> CopyResult:
     result = CopyResult()
     state = State(state_path(dest), source)
     root_st = os.lstat(source)
@@ -566,11 +387,11 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
     the source's; mark those that match. ``hook(dest)``: called before reading (tests). A
     large file is hashed in a second thread while the next bytes are read, as it is when
     copied."""
-    with _Pipeline() as pipeline:
+    with Pipeline() as pipeline:
         return _read_back(source, dest, tell, hook, pipeline)
 
 
-def _read_back(source: str, dest: str, tell, hook, pipeline: _Pipeline) -> ReadBack:
+def _read_back(source: str, dest: str, tell, hook, pipeline: Pipeline) -> ReadBack:
     state = State(state_path(dest), source)
     out = ReadBack()
     if hook is not None:
@@ -588,7 +409,7 @@ def _read_back(source: str, dest: str, tell, hook, pipeline: _Pipeline) -> ReadB
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             algo = "blake2b" if "blake2b" in rec else "blake3"
-            hashing = _hashing(rec["size"], pipeline, algo)
+            hashing = hashing_for(rec["size"], pipeline, algo)
             try:
                 n_total = 0
                 while True:
