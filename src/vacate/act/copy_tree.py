@@ -15,16 +15,16 @@ is read a piece at a time into a buffer small enough to stay in the CPU's cache,
 from it and hashed (a reflinked file is read for the hash only; a hole is hashed as its
 zeros); every few MB written are sent on to the disk at once (``POSIX_FADV_DONTNEED``), so
 that the pass's ``syncfs`` has little left to wait for. A large file is hashed in a second
-thread while the next pieces are read and written (:mod:`vacate.act.copy_hash`). A file that shrinks, grows or is written while copied (its size,
-``mtime_ns`` or ``ctime_ns`` after the copy are not those before) fails the pass with
-``ESTALE`` and is not recorded.
+thread while the next pieces are read and written (:mod:`vacate.act.copy_hash`). A file that
+shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns`` after the
+copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
-seconds and at the end, each time after a ``syncfs`` of the destination (what it records
-as copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses only the files copied since, and a rerun
-recopies a file it finds unrecorded (a partial file is never recorded). Entries the state
-recorded that the source no longer has are removed from the copy (only those: the copy is
-vacate's own).
+seconds and at the end, each time after a ``syncfs`` of the destination (what it records as
+copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses
+only the files copied since, and a rerun recopies a file it finds unrecorded (a partial file
+is never recorded). Entries the state recorded that the source no longer has are removed
+from the copy (only those: the copy is vacate's own).
 
 :func:`read_back` drops each copied file's cached pages (``POSIX_FADV_DONTNEED``, after the
 ``fsync`` of the copy) and reads it from the disk, comparing its BLAKE3 with the source's;
