@@ -11,11 +11,13 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 
 import pytest
+from harness.volumes import can_loop_mount, make_volume
 
-from vacate.act import copy_tree
+from vacate.act import copy_hash, copy_tree
 
 
 def make_tree(root: str) -> None:
@@ -76,16 +78,59 @@ def test_metadata_holes_and_hardlinks_are_kept_and_a_second_pass_copies_only_cha
     assert copy_tree.copy_pass(src, dst).removed == 1 and not os.path.lexists(f"{dst}/latest")
 
 
-def test_where_the_kernel_cannot_copy_between_the_files_the_bytes_are_copied_here(
-        tmp_path, monkeypatch):
-    def refused(*_a):
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
+@pytest.mark.parametrize("fstype", ["xfs", "btrfs"])
+def test_on_one_filesystem_that_can_the_copy_is_a_reflink_and_still_hashed(fstype):
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    vol = make_volume(fstype)
+    try:
+        src, dst = f"{vol.mountpoint}/src", f"{vol.mountpoint}/dest/src"
+        make_tree(src)
+        r = copy_tree.copy_pass(src, dst)
+        assert r.reflinked == 3 and r.bytes_copied > 1 << 20     # read for the hash
+        same(src, dst)
+        assert not copy_tree.read_back(src, dst).mismatches
+    finally:
+        vol.close()
 
-    monkeypatch.setattr(os, "sendfile", refused)
+
+@pytest.mark.parametrize("change", ["shrinks", "is rewritten"])
+def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change):
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
-    make_tree(src)
-    r = copy_tree.copy_pass(src, dst)
-    assert r.copied and r.bytes_copied
+    os.makedirs(src)
+    with open(f"{src}/shard.bin", "wb") as f:
+        f.write(os.urandom(copy_hash.PIPELINED_BYTES + (8 << 20)))
+
+    def meddle(_n):                                   # after the first chunk was copied
+        with open(f"{src}/shard.bin", "r+b") as f:
+            if change == "shrinks":
+                f.truncate(4 << 20)
+            else:
+                f.seek(1 << 20)
+                f.write(b"changed")
+
+    with pytest.raises(OSError) as e:
+        copy_tree.copy_pass(src, dst, tell=meddle)
+    assert e.value.errno == errno.ESTALE and f"{src}/shard.bin" in str(e.value)
+    assert copy_tree.unchanged(src, dst) == ["nothing was copied yet"]
+    copy_tree.copy_pass(src, dst)                     # the source is still now: copied
+    same(src, dst)
+    assert not copy_tree.read_back(src, dst).mismatches
+
+
+def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, monkeypatch):
+    src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
+    make_tree(src)                                    # sparse.bin: hashed in a second thread
+
+    def failing(_h, _n):
+        raise MemoryError("no memory for the zeros")
+
+    monkeypatch.setattr(copy_hash, "zeros_into", failing)
+    with pytest.raises(MemoryError):
+        copy_tree.copy_pass(src, dst)
+    assert [t.name for t in threading.enumerate() if t.name == "vacate-hash"] == []
+    monkeypatch.undo()
+    copy_tree.copy_pass(src, dst)
     same(src, dst)
     assert not copy_tree.read_back(src, dst).mismatches
 
@@ -101,20 +146,21 @@ def test_read_back_names_a_file_whose_bytes_differ_on_the_disk(tmp_path, monkeyp
         recorded = json.load(f)["entries"]["weights.bin"]
     assert ("blake3" if blake3 else "blake2b") in recorded
 
-    def flip(d):
-        fd = os.open(f"{d}/weights.bin", os.O_RDWR)
-        try:
-            b = os.pread(fd, 1, 100)
-            os.pwrite(fd, bytes([b[0] ^ 1]), 100)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def flip(d):              # a small file and a large one (hashed in a second thread)
+        for name, at in (("weights.bin", 100), ("sparse.bin", (32 << 20) + 100)):
+            fd = os.open(f"{d}/{name}", os.O_RDWR)
+            try:
+                b = os.pread(fd, 1, at)
+                os.pwrite(fd, bytes([b[0] ^ 1]), at)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     r = copy_tree.read_back(src, dst, hook=flip)
-    assert [p for p, _why in r.mismatches] == [f"{dst}/weights.bin"]
+    assert [p for p, _why in r.mismatches] == [f"{dst}/sparse.bin", f"{dst}/weights.bin"]
     assert ("BLAKE3" if blake3 else "BLAKE2B") in r.mismatches[0][1]
     assert not copy_tree.all_read_back(src, dst)
-    assert r.files > 1                  # the others were read back and matched
+    assert r.files > 2                  # the others were read back and matched
 
 
 def test_a_kill_9_mid_copy_resumes_without_starting_over(tmp_path, monkeypatch):

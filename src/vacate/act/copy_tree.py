@@ -5,20 +5,26 @@ A pass walks the item (never following a symlink, never leaving its filesystem) 
 each entry whose source is not the one the state file recorded: a different inode, size,
 ``mtime_ns`` or ``ctime_ns`` (not rsync's size + mtime). A file is copied as it is: a reflink
 (``FICLONE``) where source and destination share a filesystem that can, else its data ranges
-only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes), copied by the kernel (``sendfile``)
-and read again from the source's cached pages for the hash (read and written here where the
-kernel cannot copy between the two files); hardlinks inside the
-item stay hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are
-copied where the destination has them. Its BLAKE3 (BLAKE2b where the blake3 module is
-missing: a far host's bare ``python3``) is computed from the bytes read from the source as it
-is copied.
+only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the item stay
+hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are copied where
+the destination has them.
+
+Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``python3``) is
+that of the bytes read from the source, the very bytes written to the copy: each data range
+is read a piece at a time into a buffer small enough to stay in the CPU's cache, written
+from it and hashed (a reflinked file is read for the hash only; a hole is hashed as its
+zeros); every few MB written are sent on to the disk at once (``POSIX_FADV_DONTNEED``), so
+that the pass's ``syncfs`` has little left to wait for. A large file is hashed in a second
+thread while the next pieces are read and written (:mod:`vacate.act.copy_hash`). A file that
+shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns`` after the
+copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
-seconds and at the end, each time after a ``syncfs`` of the destination (what it records
-as copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses only the files copied since, and a rerun
-recopies a file it finds unrecorded (a partial file is never recorded). Entries the state
-recorded that the source no longer has are removed from the copy (only those: the copy is
-vacate's own).
+seconds and at the end, each time after a ``syncfs`` of the destination (what it records as
+copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses
+only the files copied since, and a rerun recopies a file it finds unrecorded (a partial file
+is never recorded). Entries the state recorded that the source no longer has are removed
+from the copy (only those: the copy is vacate's own).
 
 :func:`read_back` drops each copied file's cached pages (``POSIX_FADV_DONTNEED``, after the
 ``fsync`` of the copy) and reads it from the disk, comparing its BLAKE3 with the source's;
@@ -35,12 +41,12 @@ import stat
 import time
 from dataclasses import dataclass, field
 
+from vacate.act.copy_hash import PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashing_for
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
-CHUNK = 8 << 20
+CHUNK = 8 << 20            # progress told, writing started, every CHUNK bytes copied
 FLUSH_S = 2.0
-THREADED_BYTES = 64 << 20
 STATE_VERSION = "vacate.copy-state/1"
 
 
@@ -154,11 +160,12 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
-def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell) -> dict:
-    """Copy one regular file, fsync it; its hash from the bytes read from the source
-    (``{"blake3": HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
+def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
+               pipeline: Pipeline) -> dict:
+    """Copy one regular file; its hash from the bytes read from the source (``{"blake3":
+    HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
 
-    h = _hasher(st.st_size)
+    size = st.st_size
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if (os.fstat(sfd).st_ino, os.fstat(sfd).st_dev) != (st.st_ino, st.st_dev):
@@ -175,107 +182,79 @@ def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell)
                 result.reflinked += 1
             except OSError:
                 pass
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
-            kernel = True
-            size = st.st_size
-            pos = 0
-            while pos < size:
-                try:
-                    data = os.lseek(sfd, pos, os.SEEK_DATA)
-                except OSError as e:
-                    if e.errno != errno.ENXIO:
-                        raise
-                    data = size                       # a hole to the end
-                if data > pos:                        # a hole: zeros in the hash only
-                    _zeros(h, data - pos)
-                    pos = data
-                    if pos >= size:
-                        break
-                hole = os.lseek(sfd, pos, os.SEEK_HOLE)
-                os.lseek(sfd, pos, os.SEEK_SET)
-                if not cloned:
-                    os.lseek(dfd, pos, os.SEEK_SET)
-                while pos < hole:
-                    n = _chunk(sfd, None if cloned else dfd, pos, min(CHUNK, hole - pos),
-                               view, kernel)
-                    if n < 0:                  # the kernel cannot copy this pair
-                        kernel = False
-                        continue
-                    if n == 0:
-                        break
-                    h.update(view[:n])
-                    pos += n
-                    result.bytes_copied += n
-                    tell(n)
-                if pos < hole:                         # shrank while read
-                    raise OSError(errno.ESTALE, f"{src} changed while being copied")
+            hashing = hashing_for(size, pipeline)
+            try:
+                _copy_ranges(src, sfd, None if cloned else dfd, size, hashing, result, tell)
+                digest = hashing.finish()
+            finally:
+                hashing.stop()
             if not cloned:
                 os.ftruncate(dfd, size)
         finally:
             os.close(dfd)
     finally:
         os.close(sfd)
-    return {_algo(h): h.hexdigest()}
+    return digest
 
 
-def _chunk(sfd: int, dfd: int | None, pos: int, count: int, view: memoryview,
-           kernel: bool) -> int:
-    """Up to ``count`` bytes at ``pos`` copied to ``dfd`` (at its offset; None: a reflink
-    holds them already) and read into ``view`` for the hash: the kernel copies them
-    (``sendfile``, page cache to page cache) and they are read again from the source's
-    cached pages, else they are read and written here. -1 when the kernel cannot copy
-    between these files; 0 at the end."""
-    if kernel and dfd is not None:
+def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: Hashing,
+                 result: CopyResult, tell) -> None:
+    """The source's data ranges (``SEEK_DATA`` / ``SEEK_HOLE``) read into ``hashing``'s
+    buffers a piece at a time, each piece written to ``dfd`` at the same offset (None: a
+    reflink holds the bytes already) and then hashed, in file order, a hole as its zeros.
+    ``ESTALE`` when the source ends before its size."""
+    pos = mark = untold = 0
+    while pos < size:
         try:
-            n = os.sendfile(dfd, sfd, pos, count)
+            data = min(os.lseek(sfd, pos, os.SEEK_DATA), size)
         except OSError as e:
-            if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP):
-                return -1
-            raise
-        if n and os.preadv(sfd, [view[:n]], pos) != n:
-            raise OSError(errno.ESTALE, "the source shrank while being copied")
-        return n
-    n = os.preadv(sfd, [view[:count]], pos)
-    if dfd is not None:
-        w = 0
-        while w < n:
-            w += os.write(dfd, view[w:n])
-    return n
-
-
-def _hasher(size: int, algo: str | None = None):
-    """BLAKE3, on several cores for a large file (one core is faster for a small one), where
-    the ``blake3`` module is installed; else the standard library's BLAKE2b (a far host's
-    bare ``python3``). ``algo``: the one a recorded hash was taken with."""
-    if algo in (None, "blake3"):
-        try:
-            import blake3
-        except ImportError:
-            if algo == "blake3":
+            if e.errno != errno.ENXIO:
                 raise
-        else:
-            return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= THREADED_BYTES
-                                 else 1)
-    import hashlib
+            data = size                               # a hole to the end
+        if data > pos:                                # a hole: zeros in the hash only
+            hashing.zeros(data - pos)
+            pos = data
+            if pos >= size:
+                break
+        hole = min(os.lseek(sfd, pos, os.SEEK_HOLE), size)
+        if dfd is not None:
+            os.lseek(dfd, pos, os.SEEK_SET)
+        while pos < hole:
+            view = hashing.buffer(min(PIECE, hole - pos))
+            n = os.preadv(sfd, [view], pos)
+            if n == 0:
+                raise OSError(errno.ESTALE, f"{src} shrank while being copied")
+            if dfd is not None:
+                w = 0
+                while w < n:
+                    w += os.write(dfd, view[w:n])
+            hashing.took(n)
+            pos += n
+            untold += n
+            if untold >= CHUNK:
+                _written(dfd, mark, pos, untold, result, tell)
+                mark, untold = pos, 0
+    if untold:
+        _written(dfd, mark, pos, untold, result, tell)
 
-    return hashlib.blake2b()
 
-
-def _algo(h) -> str:
-    return "blake2b" if type(h).__name__ == "blake2b" else "blake3"
-
-
-def _zeros(h, n: int) -> None:
-    z = bytes(min(n, CHUNK))
-    while n > 0:
-        k = min(n, len(z))
-        h.update(z[:k])
-        n -= k
+def _written(dfd: int | None, start: int, end: int, n: int, result: CopyResult, tell) -> None:
+    """``n`` bytes of ``[start, end)`` copied: counted, told, and their writing to the disk
+    started now rather than at the pass's ``syncfs`` (``POSIX_FADV_DONTNEED`` starts it
+    and drops the copy's pages already clean: nothing here reads them again)."""
+    if dfd is not None:
+        os.posix_fadvise(dfd, start, end - start, os.POSIX_FADV_DONTNEED)
+    result.bytes_copied += n
+    tell(n)
 
 
 def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
     """One pass: what changed since the last is copied (see the module's docstring)."""
+    with Pipeline() as pipeline:
+        return _copy_pass(source, dest, tell, pipeline)
+
+
+def _copy_pass(source: str, dest: str, tell, pipeline: Pipeline) -> CopyResult:
     result = CopyResult()
     state = State(state_path(dest), source)
     root_st = os.lstat(source)
@@ -311,7 +290,7 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
                 links[(st.st_dev, st.st_ino)] = dst
             if same:
                 continue
-            digest = _copy_file(src, dst, st, result, tell)
+            digest = _copy_file(src, dst, st, result, tell, pipeline)
             _meta(src, dst, st, result)
             after = os.lstat(src)
             if _key(after) != _key(st):
@@ -405,8 +384,14 @@ class ReadBack:
 
 def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> ReadBack:
     """Read every copied file not read back yet from the disk and compare its BLAKE3 with
-    the source's; mark those that match. ``hook(dest)``: called before reading (tests)."""
+    the source's; mark those that match. ``hook(dest)``: called before reading (tests). A
+    large file is hashed in a second thread while the next bytes are read, as it is when
+    copied."""
+    with Pipeline() as pipeline:
+        return _read_back(source, dest, tell, hook, pipeline)
 
+
+def _read_back(source: str, dest: str, tell, hook, pipeline: Pipeline) -> ReadBack:
     state = State(state_path(dest), source)
     out = ReadBack()
     if hook is not None:
@@ -424,24 +409,27 @@ def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> Read
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             algo = "blake2b" if "blake2b" in rec else "blake3"
-            h = _hasher(rec["size"], algo)
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
-            n_total = 0
-            while True:
-                n = os.readv(fd, [view])
-                if n == 0:
-                    break
-                h.update(view[:n])
-                n_total += n
-                tell(n)
+            hashing = hashing_for(rec["size"], pipeline, algo)
+            try:
+                n_total = 0
+                while True:
+                    view = hashing.buffer(PIPELINE_CHUNK)
+                    n = os.readv(fd, [view])
+                    if n == 0:
+                        break
+                    hashing.took(n)
+                    n_total += n
+                    tell(n)
+                digest = hashing.finish()[algo]
+            finally:
+                hashing.stop()
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
         out.files += 1
         out.bytes_read += n_total
-        if n_total != rec["size"] or h.hexdigest() != rec[algo]:
-            why = (f"read back {n_total} bytes with {algo.upper()} {h.hexdigest()[:16]}..., "
+        if n_total != rec["size"] or digest != rec[algo]:
+            why = (f"read back {n_total} bytes with {algo.upper()} {digest[:16]}..., "
                    f"the source's was {rec[algo][:16]}... ({rec['size']} bytes)")
             out.mismatches.append((path, why))
             continue
