@@ -48,6 +48,23 @@ def load_copy_tree(src: str):
     return module
 
 
+def fill(root: str) -> None:
+    """Write the whole free space of the volume at ``root`` once, then free it: its image
+    is sparse, and a block the host has not allocated yet costs many times one it has, at
+    random (wherever ext4 puts a copy), in every copy alike."""
+    path = os.path.join(root, ".fill")
+    zeros = bytes(8 << 20)
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(zeros)
+        except OSError:
+            pass
+        os.fsync(f.fileno())
+    os.unlink(path)
+    subprocess.run(["sync", "-f", root], check=True)
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -65,6 +82,7 @@ def main() -> None:
     files = int(args[1]) if len(args) > 1 else 8
     a, b = make_volume("ext4", size_mb=mb + 200), make_volume("ext4", size_mb=mb * 2 + 300)
     try:
+        fill(b.mountpoint)
         src = os.path.join(a.mountpoint, "model")
         os.makedirs(src)
         per = (mb << 20) // files
@@ -79,7 +97,8 @@ def main() -> None:
                 for label, module in versions]
         runs: dict[str, list[float]] = {}
         for i in range(rounds):              # interleaved: each in turn, every round
-            for name, fn in peers + (ours if i % 2 == 0 else ours[::-1]):
+            every = peers + ours                 # each goes first in turn
+            for name, fn in every[i % len(every):] + every[:i % len(every)]:
                 dest = os.path.join(b.mountpoint, name.replace(" ", "_"), "model")
                 os.makedirs(os.path.dirname(dest))
                 drop(src)
@@ -106,6 +125,11 @@ def main() -> None:
             ratio = None if name.endswith("cold cat") else t / med[peer]
             print(f"  {name:14} {t:6.2f} s  {mb / t:7.0f} MB/s" +
                   (f"  {ratio:4.2f}x {peer}" if ratio is not None else ""))
+        for name, times in runs.items():
+            print(f"  {name:14} rounds: " + " ".join(f"{t:.2f}" for t in times))
+        for name in [label for label, _fn in peers[1:] + ours]:
+            paired = statistics.median(x / y for x, y in zip(runs[name], runs["cp -a"]))
+            print(f"  {name} against cp -a in the same round: median {paired:4.2f}x")
         for name in ("copy", "read-back") if len(versions) > 1 else ():
             ours, base = runs["vacate copy" if name == "copy" else name], runs[f"base {name}"]
             paired = statistics.median(x / y for x, y in zip(ours, base))

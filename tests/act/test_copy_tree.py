@@ -20,6 +20,19 @@ from harness.volumes import can_loop_mount, make_volume
 from vacate.act import copy_hash, copy_tree
 
 
+@pytest.fixture(params=["serial", "pipelined"])
+def hashing(request, monkeypatch):
+    """Both ways a large file is hashed: in the copying thread (a machine of few CPUs, as
+    this one may be), and in a second thread (one of ``PIPELINE_CPUS`` or more)."""
+    if request.param == "pipelined":
+        monkeypatch.setattr(copy_hash, "PIPELINE_CPUS", 1)
+    return request.param
+
+
+def threads_hashing() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "vacate-hash"]
+
+
 def make_tree(root: str) -> None:
     os.makedirs(f"{root}/sub")
     with open(f"{root}/weights.bin", "wb") as f:
@@ -95,13 +108,16 @@ def test_on_one_filesystem_that_can_the_copy_is_a_reflink_and_still_hashed(fstyp
 
 
 @pytest.mark.parametrize("change", ["shrinks", "is rewritten"])
-def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change):
+def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change, hashing):
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
     os.makedirs(src)
     with open(f"{src}/shard.bin", "wb") as f:
         f.write(os.urandom(copy_hash.PIPELINED_BYTES + (8 << 20)))
 
+    seen = []
+
     def meddle(_n):                                   # after the first chunk was copied
+        seen.append(threads_hashing())
         with open(f"{src}/shard.bin", "r+b") as f:
             if change == "shrinks":
                 f.truncate(4 << 20)
@@ -112,6 +128,8 @@ def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change
     with pytest.raises(OSError) as e:
         copy_tree.copy_pass(src, dst, tell=meddle)
     assert e.value.errno == errno.ESTALE and f"{src}/shard.bin" in str(e.value)
+    assert bool(seen[0]) == (hashing == "pipelined")
+    assert threads_hashing() == []
     assert copy_tree.unchanged(src, dst) == ["nothing was copied yet"]
     copy_tree.copy_pass(src, dst)                     # the source is still now: copied
     same(src, dst)
@@ -119,6 +137,7 @@ def test_a_large_file_that_changes_while_copied_is_not_recorded(tmp_path, change
 
 
 def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(copy_hash, "PIPELINE_CPUS", 1)
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
     make_tree(src)                                    # sparse.bin: hashed in a second thread
 
@@ -128,7 +147,7 @@ def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, mo
     monkeypatch.setattr(copy_hash, "zeros_into", failing)
     with pytest.raises(MemoryError):
         copy_tree.copy_pass(src, dst)
-    assert [t.name for t in threading.enumerate() if t.name == "vacate-hash"] == []
+    assert threads_hashing() == []
     monkeypatch.undo()
     copy_tree.copy_pass(src, dst)
     same(src, dst)
@@ -136,7 +155,8 @@ def test_an_error_while_hashing_in_the_second_thread_stops_the_copy(tmp_path, mo
 
 
 @pytest.mark.parametrize("blake3", [True, False], ids=["blake3", "bare-python3"])
-def test_read_back_names_a_file_whose_bytes_differ_on_the_disk(tmp_path, monkeypatch, blake3):
+def test_read_back_names_a_file_whose_bytes_differ_on_the_disk(tmp_path, monkeypatch, blake3,
+                                                               hashing):
     if not blake3:        # a far host's python3 without the module: BLAKE2b from hashlib
         monkeypatch.setitem(sys.modules, "blake3", None)
     src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
@@ -201,3 +221,19 @@ def test_a_kill_9_mid_copy_resumes_without_starting_over(tmp_path, monkeypatch):
     same(src, dst)
     assert copy_tree.read_back(src, dst).mismatches == []
     assert copy_tree.all_read_back(src, dst)
+
+
+def test_where_the_kernel_cannot_copy_between_the_files_the_bytes_are_read_and_written(
+        tmp_path, monkeypatch, hashing):
+    # sendfile refuses some pairs (EINVAL from a filesystem without splice, EXDEV): the
+    # kernel's refusal, as it gives it
+    def refused(*_a):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "sendfile", refused)
+    src, dst = f"{tmp_path}/src", f"{tmp_path}/dest/src"
+    make_tree(src)
+    r = copy_tree.copy_pass(src, dst)
+    same(src, dst)
+    assert r.bytes_copied >= (1 << 20) + 4096
+    assert not copy_tree.read_back(src, dst).mismatches

@@ -6,7 +6,11 @@ A small file is hashed in the caller's thread as each piece is read (:class:`Has
 large one fills a few larger chunk buffers that one second thread per pass
 (:class:`Pipeline`) hashes, strictly in the order handed over, while the caller reads and
 writes the next (``preadv``, ``write`` and the hashes' ``update`` all run without the GIL):
-below ``PIPELINED_BYTES`` a hand-over costs more than it saves (measured).
+below ``PIPELINED_BYTES`` a hand-over costs more than it saves (measured). Only where the
+process may run on ``PIPELINE_CPUS`` CPUs or more: besides the copying thread and the
+hashing one, the kernel's own workers need a CPU (a loop device's, the filesystems'
+writeback); on two CPUs the second thread slowed the copy from 1.11x to 1.32x ``cp -a``
+(medians of 9 rounds, ext4 loop volumes) and made it vary from round to round.
 """
 
 from __future__ import annotations
@@ -14,16 +18,20 @@ from __future__ import annotations
 import queue
 import threading
 
+from vacate.observing.collectors.forking import cpus
+
 PIECE = 256 << 10          # read, written and hashed at a time (stays in the CPU's cache)
 ZEROS = 8 << 20            # a hole's zeros hashed so many at a time
 PIPELINED_BYTES = 8 << 20  # a file this large is hashed in a second thread
 PIPELINE_CHUNK = 2 << 20   # handed to that thread at a time,
 PIPELINE_DEPTH = 3         # of so many buffers
+PIPELINE_CPUS = 4          # the CPUs a pipeline needs (see above)
 
 
 def hashing_for(size: int, pipeline: Pipeline, algo: str | None = None) -> Hashing:
-    """How a file of ``size`` bytes is hashed: in ``pipeline``'s thread when it is large."""
-    if size >= PIPELINED_BYTES:
+    """How a file of ``size`` bytes is hashed: in ``pipeline``'s thread when it is large
+    and this process has the CPUs for it."""
+    if size >= PIPELINED_BYTES and cpus() >= PIPELINE_CPUS:
         return Pipelined(pipeline, algo)
     return Hashing(size, algo)
 

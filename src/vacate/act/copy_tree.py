@@ -10,14 +10,15 @@ hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are 
 the destination has them.
 
 Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``python3``) is
-that of the bytes read from the source, the very bytes written to the copy: each data range
-is read a piece at a time into a buffer small enough to stay in the CPU's cache, written
-from it and hashed (a reflinked file is read for the hash only; a hole is hashed as its
-zeros); every few MB written are sent on to the disk at once (``POSIX_FADV_DONTNEED``), so
-that the pass's ``syncfs`` has little left to wait for. A large file is hashed in a second
-thread while the next pieces are read and written (:mod:`vacate.act.copy_hash`). A file that
-shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns`` after the
-copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
+that of the bytes read from the source as it is copied: each data range is copied a piece
+at a time by the kernel (``sendfile``, page cache to page cache) and the piece, still in the
+CPU's cache, read again from the source's pages into a buffer and hashed (where the kernel
+cannot copy between the two files, the piece is read, written and hashed from that buffer;
+a reflinked file is read for the hash only; a hole is hashed as its zeros). A large file is
+hashed in a second thread while the next pieces are copied (:mod:`vacate.act.copy_hash`).
+A file that shrinks, grows or is written while copied (its size, ``mtime_ns`` or
+``ctime_ns`` after the copy are not those before) fails the pass with
+``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
 seconds and at the end, each time after a ``syncfs`` of the destination (what it records as
@@ -45,7 +46,7 @@ from vacate.act.copy_hash import PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashi
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
-CHUNK = 8 << 20            # progress told, writing started, every CHUNK bytes copied
+CHUNK = 8 << 20            # progress told every CHUNK bytes copied
 FLUSH_S = 2.0
 STATE_VERSION = "vacate.copy-state/1"
 
@@ -203,7 +204,8 @@ def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: Hashin
     buffers a piece at a time, each piece written to ``dfd`` at the same offset (None: a
     reflink holds the bytes already) and then hashed, in file order, a hole as its zeros.
     ``ESTALE`` when the source ends before its size."""
-    pos = mark = untold = 0
+    pos = untold = 0
+    kernel = dfd is not None
     while pos < size:
         try:
             data = min(os.lseek(sfd, pos, os.SEEK_DATA), size)
@@ -221,29 +223,40 @@ def _copy_ranges(src: str, sfd: int, dfd: int | None, size: int, hashing: Hashin
             os.lseek(dfd, pos, os.SEEK_SET)
         while pos < hole:
             view = hashing.buffer(min(PIECE, hole - pos))
-            n = os.preadv(sfd, [view], pos)
+            n = _sendfile(dfd, sfd, pos, len(view)) if kernel else -1
+            if n < 0:                      # the kernel cannot copy this pair: read, write
+                kernel = False
+                n = os.preadv(sfd, [view], pos)
+                if dfd is not None:
+                    w = 0
+                    while w < n:
+                        w += os.write(dfd, view[w:n])
+            elif n and os.preadv(sfd, [view[:n]], pos) != n:
+                n = 0
             if n == 0:
                 raise OSError(errno.ESTALE, f"{src} shrank while being copied")
-            if dfd is not None:
-                w = 0
-                while w < n:
-                    w += os.write(dfd, view[w:n])
             hashing.took(n)
             pos += n
             untold += n
             if untold >= CHUNK:
-                _written(dfd, mark, pos, untold, result, tell)
-                mark, untold = pos, 0
+                _told(untold, result, tell)
+                untold = 0
     if untold:
-        _written(dfd, mark, pos, untold, result, tell)
+        _told(untold, result, tell)
 
 
-def _written(dfd: int | None, start: int, end: int, n: int, result: CopyResult, tell) -> None:
-    """``n`` bytes of ``[start, end)`` copied: counted, told, and their writing to the disk
-    started now rather than at the pass's ``syncfs`` (``POSIX_FADV_DONTNEED`` starts it
-    and drops the copy's pages already clean: nothing here reads them again)."""
-    if dfd is not None:
-        os.posix_fadvise(dfd, start, end - start, os.POSIX_FADV_DONTNEED)
+def _sendfile(dfd: int, sfd: int, pos: int, n: int) -> int:
+    """Up to ``n`` bytes at ``pos`` copied by the kernel to ``dfd``'s offset; -1 when it
+    cannot copy between these two files."""
+    try:
+        return os.sendfile(dfd, sfd, pos, n)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP):
+            return -1
+        raise
+
+
+def _told(n: int, result: CopyResult, tell) -> None:
     result.bytes_copied += n
     tell(n)
 
