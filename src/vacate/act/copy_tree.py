@@ -9,16 +9,15 @@ only (``SEEK_DATA`` / ``SEEK_HOLE``: holes stay holes); hardlinks inside the ite
 hardlinks; mode, owner, times and extended attributes (POSIX ACLs are ones) are copied where
 the destination has them.
 
-Its BLAKE3 (BLAKE2b where the blake3 module is missing: a far host's bare ``python3``) is
-that of the bytes read from the source as it is copied: each data range is copied a piece
-at a time by the kernel (``sendfile``, page cache to page cache) and the piece, still in the
-CPU's cache, read again from the source's pages into a buffer and hashed (where the kernel
-cannot copy between the two files, the piece is read, written and hashed from that buffer;
-a reflinked file is read for the hash only; a hole is hashed as its zeros). A large file is
-hashed in a second thread while the next pieces are copied (:mod:`vacate.act.copy_hash`).
-A file that shrinks, grows or is written while copied (its size, ``mtime_ns`` or
-``ctime_ns`` after the copy are not those before) fails the pass with
-``ESTALE`` and is not recorded.
+Its hash (XXH3-128, BLAKE3 or BLAKE2b: :mod:`vacate.act.copy_hash`) is that of the bytes
+read from the source as it is copied: each data range is copied a piece at a time by the
+kernel (``sendfile``, page cache to page cache) and the piece, still in the CPU's cache,
+read again from the source's pages into a buffer and hashed (where the kernel cannot copy
+between the two files, the piece is read, written and hashed from that buffer; a reflinked
+file is read for the hash only; a hole is hashed as its zeros). A large file is hashed in a
+second thread while the next pieces are copied (:mod:`vacate.act.copy_hash`). A file that
+shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns`` after the
+copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
 seconds and at the end, each time after a ``syncfs`` of the destination (what it records as
@@ -28,7 +27,7 @@ is never recorded). Entries the state recorded that the source no longer has are
 from the copy (only those: the copy is vacate's own).
 
 :func:`read_back` drops each copied file's cached pages (``POSIX_FADV_DONTNEED``, after the
-``fsync`` of the copy) and reads it from the disk, comparing its BLAKE3 with the source's;
+``fsync`` of the copy) and reads it from the disk, comparing its hash with the source's;
 a file read back once is marked so and not read again while it is unchanged.
 """
 
@@ -42,7 +41,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 
-from vacate.act.copy_hash import PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashing_for
+from vacate.act.copy_hash import ALGOS, PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashing_for
 from vacate.observing.fsio import write_atomic
 
 FICLONE = 0x40049409
@@ -163,8 +162,8 @@ def _meta(src: str, dst: str, st: os.stat_result, result: CopyResult) -> None:
 
 def _copy_file(src: str, dst: str, st: os.stat_result, result: CopyResult, tell,
                pipeline: Pipeline) -> dict:
-    """Copy one regular file; its hash from the bytes read from the source (``{"blake3":
-    HEX}``, or ``{"blake2b": HEX}`` without the blake3 module)."""
+    """Copy one regular file; its hash from the bytes read from the source (``{ALGO:
+    HEX}``)."""
 
     size = st.st_size
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -396,7 +395,7 @@ class ReadBack:
 
 
 def read_back(source: str, dest: str, *, tell=lambda n: None, hook=None) -> ReadBack:
-    """Read every copied file not read back yet from the disk and compare its BLAKE3 with
+    """Read every copied file not read back yet from the disk and compare its hash with
     the source's; mark those that match. ``hook(dest)``: called before reading (tests). A
     large file is hashed in a second thread while the next bytes are read, as it is when
     copied."""
@@ -421,7 +420,7 @@ def _read_back(source: str, dest: str, tell, hook, pipeline: Pipeline) -> ReadBa
         try:
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            algo = "blake2b" if "blake2b" in rec else "blake3"
+            algo = next((a for a in ALGOS if a in rec), "blake3")
             hashing = hashing_for(rec["size"], pipeline, algo)
             try:
                 n_total = 0

@@ -5,7 +5,7 @@ by a drop-in of vacate's own, and started again from the new place.
   still runs; the ``final`` one after it stopped copies only what changed since). Done: the
   state file records the source exactly as it is now.
 - ``verify-copy``: every copied file not read back yet is read back from the disk and its
-  BLAKE3 compared with the source's; a mismatch fails the step, naming the file, before
+  hash compared with the source's; a mismatch fails the step, naming the file, before
   anything is repointed. Done: every file of the copy was read back since it last changed.
 - ``repoint-unit``: a drop-in ``UNIT.d/zz-vacate-migrate.conf`` (more ``z`` while another
   drop-in would sort after it) in the unit's own manager (none where no setting of the
