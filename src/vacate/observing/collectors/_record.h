@@ -213,6 +213,48 @@ static long long rmount_id(int fd) {
     return strtoll(at + 8, NULL, 10);
 }
 
+/* A new row, zeroed, for the entry `name` (no GIL needed: the name goes into the frame's
+   names, its offset into the row: made a pointer once the directory is listed, the names no
+   longer moving); NULL when out of memory */
+static RRow *rpush(RFrame *f, const char *name) {
+    size_t len = strlen(name) + 1;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 32;
+        RRow *r = PyMem_RawRealloc(f->rows, cap * sizeof *r);
+        if (!r)
+            return NULL;
+        f->rows = r;
+        f->cap = cap;
+    }
+    if (f->nlen + len > f->ncap) {
+        size_t cap = f->ncap ? f->ncap * 2 : 1024;
+        while (cap < f->nlen + len)
+            cap *= 2;
+        char *b = PyMem_RawRealloc(f->names, cap);
+        if (!b)
+            return NULL;
+        f->names = b;
+        f->ncap = cap;
+    }
+    memcpy(f->names + f->nlen, name, len);
+    RRow *r = &f->rows[f->n++];
+    memset(r, 0, sizeof *r);
+    r->name = f->nlen;
+    f->nlen += len;
+    return r;
+}
+
+/* The row's kind and identity from the entry's lstat */
+static void rstat(RRow *r, const struct stat *st) {
+    r->kind = kind_of_mode(st->st_mode);
+    r->dev = st->st_dev;
+    r->ino = st->st_ino;
+    r->size = st->st_size;
+    r->mtime = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+    r->ctime = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+    r->nlink = st->st_nlink;
+}
+
 /* List the open directory `fd` (the directory `rel` on `dev`): a new frame, or NULL with
    *unreadable set (a problem told, fd closed) or an exception set (fd closed). */
 static RFrame *rlisting(int fd, PyObject *rel, unsigned long long dev, PyObject *problem,
@@ -244,29 +286,9 @@ static RFrame *rlisting(int fd, PyObject *rel, unsigned long long dev, PyObject 
         }
         if (is_dot(de->d_name))
             continue;
-        size_t len = strlen(de->d_name) + 1;
-        if (f->n == f->cap) {
-            size_t cap = f->cap ? f->cap * 2 : 32;
-            RRow *r = PyMem_RawRealloc(f->rows, cap * sizeof *r);
-            if (!r) { nomem = 1; break; }
-            f->rows = r;
-            f->cap = cap;
-        }
-        if (f->nlen + len > f->ncap) {
-            size_t cap = f->ncap ? f->ncap * 2 : 1024;
-            while (cap < f->nlen + len)
-                cap *= 2;
-            char *b = PyMem_RawRealloc(f->names, cap);
-            if (!b) { nomem = 1; break; }
-            f->names = b;
-            f->ncap = cap;
-        }
-        memcpy(f->names + f->nlen, de->d_name, len);
-        RRow *r = &f->rows[f->n++];
-        memset(r, 0, sizeof *r);
-        r->name = f->nlen;
+        RRow *r = rpush(f, de->d_name);
+        if (!r) { nomem = 1; break; }
         r->d_ino = de->d_ino;
-        f->nlen += len;
     }
     if (!err && !nomem) {
         for (size_t i = 0; i < f->n; i++) {
@@ -277,19 +299,13 @@ static RFrame *rlisting(int fd, PyObject *rel, unsigned long long dev, PyObject 
                 r->err = errno;
                 continue;
             }
-            r->kind = kind_of_mode(st.st_mode);
-            if (r->kind != K_DIR && (unsigned long long)st.st_dev != dev) {
+            if (kind_of_mode(st.st_mode) != K_DIR && (unsigned long long)st.st_dev != dev) {
                 r->kind = K_MOUNTPOINT;     /* a file bind-mounted here */
                 r->dev = dev;
                 r->ino = r->d_ino;
                 continue;
             }
-            r->dev = st.st_dev;
-            r->ino = st.st_ino;
-            r->size = st.st_size;
-            r->mtime = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-            r->ctime = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-            r->nlink = st.st_nlink;
+            rstat(r, &st);
         }
     }
     Py_END_ALLOW_THREADS
@@ -485,41 +501,12 @@ static int rline(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
     return 0;
 }
 
-/* The name and lstat of one entry added to the frame's rows (no GIL needed: the name goes
-   into the frame's names, its offset into the row: made a pointer once the directory is
-   listed, the names no longer moving) */
+/* The name and lstat of one entry added to the frame's rows (see rpush) */
 static int radd(RFrame *f, const char *name, const struct stat *st) {
-    size_t len = strlen(name) + 1;
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 32;
-        RRow *r = PyMem_RawRealloc(f->rows, cap * sizeof *r);
-        if (!r)
-            return -1;
-        f->rows = r;
-        f->cap = cap;
-    }
-    if (f->nlen + len > f->ncap) {
-        size_t cap = f->ncap ? f->ncap * 2 : 1024;
-        while (cap < f->nlen + len)
-            cap *= 2;
-        char *b = PyMem_RawRealloc(f->names, cap);
-        if (!b)
-            return -1;
-        f->names = b;
-        f->ncap = cap;
-    }
-    memcpy(f->names + f->nlen, name, len);
-    RRow *r = &f->rows[f->n++];
-    memset(r, 0, sizeof *r);
-    r->name = f->nlen;
-    f->nlen += len;
-    r->kind = kind_of_mode(st->st_mode);
-    r->dev = st->st_dev;
-    r->ino = st->st_ino;
-    r->size = st->st_size;
-    r->mtime = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-    r->ctime = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
-    r->nlink = st->st_nlink;
+    RRow *r = rpush(f, name);
+    if (!r)
+        return -1;
+    rstat(r, st);
     return 0;
 }
 
