@@ -36,6 +36,22 @@ def put(path, data=b"x"):
         f.write(data)
 
 
+def put_deep(base):
+    """A file at the end of 45 directories of 100-byte names below ``base``: ~4,600 bytes
+    of path, past PATH_MAX (made one directory fd at a time)."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(45):
+            os.mkdir("d" * 100, dir_fd=fd)
+            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+            f.write(b"deep")
+    finally:
+        os.close(fd)
+
+
 def tree(root):
     """Every path below ``root`` (bytes, relative), as ``find`` lists them."""
     out = []

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from test_delete import ODD, make_item, put, vol  # noqa: F401  (vol: the fixture)
+from test_delete import ODD, make_item, put, put_deep, vol  # noqa: F401  (vol: the fixture)
 
 from vacate.observing import entries
 from vacate.observing.collectors import walk_descent
@@ -44,17 +44,7 @@ def test_the_c_record_writes_the_file_the_python_one_does(vol, monkeypatch):  # 
         subprocess.run(["btrfs", "subvolume", "create", f"{base}/sv"], check=True,
                        capture_output=True)
         put(f"{base}/sv/inside/w.bin", b"in a subvolume")
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(45):                       # ~4,600 bytes of path
-            os.mkdir("d" * 100, dir_fd=fd)
-            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"deep")
-    finally:
-        os.close(fd)
+    put_deep(base)
     (c_file, c_rec, c_bare), (py_file, py_rec, py_bare) = both(
         monkeypatch, base, os.stat(vol.mountpoint).st_dev)
     assert c_file == py_file

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import replace
 
 import pytest
-from test_delete import ODD, big_item, make_item, put, vol  # noqa: F401  (vol: the fixture)
+from test_delete import ODD, big_item, make_item, put, put_deep, vol  # noqa: F401  (vol: the fixture)
 
 from vacate.observing import entries
 from vacate.observing.collectors import contents, walk_descent
@@ -45,17 +45,7 @@ def odd_tree(v, rel="item"):
     os.makedirs(f"{base}/empty/and/deeper")
     for i in range(1500):
         put(f"{base}/wide/f{i:05d}-{'x' * (i % 40)}", b"w" * (i % 7))
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(45):                       # ~4,600 bytes of path
-            os.mkdir("d" * 100, dir_fd=fd)
-            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"deep")
-    finally:
-        os.close(fd)
+    put_deep(base)
     big_item(v, f"{rel}/big", dirs=40, files=50)
     put(os.path.join(v.mountpoint, "beside/other.txt"), b"not in the item")
     return base
