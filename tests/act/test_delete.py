@@ -36,12 +36,12 @@ def put(path, data=b"x"):
         f.write(data)
 
 
-def put_deep(base):
-    """A file at the end of 45 directories of 100-byte names below ``base``: ~4,600 bytes
-    of path, past PATH_MAX (made one directory fd at a time)."""
+def put_deep(base, depth=45):
+    """A file at the end of ``depth`` directories of 100-byte names below ``base`` (45:
+    ~4,600 bytes of path, past PATH_MAX), made one directory fd at a time."""
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for _ in range(45):
+        for _ in range(depth):
             os.mkdir("d" * 100, dir_fd=fd)
             nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
@@ -268,18 +268,8 @@ def test_odd_names_survive_a_json_round_trip_and_are_deleted(vol):
 def test_paths_longer_than_path_max(vol):
     base = os.path.join(vol.mountpoint, "item")
     os.makedirs(base)
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
-    depth = 0
-    try:
-        while depth * 101 < 6000:
-            os.mkdir("d" * 100, dir_fd=fd)
-            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-            depth += 1
-        os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
-    finally:
-        os.close(fd)
+    depth = 60                                         # 60 * 101 bytes of path
+    put_deep(base, depth)
     item, rec = record(vol, "item")
     longest = max(len(os.path.join(item, e.path)) for e in rec.entries())
     assert longest > 6000 and len(rec) == depth + 2
