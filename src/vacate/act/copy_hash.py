@@ -17,8 +17,8 @@ writes the next (``preadv``, ``write`` and the hashes' ``update`` all run withou
 below ``PIPELINED_BYTES`` a hand-over costs more than it saves (measured). Only where the
 process may run on ``PIPELINE_CPUS`` CPUs or more: besides the copying thread and the
 hashing one, the kernel's own workers need a CPU (a loop device's, the filesystems'
-writeback); on two CPUs the second thread slowed the copy from 1.11x to 1.32x ``cp -a``
-(medians of 9 rounds, ext4 loop volumes) and made it vary from round to round.
+writeback); on two CPUs every arrangement with the second thread was slower than without
+it and varied 0.6-2.7 s from round to round (bench/HISTORY.md, "migrate's copy").
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ Where ``_fastwalk`` was built the walk runs in C (``collectors/_record.h``: this
 walk, listing and enter, line for line, each directory's line encoded there; the tests
 record trees both ways and compare the files byte for byte); here, ~2.5 us of Python an
 entry. The members are compressed and written by a thread beside the walk
-(:class:`_Stream`). ``plan`` pays no second walk for the items named by ``--delete``: the
+(:class:`EntriesStream`). ``plan`` pays no second walk for the items named by ``--delete``: the
 observation's own walk records them (:mod:`vacate.observing.entries_fused`, the same file
 but for the order of its members), and this walk runs only for what that one could not
 record for certain -- and at apply, to check that nothing changed.
@@ -228,7 +228,7 @@ class EntryList:
 
 
 _ENC = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-_encode_str = json.encoder.encode_basestring_ascii    # how _ENC writes a str
+encode_str = json.encoder.encode_basestring_ascii    # how _ENC writes a str
 
 
 def dir_line(rel: str, rows) -> bytes:
@@ -248,7 +248,7 @@ def item_digest(item: str, dev: int, root, dirs: Iterable[tuple[str, bytes]]) ->
     h.update(_ENC([DIGEST_TAG, item, dev, list(root)]).encode("ascii") + b"\n")
     up = h.update
     for rel, dg in dirs:     # _ENC([rel, dg.hex()]), written out (a line a directory)
-        up(f'[{_encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
+        up(f'[{encode_str(rel)},"{dg.hex()}"]\n'.encode("ascii"))
     return h.hexdigest()
 
 
@@ -283,7 +283,7 @@ class _Recorder:
         self.item = item
         self.mnt = mnt
         self.sink = sink           # called with each directory's rel and rows, once listed
-        self.line_sink = line_sink     # or, where the walk runs in C, with its line (_Stream.line)
+        self.line_sink = line_sink     # or, where the walk runs in C, with its line (EntriesStream.line)
         self.problems: list[Problem] = []
 
     def problem(self, code: str, rel: str, what: str | OSError) -> None:
@@ -329,7 +329,7 @@ class _Recorder:
         was built and a line sink was given, else here."""
         fast = walk_descent.fastwalk
         if fast is not None and self.line_sink is not None:
-            fast.record(fd, dev, self.mnt, self.line_sink, self.told, _encode_str)
+            fast.record(fd, dev, self.mnt, self.line_sink, self.told, encode_str)
             return
         stack: list[tuple] = []
         self.listing(fd, "", dev, stack)
@@ -458,7 +458,7 @@ class Recorded:
                 "dirs": self.dirs, "digest": self.digest}
 
 
-class _Stream:
+class EntriesStream:
     """Each directory as the walk finishes it: its line encoded once, hashed, added up and,
     with an ``out``, written as a gzip member of its own; then dropped. What stays is one
     index line per directory (its path, where its member is, its entry count, its
@@ -541,7 +541,7 @@ class _Stream:
         index = self.index
         for i in range(0, len(index), 4096):
             z.append(c.compress(",".join([
-                f'[{_encode_str(rel)},{at},{n},{k},"{dg.hex()}"]'
+                f'[{encode_str(rel)},{at},{n},{k},"{dg.hex()}"]'
                 for rel, at, n, k, dg in index[i:i + 4096]]).encode("ascii")
                 + (b"," if i + 4096 < len(index) else b"")))
         z.append(c.compress(b"]}\n"))
@@ -796,7 +796,7 @@ def record_item(item_path: str, *, dev: int, target_root: str | None = None,
     widest one), not its entries. With ``out`` (a binary file, or a pipe), the entries are
     written to it as an entries file (see the module's doc) as they are recorded; the
     result then says where its index is and the sha256 of what was written."""
-    s = _Stream(out, normal_path(item_path), dev)
+    s = EntriesStream(out, normal_path(item_path), dev)
     try:
         item, root, problems = _record(item_path, dev, target_root, s.directory, s.line)
     except BaseException:

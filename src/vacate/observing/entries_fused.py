@@ -18,7 +18,7 @@ the member back with its part, with the line's digest, the directory's entry cou
 totals. The parent appends each run of members to the item's entries file as it comes (in
 any order: the index says where each one is) and keeps an index line per directory; once
 the walk is done (while the recognisers' processes look), the index is sorted, the digest
-taken and the index member written by :class:`~vacate.observing.entries._Stream`, as for a
+taken and the index member written by :class:`~vacate.observing.entries.EntriesStream`, as for a
 record made alone. So the file is what :class:`~vacate.observing.entries.EntriesFile` reads,
 and the digest is the one :func:`~vacate.observing.entries.record_item` gives for the same
 unchanged tree; only the order of the members, and so the file's sha256, may differ.
@@ -62,11 +62,11 @@ from collections.abc import Iterable
 
 from vacate.observing.entries import (
     KIND_OF_MODE,
+    EntriesStream,
     Recorded,
-    _encode_str,
-    _Stream,
     commit_file,
     dir_line,
+    encode_str,
     gzip_member,
     open_temp,
     row_totals,
@@ -102,7 +102,7 @@ class _Item:
         self.subdirs = 0
         self.fd = -1
         self.tmp = ""
-        self.stream: _Stream | None = None
+        self.stream: EntriesStream | None = None
 
 
 class WalkRecords:
@@ -181,7 +181,7 @@ class WalkRecords:
                  entries, files, apparent, m, c, root if not rel else None)
                 if same and (rel or root is not None) else (item, rel, None))
 
-        return (len(item) + 1, line, _encode_str)
+        return (len(item) + 1, line, encode_str)
 
     def _root(self, st) -> tuple | None:
         """The item's own row, from its ``lstat`` (None: not one the recorder's could be)."""
@@ -219,7 +219,7 @@ class WalkRecords:
         try:
             if s.stream is None:
                 s.fd, s.tmp = open_temp(self.directory, f"-{self.items.index(item)}")
-                s.stream = _Stream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), item,
+                s.stream = EntriesStream(os.fdopen(os.dup(s.fd), "wb", buffering=1 << 20), item,
                                    self.dev, thread=False)
             stream = s.stream
             at = stream.append(b"".join([r[2] for r in records]))[0]
