@@ -11,6 +11,7 @@ both), and those it could not record for certain are recorded alone after it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -76,55 +77,43 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
     for what, p in checks:
         if p and on_target(where, p, target):
             raise UsageError(f"{what} {p} is on the volume being retired")
-    walked = None
-    if here:
-        named = [p if p.startswith("/") else os.path.join(target.path, p)
-                 for a, p in overrides if a == "delete" and not is_glob(p)]
-        if named:
-            os.makedirs(store, exist_ok=True)
-            walked = WalkRecords(named, directory=store, dev=target.st_dev)
-    try:
-        return _plan(where, path, target, walked, store, archive_to, local_dest, overrides,
-                     grace_s, snapshot, mask_references, migrations, inside)
-    finally:
-        if walked is not None:
-            walked.close()
-
-
-def _plan(where, path, target, walked, store, archive_to, local_dest, overrides, grace_s,
-          snapshot, mask_references, migrations, inside) -> Plan:
-    """The rest of :func:`plan`: observe (``walked``: the items the walk records, or None),
-    decide, record what is archived or deleted, decide again with those records."""
-    from vacate.remote import Local
-
-    obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
-                list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
-    try:
-        first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                          snapshot=snapshot, mask_references=mask_references,
-                          migrations=migrations)
-    except PlanRefused as e:
-        raise UsageError(str(e)) from None
-    identities, entries = {}, {}
-    for it in first.items:
-        if it.action == "archive":
-            identities[it.path] = identity_of(where.call("record_item", path=it.path,
-                                                         dev=target.st_dev))
-        elif deleted(it):
-            os.makedirs(store, exist_ok=True)
-            rec = walked.recorded(it.path) if walked is not None else None
-            if rec is None:
-                rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
-            identities[it.path] = identity_of(rec)
-            entries[it.path] = rec.reference()
-    free = where.call("free_bytes", path=local_dest) if local_dest else None
-    tools = None if isinstance(where, Local) or not local_dest else \
-        where.call("commands", names=["zstd"])
-    return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                     snapshot=snapshot, identities=identities, entries=entries,
-                     mask_references=mask_references,
-                     dest_free=free, created_at=time.time(), migrations=migrations,
-                     migrate_free={d: where.call("free_bytes", path=d)
-                                   for d in set(migrations.values())},
-                     migrate_inside=inside,
-                     archive_tools=tools)
+    with contextlib.ExitStack() as stack:
+        walked = None
+        if here:
+            named = [p if p.startswith("/") else os.path.join(target.path, p)
+                     for a, p in overrides if a == "delete" and not is_glob(p)]
+            if named:
+                os.makedirs(store, exist_ok=True)
+                walked = WalkRecords(named, directory=store, dev=target.st_dev)
+                stack.callback(walked.close)      # what the plan did not take is removed
+        obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
+                    list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
+        try:
+            first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
+                              snapshot=snapshot, mask_references=mask_references,
+                              migrations=migrations)
+        except PlanRefused as e:
+            raise UsageError(str(e)) from None
+        identities, entries = {}, {}
+        for it in first.items:
+            if it.action == "archive":
+                identities[it.path] = identity_of(where.call("record_item", path=it.path,
+                                                             dev=target.st_dev))
+            elif deleted(it):
+                os.makedirs(store, exist_ok=True)
+                rec = walked.recorded(it.path) if walked is not None else None
+                if rec is None:
+                    rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
+                identities[it.path] = identity_of(rec)
+                entries[it.path] = rec.reference()
+        free = where.call("free_bytes", path=local_dest) if local_dest else None
+        tools = None if isinstance(where, Local) or not local_dest else \
+            where.call("commands", names=["zstd"])
+        return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
+                         snapshot=snapshot, identities=identities, entries=entries,
+                         mask_references=mask_references,
+                         dest_free=free, created_at=time.time(), migrations=migrations,
+                         migrate_free={d: where.call("free_bytes", path=d)
+                                       for d in set(migrations.values())},
+                         migrate_inside=inside,
+                         archive_tools=tools)
