@@ -108,10 +108,11 @@ def load(plan_path: str) -> tuple[Plan, str]:
     return got.plan, got.sha256
 
 
-def reach_for(plan: Plan, host: Host, asked: str | None = None):
+def reach_for(plan: Plan, host: Host, asked: str | None = None, stall_s: float | None = None):
     """Where the plan is applied: over ssh on the host it was made on (its recorded
     ``ssh``, ``python``, ``become``: ``asked``, a ``--host`` given again, must name the same
-    host), else here (inside container ``ct`` where it was made with ``--ct``)."""
+    host; ``stall_s``: the silence that fails the step under way), else here (inside
+    container ``ct`` where it was made with ``--ct``)."""
     from vacate.remote import Local, Remote
 
     facts = plan.observation.host
@@ -120,7 +121,8 @@ def reach_for(plan: Plan, host: Host, asked: str | None = None):
         from vacate.remote.ssh import SshTarget
 
         target = SshTarget.parse(facts.ssh, python=facts.python or "python3",
-                                 become=facts.become)
+                                 become=facts.become,
+                                 **({} if stall_s is None else {"stall_s": stall_s}))
         if asked is not None and SshTarget.parse(asked).label != target.label:
             raise Refused(f"the plan was made for {target.label}, not {asked}: nothing was "
                           "changed", hint=f"vacate apply PLAN (it reaches {target.label} "
@@ -217,10 +219,11 @@ def staleness(plan: Plan, reach, started: set[str], now_target=None) -> list[str
 
 def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = None,
           remote: str | None = None, dry_run: bool = False, progress=None, on_step=None,
-          nvml=None) -> ApplyResult:
+          nvml=None, stall_s: float | None = None) -> ApplyResult:
     """Apply the plan in ``plan_path`` (approval is the caller's: ``loaded``, the plan it
     showed, whose bytes must still be the file's). ``remote``: a ``--host`` the caller was
-    given, which must be the plan's. ``on_step(StepResult)`` is called as each step ends;
+    given, which must be the plan's (``stall_s``: its ``--stall-timeout``). ``on_step(StepResult)``
+    is called as each step ends;
     ``progress(step, done, total, what)`` during long ones."""
     host = host or Host.local()
     journal_path = path_for(plan_path)
@@ -232,7 +235,7 @@ def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = N
         plan, sha = got.plan, got.sha256
         states = states_of(check_belongs(journal_path, sha))
         started = set(states)
-        with reach_for(plan, host, remote) as reach:
+        with reach_for(plan, host, remote, stall_s) as reach:
             check_machine(plan, reach, started)
             now_target = None if stale.unmounted_by_us(plan, started) else \
                 target_now(plan, reach)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
@@ -29,6 +30,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--host", dest="remote", metavar="[USER@]HOST[:PORT]",
                    help="the host the plan is for (a plan made with --host is applied there "
                         "by itself; given, it must name the same host)")
+    remote.add_stall_argument(p, "a stall fails the step under way, resumably: apply the "
+                                 "plan again to go on")
     return p
 
 
@@ -91,6 +94,7 @@ def run(args, env: Env) -> int:
         with apply_view.progress(env) as progress:
             result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, loaded=loaded,
                               remote=args.remote, progress=progress,
+                              stall_s=None if args.stall_timeout is None else remote.stall_of(args),
                               on_step=lambda r: apply_view.step_line(r, console))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) or type(e).__name__ == "_Terminated":

@@ -27,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="where archived items go, for the plan written (as vacate plan)")
     p.add_argument("-o", "--output", metavar="PLAN",
                    help="the plan file w writes")
-    remote.add_arguments(p)
+    remote.add_arguments(p, "a stall exits 3 before anything is shown")
     return p
 
 

@@ -9,6 +9,7 @@ import argparse
 from vacate import remote
 from vacate.cli import check_fleet
 from vacate.cli.env import Env
+from vacate.cli.scan_cmd import reaching
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
 
 
@@ -69,7 +70,7 @@ def _look(args, env: Env):
     from vacate.decide import verdict
 
     if args.remote is not None or args.ct is not None:
-        with remote.reach(args, env.host) as where:
+        with reaching(args, env) as where:
             obs = where.observe(args.path, scan_tree=not args.no_scan,
                                 configured=not args.no_config)
         return verdict.check(obs)

@@ -7,6 +7,7 @@ inventory itself could not be read."""
 
 from __future__ import annotations
 
+from vacate import remote
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
@@ -21,8 +22,9 @@ def add_arguments(p) -> None:
     g.add_argument("--forks", "-f", type=int, metavar="N",
                    help="hosts at once (default 5, as Ansible's)")
     g.add_argument("--host-timeout", type=float, metavar="SECONDS",
-                   help="give up on a host after this long (a host that stops answering is "
-                        "already dropped by ssh's keep-alives)")
+                   help="give up on a host after this long in all (a host whose far side "
+                        "goes silent is given up after --stall-timeout, 30 s by default: "
+                        "its own row, never the fleet's result)")
     g.add_argument("--output-dir", "-o", metavar="DIR",
                    help="also write one vacate.check/1 document per host, DIR/HOST.json")
     g.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
@@ -81,7 +83,7 @@ def run(args, env: Env) -> int:
                            f"[dim]{check.elapsed_s:.1f} s[/]")
     checks = fleet.check_hosts(hosts, args.path, forks=forks, scan_tree=not args.no_scan,
                                configured=not args.no_config, timeout_s=args.host_timeout,
-                               on_done=done)
+                               stall_s=remote.stall_of(args), on_done=done)
     if args.json or args.output_dir:
         from vacate.output import fleetfmt, jsonfmt
 

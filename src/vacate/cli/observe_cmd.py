@@ -7,6 +7,7 @@ import argparse
 
 from vacate import remote
 from vacate.cli.env import Env
+from vacate.cli.scan_cmd import reaching
 from vacate.observing.errors import EXIT_OK, UsageError
 
 
@@ -35,7 +36,7 @@ def run(args, env: Env) -> int:
         raise UsageError("--no-users with --no-scan would observe nothing")
     if args.files:
         return _with_files(args, env)
-    with remote.reach(args, env.host) as where:
+    with reaching(args, env) as where:
         obs = where.observe(args.path, scan_tree=not args.no_scan, users=not args.no_users,
                             configured=not args.no_config)
     text = obs.dumps() + "\n"

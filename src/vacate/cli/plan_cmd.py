@@ -47,7 +47,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "default they are listed in the report, left as they are)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the plan to FILE")
     p.add_argument("--json", action="store_true", help="the plan as JSON on stdout")
-    remote.add_arguments(p)
+    remote.add_arguments(p, "a stall exits 3, with no plan written")
     return p
 
 
@@ -67,7 +67,9 @@ def run(args, env: Env) -> int:
         if not sep or not src or not dest.startswith("/"):
             raise UsageError(f"--migrate {m}: expected P=DEST with DEST an absolute directory")
         migrations[src] = os.path.normpath(dest)
-    with remote.reach(args, env.host) as where:
+    from vacate.cli.scan_cmd import reaching
+
+    with reaching(args, env) as where:
         result = plan(args.path, where=where, archive_to=args.archive_to,
                       overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
                       outputs=(args.output,) if args.output else (),

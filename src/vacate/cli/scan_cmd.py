@@ -58,6 +58,20 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
             console.print(f"{what}: done")
 
 
+@contextmanager
+def reaching(args, env: Env, enabled: bool | None = None):
+    """``remote.reach(args)``, drawing a far walk's progress on stderr as a local scan's
+    (where stderr is a terminal, unless ``enabled`` says otherwise)."""
+    far = getattr(args, "remote", None)
+    if far is None:
+        with remote.reach(args, env.host) as where:
+            yield where
+        return
+    with progress_on_stderr(env, enabled, f"walking {args.path} on {far}") as progress, \
+            remote.reach(args, env.host, progress=progress) as where:
+        yield where
+
+
 def run(args, env: Env) -> int:
     from vacate.output import jsonfmt
 
@@ -76,7 +90,7 @@ def run(args, env: Env) -> int:
     if args.remote is not None or args.ct is not None:
         if args.ncdu:
             raise UsageError("--ncdu needs the whole tree here: scan on the host itself")
-        with remote.reach(args, env.host) as where:
+        with reaching(args, env, args.progress) as where:
             obs = where.observe(args.path, users=False, recognise=args.recognise,
                                 keep_largest=max(args.top, 50))
         return show(obs.inventory, args, env, host=obs.host)

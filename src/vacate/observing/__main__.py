@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     if args.worker:
         from vacate.observing import worker
 
-        return worker.main()
+        return worker.serve()
     if args.path is None:
         p.error("PATH is required")
     from vacate.observing import ops

@@ -13,7 +13,7 @@ import os
 import time
 
 from vacate import __version__
-from vacate.observing import ops
+from vacate.observing import beat, ops
 from vacate.observing.collectors import kernel, mounts, procs
 from vacate.observing.collectors.special import special_file
 from vacate.observing.host import Host
@@ -93,12 +93,15 @@ def observe(path: str, *, host: Host | None = None, scan_tree: bool = True,
     problems: tuple = ()
     containers: tuple = ()
     if users:
+        beat.doing("reading /proc")
         live = procs.collect(host, target, nvml=nvml, early=early)
+        beat.doing("reading the kernel's users")
         kcons, kprob = kernel.collect(host, target, live.namespaces)
         ccons, cprob = (), ()
         if configured:
             from vacate.observing.collectors.configured import collect
 
+            beat.doing("reading configuration")
             ccons, cprob = collect(host, target, containers=live.containers)
         consumers = unique(live.consumers + kcons + tuple(ccons))
         problems = live.problems + kprob + tuple(cprob)
@@ -106,6 +109,7 @@ def observe(path: str, *, host: Host | None = None, scan_tree: bool = True,
     if scan_tree:
         from vacate.observing.scan import scan
 
+        beat.doing(f"walking {path}")
         inv = scan(path, host=host, **scan_args)
     else:
         inv = list_top(target)

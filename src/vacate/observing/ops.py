@@ -37,21 +37,29 @@ def machine_id(host: Host) -> str:
 
 def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True,
             configured: bool = True, ct: str | None = None, recognise: bool = True,
-            keep_largest: int = 50, records=None):
+            keep_largest: int = 50, records=None, progress=None):
     """:func:`vacate.observing.observe.observe` of ``path`` (inside container ``ct`` where
     given: :mod:`vacate.observing.ct`). ``records``: only in this process, a
     :class:`~vacate.observing.entries_fused.WalkRecords` the walk records items to delete
-    into (not in a container: they are then recorded alone)."""
+    into (not in a container: they are then recorded alone). ``progress(entries, bytes)``:
+    only in this process, the walk's progress; it is always counted in
+    :mod:`~vacate.observing.beat` (what a far worker's heartbeat says)."""
+    from vacate.observing import beat
     from vacate.observing.observe import observe as look
+
+    def counted(entries: int, nbytes: int) -> None:
+        beat.counted(entries, nbytes)
+        if progress is not None:
+            progress(entries, nbytes)
 
     if ct is not None:
         from vacate.observing import ct as container
 
         return container.observe(host, ct, path, scan_tree=scan_tree, users=users,
                                  configured=configured, recognise_items=recognise,
-                                 keep_largest=keep_largest)
+                                 keep_largest=keep_largest, progress=counted)
     return look(path, host=host, scan_tree=scan_tree, users=users, configured=configured,
-                recognise_items=recognise, keep_largest=keep_largest,
+                recognise_items=recognise, keep_largest=keep_largest, progress=counted,
                 **({} if records is None else {"records": records}))
 
 

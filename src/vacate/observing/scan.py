@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from vacate.observing import beat
 from vacate.observing.collectors import contents, mounts, walk
 from vacate.observing.collectors.forking import cpus
 from vacate.observing.collectors.special import special_file
@@ -107,6 +108,8 @@ def scan(path: str, *, host: Host | None = None,
         meanwhile = _finishing(records, meanwhile)
     if recognise_items:
         from vacate.observing import recognise  # (imported here: a sizes-only scan starts faster)
+
+        beat.doing(f"recognising the {len(items):,} items of {target.path}")
 
         items, rwarn = recognise.annotate(
             items, w.dirs, cpu_bound=cpu_bound(w, walk_s, walk_use),

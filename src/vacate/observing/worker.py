@@ -1,9 +1,25 @@
 """The far side of a remote run: answers framed requests on stdin with framed replies on
-stdout until it is told ``bye`` or stdin ends. It never outlives the session that started it:
-stdin is read by a thread of its own even while a request is being answered, and when it ends
-without a ``bye`` (the connection dropped) the worker kills its whole process group at once,
-itself and every command it started, as a ``kill -9`` would. What an apply was doing is then
-found by the rerun, as after a crash.
+stdout until it is told ``bye`` or stdin ends.
+
+Two processes, and no thread in either (a process that forks must run no other thread: a
+lock another thread holds is copied held, and the child waits on it forever):
+
+- the **supervisor** (:func:`serve`, the process ssh started) forks the worker before
+  anything else runs, then only relays bytes between ssh and the worker with ``poll``. When
+  stdin ends without a ``bye`` (the connection dropped, or the asking side gave up on a
+  stall) it sends the worker's process group ``SIGKILL``: the worker, its walkers and every
+  command it started end at once, as after a ``kill -9``, even a worker stopped with
+  ``SIGSTOP`` (which no other signal ends). What an apply was doing is then found by the
+  rerun, as after a crash;
+- the **worker** (:func:`main`) leads a process group of its own, reads requests in its one
+  thread, and so may fork its walkers, recognisers and deleters. Its code is the
+  supervisor's, copied by the fork: nothing is written to the far disk.
+
+While it answers a request, the worker sends a heartbeat every :data:`BEAT_S` seconds (a
+timer's signal, handled between two bytecodes of its one thread): ``{"note": {"beat":
+{"doing", "entries", "bytes"}}}`` (:mod:`vacate.observing.beat`). Silence therefore means the
+worker is not running (stopped, stuck in the kernel on a dead filesystem, or gone), which
+the asking side calls a stall (``--stall-timeout``).
 
 Each request is ``{"op": NAME, "args": {...}}`` (:data:`vacate.observing.ops.OPS`, and the
 acting half's operations where the stage was sent them); each reply
@@ -20,13 +36,12 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import sys
-import threading
+import time
 import traceback
 
-from vacate.observing import wire
+from vacate.observing import beat, wire
 from vacate.observing.errors import VacateError
 from vacate.observing.host import Host
 
@@ -54,19 +69,48 @@ def error_of(e: BaseException) -> dict:
             "traceback": traceback.format_exc(limit=8)}
 
 
-_notes = []                          # (stdout, lock) of the request being answered
+BEAT_S = 2.0        # a heartbeat this often while a request is answered
+BYE = wire.frame(wire.REQUEST, b'{"op":"bye"}').split(b"\n", 1)[0]   # its header line
+GRACE_S = 10.0      # after bye: how long the worker has to end before it is killed
+
+
+class _Out:
+    """The worker's stdout: whole frames, never one inside another (a heartbeat comes from a
+    signal handler, which may run while a reply is being written: it then waits its turn)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.busy = False
+        self.answering = False
+
+    def send(self, value) -> bool:
+        if self.busy:
+            return False
+        self.busy = True
+        try:
+            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+            self.stream.write(wire.frame(wire.REPLY, text.encode("ascii")))
+            self.stream.flush()
+        finally:
+            self.busy = False
+        return True
+
+    def beat(self, *_) -> None:
+        if self.answering:
+            try:
+                self.send({"note": {"beat": beat.now()}})
+            except OSError:
+                pass            # the connection is gone: the supervisor ends us
+
+
+_out: list = []                      # the _Out of the request being answered
 
 
 def note(value) -> None:
     """Send ``value`` to the side that asked, ahead of the reply it waits for (the progress
     of a long operation); nothing where no request is being answered."""
-    if not _notes:
-        return
-    out, lock = _notes[-1]
-    text = json.dumps({"note": value}, ensure_ascii=True, separators=(",", ":"))
-    with lock:
-        out.write(wire.frame(wire.REPLY, text.encode("ascii")))
-        out.flush()
+    if _out and _out[-1].answering:
+        _out[-1].send({"note": value})
 
 
 def answer(host: Host, request, ops=None) -> dict:
@@ -83,91 +127,167 @@ def answer(host: Host, request, ops=None) -> dict:
         return {"error": error_of(e)}
 
 
-_ENDED = object()
-
-
-def _reader(stdin, on_end) -> queue.Queue:
-    """Frames read from ``stdin`` by a thread of their own, onto a queue; ``on_end()`` when
-    stdin ends."""
-    q: queue.Queue = queue.Queue()
-
-    def pump():
-        while True:
-            try:
-                q.put(wire.read_frame(stdin.readline, wire.REQUEST))
-            except wire.Damaged as e:
-                q.put(e)
-            except (wire.Ended, OSError, ValueError):
-                q.put(_ENDED)
-                on_end()
-                return
-
-    threading.Thread(target=pump, name="vacate-stdin", daemon=True).start()
-    return q
-
-
-def _own_group() -> None:
-    """Lead a process group of its own (where stdin is no terminal: a terminal's
-    foreground group must stay the login's), so that ending it ends what it started."""
-    if not os.isatty(0):
-        try:
-            os.setpgid(0, 0)
-        except OSError:
-            pass                            # a session leader already leads its group
-
-
 def main(stdin=None, stdout=None, ops=None) -> int:
-    """Answer requests until ``bye`` or the end of stdin; ``ops`` adds operations to
-    :data:`vacate.observing.ops.OPS`."""
+    """Answer requests read from ``stdin`` until ``bye`` or its end, in this thread alone;
+    ``ops`` adds operations to :data:`vacate.observing.ops.OPS`."""
     from vacate.observing.ops import OPS
 
     table = dict(OPS)
     table.update(ops or {})
-    far = stdin is None
-    stdin = stdin or sys.stdin.buffer
-    stdout = stdout or sys.stdout.buffer
-    if stdout is sys.stdout.buffer:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)                 # a pty would mix our stderr into the replies
-        os.close(devnull)
-    said_bye = threading.Event()
-
-    def on_end():
-        if far and not said_bye.is_set():   # the connection dropped: end all we started
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    if far:
-        _own_group()
-    frames = _reader(stdin, on_end)
+    out = _Out(stdout or sys.stdout.buffer)
+    readline = (stdin or sys.stdin.buffer).readline
     host = Host.local()
-    lock = threading.Lock()
-    while True:
-        body = frames.get()
-        if body is _ENDED:
-            return 0
-        if isinstance(body, wire.Damaged):
-            reply = {"error": {"kind": "damaged",
-                               "message": f"the request arrived damaged: {body}"}}
-        else:
+    timed = hasattr(signal, "setitimer")
+    if timed:
+        signal.signal(signal.SIGALRM, out.beat)
+    _out.append(out)
+    try:
+        while True:
+            try:
+                body = wire.read_frame(readline, wire.REQUEST)
+            except wire.Damaged as e:
+                out.send({"error": {"kind": "damaged",
+                                    "message": f"the request arrived damaged: {e}"}})
+                continue
+            except (wire.Ended, OSError, ValueError):
+                return 0
             try:
                 request = json.loads(body.decode("utf-8", "surrogateescape"))
             except ValueError as e:
-                request = None
-                reply = {"error": {"kind": "damaged", "message": f"not a JSON request: {e}"}}
-            else:
-                if isinstance(request, dict) and request.get("op") == "bye":
-                    said_bye.set()
-                    return 0
-                _notes.append((stdout, lock))
-                try:
-                    reply = answer(host, request, table)
-                finally:
-                    _notes.pop()
-        text = json.dumps(reply, ensure_ascii=True, separators=(",", ":"))
-        with lock:
-            stdout.write(wire.frame(wire.REPLY, text.encode("ascii")))
-            stdout.flush()
+                out.send({"error": {"kind": "damaged", "message": f"not a JSON request: {e}"}})
+                continue
+            if isinstance(request, dict) and request.get("op") == "bye":
+                return 0
+            beat.begin(str(request.get("op", "")) if isinstance(request, dict) else "")
+            out.answering = True
+            if timed:
+                signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
+            try:
+                reply = answer(host, request, table)
+            finally:
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                out.answering = False
+            while not out.send(reply):      # (only a heartbeat's write can be in the way)
+                pass
+    finally:
+        _out.pop()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def serve(ops=None, rest: bytes = b"") -> int:
+    """The far side's process (the stage calls it, with ``rest``: what it read of stdin past
+    the payload): fork the worker now, while this process runs no other thread, then relay
+    between ssh and it (:func:`_relay`) until both are done."""
+    from vacate.observing.collectors.forking import die_with_parent
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)                     # a pty would mix our stderr into the replies
+    os.close(devnull)
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            os.dup2(req_r, 0)
+            os.dup2(rep_w, 1)
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+            die_with_parent(me)
+            code = main(os.fdopen(0, "rb"), os.fdopen(1, "wb"), ops)
+        finally:
+            os._exit(code)
+    os.close(req_r)
+    os.close(rep_w)
+    try:
+        os.setpgid(child, child)            # (also here: whichever runs first)
+    except OSError:
+        pass
+    return _relay(child, req_w, rep_r, rest)
+
+
+def _kill_worker(child: int) -> None:
+    """The worker's whole process group ``SIGKILL``ed (a stopped worker too)."""
+    for kill in (lambda: os.killpg(child, signal.SIGKILL),
+                 lambda: os.kill(child, signal.SIGKILL)):
+        try:
+            kill()
+        except OSError:
+            pass
+
+
+def _relay(child: int, to_worker: int, from_worker: int, rest: bytes) -> int:
+    """Bytes from stdin to the worker and from the worker to stdout, with ``poll``, in small
+    writes that never block (at most ``PIPE_BUF`` once ``poll`` says there is room), so
+    neither direction waits on the other. Stdin's end without a ``bye`` kills the worker; the
+    worker's end ends this process once what it said is out."""
+    import select
+
+    def ended(*_):
+        _kill_worker(child)
+        os._exit(1)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, ended)
+    inbox, outbox = bytearray(rest), bytearray()
+    bye = BYE in inbox
+    tail = bytes(inbox[-len(BYE):])
+    stdin_open, worker_open = True, True
+    deadline = None
+    while worker_open or outbox:
+        poll = select.poll()
+        if stdin_open:
+            poll.register(0, select.POLLIN)
+        if worker_open:
+            poll.register(from_worker, select.POLLIN)
+        if inbox and to_worker >= 0:
+            poll.register(to_worker, select.POLLOUT)
+        if outbox:
+            poll.register(1, select.POLLOUT)
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        events = poll.poll(wait)
+        if not events and deadline is not None and time.monotonic() >= deadline:
+            _kill_worker(child)              # said bye but did not end
+            break
+        for fd, ev in events:
+            try:
+                if fd == 0:
+                    data = os.read(0, 65536)
+                    if not data:
+                        stdin_open = False
+                        if not bye:
+                            ended()
+                        deadline = time.monotonic() + GRACE_S
+                    else:
+                        inbox += data
+                        if not bye:
+                            bye = BYE in tail + data
+                            tail = (tail + data)[-len(BYE):]
+                elif fd == from_worker:
+                    data = os.read(from_worker, 65536)
+                    if data:
+                        outbox += data
+                    else:
+                        worker_open = False
+                elif fd == to_worker:
+                    if ev & (select.POLLERR | select.POLLHUP):
+                        inbox.clear()            # the worker is gone: its end is read next
+                    else:
+                        del inbox[:os.write(to_worker, inbox[:select.PIPE_BUF])]
+                elif fd == 1:
+                    del outbox[:os.write(1, outbox[:select.PIPE_BUF])]
+            except OSError:
+                if fd == 1 or fd == 0:
+                    ended()                      # the connection is gone
+                raise
+        if not stdin_open and not inbox and to_worker >= 0:
+            os.close(to_worker)                  # all of it passed on: the worker sees its end
+            to_worker = -1
+    try:
+        os.waitpid(child, 0)
+    except ChildProcessError:
+        pass
+    _kill_worker(child)                          # what it may have left in its group
+    return 0

@@ -23,8 +23,10 @@ class Local:
 
         return OPS[op](self.host, **args)
 
-    def observe(self, path: str, **kw):
-        return self.call("observe", path=path, ct=self.ct, **kw)
+    def observe(self, path: str, progress=None, **kw):
+        """The observation of ``path``; ``progress(entries, bytes)`` now and then during the
+        walk."""
+        return self.call("observe", path=path, ct=self.ct, progress=progress, **kw)
 
     def write_entries(self, path: str, *, dev: int, directory: str):
         """Record an item into an entries file in ``directory``; what it came to."""
@@ -100,9 +102,10 @@ class Remote:
     """The observing layer on another host through an ssh :class:`~vacate.remote.ssh.Session`
     (started on first use, ended by :meth:`close`)."""
 
-    def __init__(self, target, *, ct: str | None = None, act: bool = False):
+    def __init__(self, target, *, ct: str | None = None, act: bool = False, progress=None):
         self.target = target
         self.ct = ct
+        self.progress = progress        # the far walk's progress (entries, bytes), if wanted
         self.act = act                  # the acting half sent too (for apply)
         self.label = target.label + ("" if ct is None else f", CT {ct}")
         self._session = None
@@ -120,8 +123,17 @@ class Remote:
         decode = DECODE.get(op)
         return decode(value) if decode else value
 
-    def observe(self, path: str, **kw):
-        obs = self.call("observe", path=path, ct=self.ct, **kw)
+    def observe(self, path: str, progress=None, **kw):
+        """The observation of ``path``; ``progress(entries, bytes)`` as the far side's
+        heartbeat tells of its walk."""
+        progress = progress or self.progress
+
+        def on_note(note):
+            b = note.get("beat") if isinstance(note, dict) else None
+            if progress is not None and isinstance(b, dict) and b.get("entries"):
+                progress(int(b["entries"]), int(b.get("bytes") or 0))
+
+        obs = self.call("observe", on_note=on_note, path=path, ct=self.ct, **kw)
         t = self.target
         return replace(obs, host=replace(obs.host, via=self.label, ssh=t.label,
                                          python="" if t.python == "python3" else t.python,
@@ -156,8 +168,9 @@ class Remote:
         self.close()
 
 
-def reach(args, host: Host | None = None):
-    """The reach a command's ``--host`` / ``--become`` / ``--python`` / ``--ct`` ask for."""
+def reach(args, host: Host | None = None, progress=None):
+    """The reach a command's ``--host`` / ``--become`` / ``--python`` / ``--ct`` ask for;
+    ``progress(entries, bytes)``: told of a far walk's progress."""
     spec = getattr(args, "remote", None)
     ct = getattr(args, "ct", None)
     if spec is None:
@@ -165,11 +178,34 @@ def reach(args, host: Host | None = None):
     from vacate.remote.ssh import SshTarget
 
     return Remote(SshTarget.parse(spec, python=getattr(args, "python", None) or "python3",
-                                  become=bool(getattr(args, "become", False))), ct=ct)
+                                  become=bool(getattr(args, "become", False)),
+                                  stall_s=stall_of(args)), ct=ct, progress=progress)
 
 
-def add_arguments(p) -> None:
-    """``--host``, ``--become``, ``--python`` and ``--ct`` on a command that observes."""
+def stall_of(args) -> float:
+    """The ``--stall-timeout`` given (checked), or the default."""
+    from vacate.observing.errors import UsageError
+    from vacate.remote.ssh import STALL_S
+
+    s = getattr(args, "stall_timeout", None)
+    if s is None:
+        return STALL_S
+    if not s > 0:
+        raise UsageError("--stall-timeout must be more than 0")
+    return s
+
+
+def add_stall_argument(p, ends: str) -> None:
+    """``--stall-timeout``; ``ends``: what a stall does to this command, for its help."""
+    p.add_argument("--stall-timeout", type=float, metavar="SECONDS",
+                   help="with --host: end the session when nothing has come from the far "
+                        "side for this long (default 30; it sends a heartbeat every 2 s "
+                        f"while it works); {ends}")
+
+
+def add_arguments(p, stalled: str = "a stall exits 3 (could not tell)") -> None:
+    """``--host``, ``--become``, ``--python``, ``--stall-timeout`` and ``--ct`` on a command
+    that observes (``stalled``: what a stall does to it, for the help)."""
     p.add_argument("--host", dest="remote", metavar="[USER@]HOST[:PORT]",
                    help="look at HOST over ssh (nothing is installed there; it needs python3 "
                         "3.8+); decide here")
@@ -177,5 +213,6 @@ def add_arguments(p) -> None:
                    help="with --host: run the far side as root through sudo -n")
     p.add_argument("--python", metavar="PATH",
                    help="with --host: the far interpreter (default python3)")
+    add_stall_argument(p, stalled)
     p.add_argument("--ct", metavar="CTID",
                    help="on a Proxmox host: PATH as container CTID sees it")

@@ -8,13 +8,11 @@ out of the run: the fleet's answer is every host's answer."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, VacateError
 from vacate.remote.inventory import InventoryHost
@@ -23,7 +21,7 @@ DEFAULT_FORKS = 5
 
 # what a host that could not be looked at comes to, by why (its warning's code)
 PROBLEM_CODES = {"unreachable": "host-unreachable", "unsupported": "connection-unsupported",
-                 "refused": "host-refused", "timeout": "host-timeout",
+                 "refused": "host-refused", "timeout": "host-timeout", "stalled": "host-stalled",
                  "unanswered": "filesystem-not-answering", "error": "host-error"}
 
 
@@ -60,8 +58,11 @@ def exit_code(checks) -> int:
 
 def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_FORKS,
                 scan_tree: bool = True, configured: bool = True,
-                timeout_s: float | None = None, on_done=None) -> list[HostCheck]:
+                timeout_s: float | None = None, stall_s: float | None = None,
+                on_done=None) -> list[HostCheck]:
     """Check ``path`` on every host, ``forks`` at a time; the answers in the hosts' order.
+    ``timeout_s`` bounds a host's whole look, ``stall_s`` its silence (the far side's
+    heartbeat; :data:`vacate.remote.ssh.STALL_S` unless given).
     ``on_done(check, done, total)`` is called as each host finishes (from the calling
     thread)."""
     out: list[HostCheck | None] = [None] * len(hosts)
@@ -69,7 +70,8 @@ def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_F
     ex = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="vacate-host")
     try:
         futures = {ex.submit(check_one, h, path, scan_tree=scan_tree, configured=configured,
-                             timeout_s=timeout_s, live=live): i for i, h in enumerate(hosts)}
+                             timeout_s=timeout_s, stall_s=stall_s, live=live): i
+                   for i, h in enumerate(hosts)}
         for n, f in enumerate(as_completed(futures), 1):
             i = futures[f]
             out[i] = f.result()
@@ -85,7 +87,8 @@ def check_hosts(hosts: list[InventoryHost], path: str, *, forks: int = DEFAULT_F
 
 
 def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured: bool = True,
-              timeout_s: float | None = None, live: _Live | None = None) -> HostCheck:
+              timeout_s: float | None = None, stall_s: float | None = None,
+              live: _Live | None = None) -> HostCheck:
     """Look at ``path`` on one host and decide; every failure becomes the answer."""
     if h.target is None:
         return HostCheck(h.name, h.name, error=h.error, kind=h.kind)
@@ -94,7 +97,7 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
 
     label = h.target.label
     start = time.monotonic()
-    where = Remote(h.target)
+    where = Remote(h.target if stall_s is None else replace(h.target, stall_s=stall_s))
     watch = _Watch(where, timeout_s)
     if live is not None and not live.add(watch):
         return HostCheck(h.name, label, error=f"{label}: not looked at (interrupted)",
@@ -113,10 +116,11 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
                           hint="raise --host-timeout, or look at it alone with --host")
         if isinstance(e, Unanswered):
             return failed("unanswered", e.message, e.hint, e.target)
-        from vacate.remote.ssh import Unreachable
+        from vacate.remote.ssh import Stalled, Unreachable
 
-        return failed("unreachable" if isinstance(e, Unreachable) else "error", e.message,
-                      e.hint)
+        kind = "stalled" if isinstance(e, Stalled) else \
+            "unreachable" if isinstance(e, Unreachable) else "error"
+        return failed(kind, e.message, e.hint)
     except Exception as e:  # noqa: BLE001 -- a bug for one host must not end the others' run
         where_ = traceback.extract_tb(e.__traceback__)[-1:]
         at = f" at {where_[0].filename}:{where_[0].lineno}" if where_ else ""
@@ -191,13 +195,8 @@ class _Watch:
             self._kill()
 
     def _kill(self) -> None:
-        session = self.where._session
-        if session is None or session.proc.poll() is not None:
-            return
-        try:     # ssh runs in a session of its own: end it with its ProxyCommand
-            os.killpg(session.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.where._session is not None:
+            self.where._session.end()
 
     def stop(self) -> None:
         if self._timer is not None:

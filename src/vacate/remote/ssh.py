@@ -10,14 +10,24 @@ character of it means anything to a shell), preceded by ``sudo -n`` with ``becom
 argument of the work travels in framed requests on stdin (:mod:`vacate.observing.wire`), none
 on that command line. The host name is passed after ``--``; one that begins with ``-`` is
 refused.
+
+No read waits without a deadline: while it works, the far worker sends a heartbeat every
+few seconds (:mod:`vacate.observing.worker`), so a session from which no byte has come for
+``stall_s`` seconds (``--stall-timeout``, :data:`STALL_S` by default) has stalled: ssh and
+everything it started here are killed, which ends the far side too (its supervisor kills the
+worker's process group once the connection goes), and the caller gets :class:`Stalled`,
+naming the host and what it was doing.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
+import select
 import shlex
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -29,6 +39,7 @@ from vacate.remote import payload
 CONNECT_TIMEOUT_S = 10
 ALIVE_INTERVAL_S = 5
 ALIVE_COUNT = 3
+STALL_S = 30.0          # no byte from the far side for this long: a stall
 # ssh options the user may add for every host (e.g. -F FILE), split as a shell would
 ARGS_ENV = "VACATE_SSH_ARGS"
 
@@ -40,11 +51,39 @@ class Unreachable(VacateError):
     exit_code = EXIT_UNKNOWN
 
 
+class Stalled(Unreachable):
+    """Nothing came from the far side for ``--stall-timeout`` seconds; the session was ended
+    (here and there). Exit 3 where it ends a look; a failed, resumable step in an apply."""
+
+
+class _Silent(Exception):
+    """No byte within the stall deadline (raised by :class:`_Deadlined`)."""
+
+
+class _Deadlined(io.RawIOBase):
+    """ssh's stdout as a raw stream whose every read waits at most ``stall_s`` seconds
+    (then :class:`_Silent`); buffered over, its ``readline`` is the C one."""
+
+    def __init__(self, fd: int, stall_s: float):
+        super().__init__()
+        self.fd = fd
+        self.stall_s = stall_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if not select.select([self.fd], [], [], self.stall_s)[0]:
+            raise _Silent()
+        return os.readv(self.fd, [buf])
+
+
 @dataclass(frozen=True)
 class SshTarget:
     """Where to go: ``host`` (a name ssh resolves, its config's ``Host`` aliases included),
     ``user`` and ``port`` when given, ``options`` more ssh arguments (before the host),
-    ``python`` the far interpreter, ``become`` through ``sudo -n`` (as ``become_user``)."""
+    ``python`` the far interpreter, ``become`` through ``sudo -n`` (as ``become_user``),
+    ``stall_s`` the silence that ends the session (:class:`Stalled`)."""
 
     host: str
     user: str | None = None
@@ -53,6 +92,7 @@ class SshTarget:
     python: str = "python3"
     become: bool = False
     become_user: str | None = None
+    stall_s: float = STALL_S
 
     @classmethod
     def parse(cls, spec: str, **kw) -> SshTarget:
@@ -137,15 +177,21 @@ class Session:
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self._boot = wire.frame(wire.BOOT, payload.build(act=act))
+        self._stdout = io.BufferedReader(_Deadlined(self.proc.stdout.fileno(), target.stall_s),
+                                         1 << 16)
+        self.doing = "connecting"           # what the far side said it was doing, last
+        self.beat: dict = {}
 
     def _start(self) -> None:
         """Wait for the stage to be ready, then send the payload (once)."""
         if self._boot is None:
             return
         try:
-            wire.wait_for(self.proc.stdout.readline, wire.READY)
+            wire.wait_for(self._stdout.readline, wire.READY)
         except wire.Ended:
             raise self._ended() from None
+        except _Silent:
+            raise self._stalled() from None
         self._write(self._boot)
         self._boot = None
 
@@ -170,24 +216,58 @@ class Session:
         ended or the reply did not arrive whole. ``on_note(value)``: each note the far side
         sends before its reply (a long step's progress)."""
         self._start()
+        self.doing, self.beat = f"answering {op}", {}
         body = json.dumps({"op": op, "args": args}, ensure_ascii=True).encode("ascii")
         self._write(wire.frame(wire.REQUEST, body))
         while True:
             try:
-                text = wire.read_frame(self.proc.stdout.readline, wire.REPLY)
+                text = wire.read_frame(self._stdout.readline, wire.REPLY)
             except wire.Ended:
                 raise self._ended() from None
+            except _Silent:
+                raise self._stalled() from None
             except wire.Damaged as e:
                 raise Unreachable(f"{self.target.label}: the reply arrived damaged ({e})") \
                     from None
             reply = json.loads(text.decode("ascii"))
             if not (isinstance(reply, dict) and "note" in reply):
                 break
+            note = reply["note"]
+            if isinstance(note, dict) and isinstance(note.get("beat"), dict):
+                self.beat = note["beat"]
+                self.doing = str(self.beat.get("doing") or self.doing)
             if on_note is not None:
-                on_note(reply["note"])
+                on_note(note)
         if "error" in reply:
             raise self._error(reply["error"])
         return reply["ok"]
+
+    def end(self) -> None:
+        """Kill ssh and what it started here (a ``ProxyCommand``: ssh runs in a session of
+        its own); the far side then ends itself."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _stalled(self) -> Stalled:
+        """The session ended for its silence, and why it is named."""
+        self.end()
+        try:
+            self.proc.wait(timeout=CONNECT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        counts = ""
+        entries, nbytes = self.beat.get("entries") or 0, self.beat.get("bytes") or 0
+        if entries or nbytes:
+            counts = f" ({entries:,} entries, {nbytes:,} bytes so far)"
+        return Stalled(f"{self.target.label}: nothing came for {self.target.stall_s:g} s "
+                       f"while {self.doing}{counts}: the session was ended, and the far "
+                       "side with it",
+                       hint="a far worker stopped or stuck (a filesystem that does not "
+                            "answer), or a link that stopped carrying; --stall-timeout "
+                            "SECONDS waits longer")
 
     def _said(self) -> str:
         lines = [x.decode("utf-8", "replace").strip() for x in self._stderr]

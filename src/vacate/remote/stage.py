@@ -9,8 +9,10 @@
 # zip, framed as VACATE-BOOT on stdin), checks its length and sha256, imports it from memory
 # (a finder placed first on sys.meta_path; nothing is written to disk, and -I -S keep an
 # installed vacate, PYTHONPATH or a json.py in the login's directory out of reach) and hands
-# stdin and stdout to vacate.observing.worker. Reading the frame is repeated here from
-# vacate.observing.wire because nothing can be imported before the payload is.
+# stdin and stdout to vacate.observing.worker.serve, with what it read past the payload (it
+# reads stdin unbuffered, with os.read: the worker is forked and reads from a pipe). Reading
+# the frame is repeated here from vacate.observing.wire because nothing can be imported
+# before the payload is. No thread is started here: the worker is forked next.
 import sys
 
 MINIMUM = (3, 8)
@@ -52,7 +54,26 @@ import hashlib
 import importlib.abc
 import importlib.util
 import io
+import os
 import zipfile
+
+
+class Lines:
+    """Lines of stdin read with os.read; ``rest`` is what was read past the last line
+    asked for."""
+
+    def __init__(self):
+        self.rest = b""
+
+    def readline(self):
+        while b"\n" not in self.rest:
+            data = os.read(0, 65536)
+            if not data:
+                line, self.rest = self.rest, b""
+                return line
+            self.rest += data
+        line, _, self.rest = self.rest.partition(b"\n")
+        return line + b"\n"
 
 
 def read_boot(readline):
@@ -104,7 +125,8 @@ class Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(self.files[key], "<vacate payload>/" + key, "exec"), module.__dict__)
 
 
-data = read_boot(sys.stdin.buffer.readline)
+stdin = Lines()
+data = read_boot(stdin.readline)
 if data is None:
     reply("damaged", "the payload did not arrive whole")
     sys.exit(0)
@@ -116,4 +138,4 @@ ops = None
 if "vacate/act/far.py" in payload.files:      # the acting half, sent for apply
     from vacate.act import far
     ops = far.OPS
-sys.exit(worker.main(ops=ops))
+sys.exit(worker.serve(ops=ops, rest=stdin.rest))

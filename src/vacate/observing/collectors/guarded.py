@@ -9,10 +9,15 @@ deadline: the child reports through a pipe; when it does not answer in time it i
 child holds nothing of ours that anyone waits on: its stdin, stdout and stderr are
 ``/dev/null`` and every other fd but its pipe is closed.
 
-The fork is made even while other threads run (there is no other way to leave a stuck call
-behind): the child only makes system calls and marshals plain values, and everything it
-uses is imported before the fork (a child must not import: another thread may have held the
-import lock when it was copied).
+This is the one fork vacate makes while other threads may run (everywhere else
+:func:`~vacate.observing.collectors.forking.can_fork` says no then), and on purpose: a call
+stuck in the kernel can only be left behind in a process of its own, and a helper process
+started earlier could not make the call on the caller's behalf without the caller waiting on
+it just the same. It is safe because the child never takes a lock another thread could hold:
+it only makes system calls and marshals plain values, everything it uses is imported before
+the fork (an import would take the import lock), and it leaves with ``os._exit``. The
+DeprecationWarning CPython 3.12+ gives for a fork under threads is silenced here, for this
+reason, and nowhere else.
 
 Only paths that lie on such a filesystem pay for the fork: :func:`realpath` resolves a path
 here, component by component, and stops with :class:`Risky` before it would touch one
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+import warnings
 
 from vacate.observing.compat import exit_code
 from vacate.observing.parsers.paths import follow_links, is_under
@@ -89,7 +95,9 @@ def _fork(body) -> tuple[int, int]:
     """Fork a child that runs ``body(w)`` (``w``: the pipe it reports through) with nothing
     else of ours open, then leaves: (its pid, the read end)."""
     r, w = os.pipe()
-    child = os.fork()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)    # (the module doc says why)
+        child = os.fork()
     if child == 0:                                    # the child: answer, leave
         code = 1
         try:

@@ -37,7 +37,7 @@ import os
 import stat
 
 from vacate.observing.collectors import contents, walk_descent, walk_loops
-from vacate.observing.collectors.forking import cpus
+from vacate.observing.collectors.forking import can_fork, cpus
 from vacate.observing.collectors.walk_finish import Merge, finish
 from vacate.observing.collectors.walk_loops import Part, Walker, join, opendir
 from vacate.observing.collectors.walk_pool import ProgressFn, pool_walk
@@ -67,8 +67,9 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     """Walk ``path``. ``skip`` holds mountpoints below it (never entered). ``subvolumes``:
     walk directories with another ``st_dev`` (btrfs subvolumes); otherwise they are left out
     with a warning. ``progress(entries, bytes_on_disk)`` is called now and then.
-    ``workers``: processes for large trees (default: one per CPU and one more, 2 to 4); the first
-    ``inline_entries`` entries are walked in this process, breadth-first. ``record``: also
+    ``workers``: processes for large trees (default: one per CPU and one more, 2 to 4; none
+    while this process runs another thread, :func:`~vacate.observing.collectors.forking.can_fork`);
+    the first ``inline_entries`` entries are walked in this process, breadth-first. ``record``: also
     keep every entry (name, sizes, inode) for an export of the whole tree (memory per file).
     ``items``: a :class:`~vacate.observing.entries_fused.WalkRecords`, items to delete whose
     entries files are written from this walk (told of its problems when it is done)."""
@@ -107,7 +108,7 @@ def walk(path: str, *, skip: frozenset[str] = frozenset(), keep_largest: int = 5
     try:
         if queue:
             n = workers or _workers()
-            if n > 1 and len(queue) > 1:
+            if n > 1 and len(queue) > 1 and can_fork():
                 merge.add(w.part)
                 w.part = Part()
                 problems, nworkers = pool_walk(w, merge, queue, n, progress)
