@@ -127,3 +127,32 @@ def test_the_treemap_is_bounded_by_design():
     for sib in by_parent.values():
         q = [t.w * t.h / t.bytes for t in sib]
         assert max(q) / min(q) < 1.0001
+
+
+def test_what_used_it_shows_each_piece_of_evidence_on_its_own_line_and_no_name_twice():
+    """Issue 31: the evidence cell showed a literal ``\\n`` between its lines, and "who" and
+    "consumer" repeated the same text for a consumer that is its own group."""
+    from rich.console import Console
+
+    from vacate.output.report_text import render as render_text
+
+    doc = report_of_observation(_story())
+    proc = next(c for c in doc["used"] if c["type"] == "process")
+    proc["evidence"] = [dict(proc["evidence"][0], source="/proc/6206/fd/4", kind="fd"),
+                        *proc["evidence"]]
+    # a process that runs in a unit is shown under the unit, by name once
+    doc["used_by"] = [{"key": "systemd-unit:sglang-kimi.service", "type": "systemd-unit",
+                       "name": "sglang-kimi.service",
+                       "consumers": ["systemd-unit:sglang-kimi.service", proc["id"]]}]
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    render_text(doc, console)
+    out = console.file.getvalue()
+    table = out[out.index("what used it"):]
+    assert "\\n" not in table
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]]
+            for line in table.splitlines() if line.startswith("│")]
+    assert ["systemd-unit sglang-kimi.service", "",
+            "/etc/systemd/system/sglang-kimi.service:4 (unit-file)"] in rows
+    assert ["", "process python3", "/proc/6206/fd/4 (fd)"] in rows
+    assert ["", "", "/proc/6206/maps (mmap)"] in rows
+    assert all(r[0] != r[1] for r in rows if r[0])

@@ -142,6 +142,15 @@ def summary(doc: dict, console) -> None:
                       f"{human_duration(e['archive_estimate_s'])}")
 
 
+def evidence_cell(evidence: list[dict], most: int = 5) -> Text:
+    """The first ``most`` pieces of evidence, one a line (each name made one line by
+    :func:`shown`; the lines joined here, so no newline is shown as ``\\n``)."""
+    lines = [_t(f"{e['source']} ({e['kind']})") for e in evidence[:most]]
+    if len(evidence) > most:
+        lines.append(Text(f"… and {len(evidence) - most} more"))
+    return Text("\n").join(lines)
+
+
 def _table(title: str, *cols: str) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False, expand=False)
     for c in cols:
@@ -171,14 +180,15 @@ def render(doc: dict, console) -> None:
     console.print(t)
     if doc["used"]:
         by_id = {c["id"]: c for c in doc["used"]}
-        t = _table("what used it", "who", "consumer", "evidence")
+        t = _table("what used it", "who", "through", "evidence")
         for g in doc["used_by"]:
-            for cid in g["consumers"]:
+            for n, cid in enumerate(g["consumers"]):
                 c = by_id[cid]
-                ev = "\n".join(f"{e['source']} ({e['kind']})" for e in c["evidence"][:5])
-                more = len(c["evidence"]) - 5
-                t.add_row(_t(f"{g['type']} {g['name']}"), _t(f"{c['type']} {c['name']}"),
-                          _t(ev + (f"\n… and {more} more" if more > 0 else "")))
+                # the group (a unit, a container) once; a consumer only where it is not the
+                # group itself; each line of evidence shown as its own line of the cell
+                t.add_row(_t(f"{g['type']} {g['name']}") if n == 0 else "",
+                          "" if cid == g["key"] else _t(f"{c['type']} {c['name']}"),
+                          evidence_cell(c["evidence"]))
         console.print(t)
     steps = doc["done"]["steps"]
     if steps:
