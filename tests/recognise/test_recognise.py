@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import extras
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -683,7 +684,7 @@ def test_hub_cache_repo_ids_revisions_and_shared_blobs(tmp_path):
 def test_hub_cache_agrees_with_huggingface_hub(tmp_path):
     """The library that writes the cache reads our hand-built one as we do: same repos,
     revisions, refs and files (and it finds config.json where we looked)."""
-    hf = pytest.importorskip("huggingface_hub")
+    hf = extras.module("huggingface_hub")
     src = tmp_path / "src"
     small_model(str(src))
     files = {n: (src / n).read_bytes() for n in ("config.json", "model.safetensors")}
