@@ -165,3 +165,19 @@ def test_finds_everything_fuser_and_lsof_find_and_more(held):
     if fs == "btrfs":
         assert {pids["subvolfd"], pids["subvolmmap"]} - fuser
         assert {pids["subvolfd"], pids["subvolmmap"]} - lsof
+
+
+def test_an_unreadable_pid_1_is_said_in_words_a_user_can_act_on():
+    """Issue 31: "the host's init is unreadable here" left a user asking what it means for
+    the verdict and what to do."""
+    from vacate.observing.collectors.procs import _Pass
+    from vacate.observing.host import Host
+
+    p = _Pass(Host(), None, (0, 0), (), (), None)
+    p.denied(1, PermissionError(13, "Permission denied"))
+    (note,) = p.problems
+    assert note.code == "pid1-unreadable" and not note.blocks_verdict
+    said = note.message
+    assert "PID 1" in said and "Permission denied" in said
+    assert "verdict does not wait" in said                 # what it means for the answer
+    assert "run vacate where PID 1 can be read" in said    # what to do about it

@@ -380,8 +380,12 @@ class _Pass:
         if pid == 1:
             self.problems.append(Problem(
                 "pid1-unreadable",
-                f"/proc/1: {e.strerror}: the host's init is unreadable here; it is not "
-                "counted (what it manages is seen as mounts, swaps and its children)",
+                f"PID 1 (this machine's init) cannot be read ({e.strerror}, even as root: "
+                "the kernel or the container runtime hides it). The verdict does not wait "
+                "on it: what init starts was looked at as its own processes, and mounts, swap "
+                "and units were read directly; only files init itself holds open are not "
+                "seen. To look at those too, run vacate where PID 1 can be read (on the host, "
+                "not inside a container).",
                 self.host.proc_path(1)))
         else:
             self.problems.append(Problem(
