@@ -4,7 +4,8 @@ volume of 200,000 entries with holders (an fd, a mapping-only mmap, a Python mma
 writer) and a live writer: a process that keeps creating, appending to and removing files and
 directories on the volume the whole time, so every walk races it.
 
-For each run: its wall time, its exit code and the load average (``os.getloadavg``, 1 min)
+The code measured is HEAD's ``src/`` (copied once, with the C modules built in the working
+tree), whatever is being edited meanwhile. For each run: its wall time, its exit code and the load average (``os.getloadavg``, 1 min)
 before and after it; after each run, the far processes still alive (the stage's command line
 is their mark). The report: the runs past the stall deadline (a stall's exit, or a run longer
 than ``--stall-timeout``), the runs within 2x the median (issue 30 asks at least 98 of 100),
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -72,6 +74,24 @@ while True:
 """
 
 
+def snapshot_src(tmp: str) -> tuple[str, str]:
+    """HEAD's ``src/`` (with the C modules built in the working tree) copied under ``tmp``:
+    every run measures the same code, whatever is edited meanwhile. Returns the copy's
+    ``src`` and the commit."""
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", ROOT, "archive", "HEAD", "src"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+    src = os.path.join(ROOT, "src")
+    for d, _, files in os.walk(src):
+        for f in files:
+            if f.endswith(".so"):
+                rel = os.path.relpath(os.path.join(d, f), src)
+                shutil.copy2(os.path.join(d, f), os.path.join(tmp, "src", rel))
+    return os.path.join(tmp, "src"), commit
+
+
 def build(m: str, entries: int) -> int:
     """About ``entries`` entries under ``m``: data/dNNN/sNN/ of 49 files (every 7th with a
     little JSON, the rest empty), and a model directory the recognisers name."""
@@ -106,10 +126,31 @@ def build(m: str, entries: int) -> int:
     return n
 
 
-def far_left() -> list[str]:
-    """The far processes alive (their command lines, cut)."""
-    r = subprocess.run(["pgrep", "-af", FAR_MARK], capture_output=True, text=True, check=False)
-    return [line[:120] for line in r.stdout.splitlines() if "pgrep" not in line]
+def ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def far_left(sshd_pid: int) -> list[str]:
+    """The far processes alive under this soak's sshd (their command lines, cut; other
+    work on the machine may run far sides of its own through other servers)."""
+    r = subprocess.run(["pgrep", "-f", FAR_MARK], capture_output=True, text=True, check=False)
+    out = []
+    for pid in map(int, r.stdout.split()):
+        if sshd_pid in ancestors(pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    out.append(f"{pid} {f.read()[:80]!r}")
+            except OSError:
+                pass
+    return out
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -149,12 +190,13 @@ def main() -> int:
         holders.spawn("live", [sys.executable, "-c", LIVE, f"{m}/live", stats + ".ready",
                                stats], ready=stats + ".ready")
 
-        env = dict(server.environ(), PYTHONPATH=os.path.join(ROOT, "src"))
+        src, commit = snapshot_src(tmp)
+        env = dict(server.environ(), PYTHONPATH=src)
         argv = [sys.executable, "-m", "vacate", "check", "--json", "--host", "vacate-test",
                 "--python", args.python, "--stall-timeout", f"{args.stall_timeout:g}", m]
         # a run that outlives this is a hang, recorded as one (the soak itself never hangs)
         limit = 4 * args.stall_timeout + 60
-        print(f"{args.runs} runs of: vacate check --json --host vacate-test --python "
+        print(f"{args.runs} runs of (HEAD {commit}'s src): vacate check --json --host vacate-test --python "
               f"{args.python} --stall-timeout {args.stall_timeout:g} {m}", flush=True)
         for i in range(args.runs):
             load0 = os.getloadavg()[0]
@@ -168,12 +210,12 @@ def main() -> int:
             except subprocess.TimeoutExpired as e:
                 rc, err, verdict = "hung", (e.stderr or b"").decode(errors="replace"), None
             took = time.perf_counter() - t
-            left = far_left()
+            left = far_left(server.proc.pid)
             for _ in range(20):                  # the far side's teardown may lag the client
                 if not left:
                     break
                 time.sleep(0.1)
-                left = far_left()
+                left = far_left(server.proc.pid)
             rec = {"run": i + 1, "wall_s": round(took, 3), "rc": rc, "load_before": load0,
                    "load_after": os.getloadavg()[0], "far_left": left,
                    "stalled": "nothing came for" in err,
