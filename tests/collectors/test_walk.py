@@ -383,3 +383,27 @@ def test_c_descent_stops_for_a_signal_inside_a_huge_directory(tmp_path):
     d = _descent(str(big))
     done, entries, _ = d.step(10, 0, dirs, [], [], [])
     assert done and entries == 60_001 and dirs[0][3] == 60_000
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_largest_files_of_one_size_are_the_first_by_path_on_every_run(tmp_path, monkeypatch,
+                                                                           workers):
+    """Issue 31: of more equal-size files than are kept, each run showed another set (the
+    ones the walkers happened to meet first). Ties are broken by path, in C and in Python."""
+    root = tmp_path / "tree"
+    names = []
+    for d in ("b", "a", "c"):
+        for i in (7, 3, 11, 0, 5, 9, 1, 8, 2, 10, 6, 4):
+            p = root / d / f"shard-{i:02d}.bin"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(b"x" * 8192)
+            names.append(str(p))
+    (root / "small").write_bytes(b"y")
+    (root / "z-big").write_bytes(b"z" * 9000)
+    want = [str(root / "z-big"), *sorted(names)[:5]]
+    for loop in {walk_descent.fastwalk, None}:
+        monkeypatch.setattr(walk_descent, "fastwalk", loop)
+        w = walk(str(root), keep_largest=6, workers=workers,
+                 inline_entries=0 if workers else 10**9)
+        assert [f.path for f in w.largest] == want, loop
+        assert all(type(f.path) is str for f in w.largest)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from vacate.observing import native
 from vacate.observing.collectors import walk_loops
-from vacate.observing.collectors.walk_loops import MESSAGES, Walker
+from vacate.observing.collectors.walk_loops import MESSAGES, Later, Walker
 from vacate.observing.model.walk import ns_to_secs
 
 FASTWALK_VERSION = 3    # the VERSION of _fastwalk.c this code drives
@@ -113,7 +113,7 @@ class CWalker(Walker):
         for p, size, b, mns, ans, nlink, dev, ino in large:
             key = max(size, b * 512)
             if key > self.thr:      # (the threshold may have risen since the call began)
-                self.note_item((key, p, size, b, ns_to_secs(mns), ns_to_secs(ans), nlink,
+                self.note_item((key, Later(p), size, b, ns_to_secs(mns), ns_to_secs(ans), nlink,
                                 dev, ino))
         return done
 

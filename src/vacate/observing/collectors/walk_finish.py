@@ -116,7 +116,7 @@ def finish(path: str, st: os.stat_result, merge: Merge, topfiles: list,
         if (item[7], item[8]) in seen:
             continue
         seen.add((item[7], item[8]))
-        largest.append(FileEntry(item[1], item[2], item[3] * 512, item[4], item[5], item[6]))
+        largest.append(FileEntry(str(item[1]), item[2], item[3] * 512, item[4], item[5], item[6]))
         if len(largest) >= merge.keep:
             break
     warnings = tuple(Problem(c, m, p) for c, m, p in merge.warnings) + tuple(problems)

@@ -39,6 +39,26 @@ def join(parent: str, name: str) -> str:
     return parent + name if parent.endswith("/") else parent + "/" + name
 
 
+class Later(str):
+    """A path in the largest files' heap: of two files of one size, the one whose path sorts
+    later ranks lower (is dropped first), so the files kept and their order are the same on
+    every run whatever order the walkers met them in: size, then path."""
+
+    __slots__ = ()
+
+    def __lt__(self, other):
+        return str.__gt__(self, other)
+
+    def __gt__(self, other):
+        return str.__lt__(self, other)
+
+    def __le__(self, other):
+        return str.__ge__(self, other)
+
+    def __ge__(self, other):
+        return str.__le__(self, other)
+
+
 def parent(path: str) -> str:
     head = path.rpartition("/")[0]
     return head or "/"
@@ -53,7 +73,8 @@ class Part:
     in place.
     ``links``: (dev, ino, apparent, blocks, mtime_ns, atime_ns, path) per name of a
     multiply-linked file.
-    ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino).
+    ``largest``: heap of (key, path, apparent, blocks, mtime, atime, nlink, dev, ino), path a
+    :class:`Later` (ties broken by path).
     ``topfiles``: (name, apparent, blocks, mtime, atime) per non-directory in the walk's root.
     ``listing`` (only when recording the whole tree, for an ncdu export): per directory
     (path, blob), the blob a ``marshal`` of what :class:`~vacate.observing.model.walk.TreeRecord` gives
@@ -245,19 +266,23 @@ class Walker:
                 tuple(sorted(skip or ())), read_error))))
 
     def note_large(self, path: str, st: os.stat_result) -> None:
-        self.note_item((max(st.st_size, st.st_blocks * 512), path, st.st_size, st.st_blocks,
+        self.note_item((max(st.st_size, st.st_blocks * 512), Later(path), st.st_size, st.st_blocks,
                         st.st_mtime, st.st_atime, st.st_nlink, st.st_dev, st.st_ino))
 
     def note_item(self, item: tuple) -> None:
-        """Keep ``item`` (key, path, size, blocks, mtime, atime, nlink, dev, ino) among the
-        largest; the caller has checked that its key is above ``self.thr``."""
+        """Keep ``item`` (key, path as :class:`Later`, size, blocks, mtime, atime, nlink, dev,
+        ino) among the largest; the caller has checked that its key is above ``self.thr``.
+        The threshold is one below the smallest key kept: a file of that same size still
+        comes here, and its path decides (so the set kept does not depend on the order)."""
         h = self.part.largest
         if len(h) < self.keep:
             heapq.heappush(h, item)
-        else:
+        elif item > h[0]:
             heapq.heapreplace(h, item)
+        else:
+            return
         if len(h) >= self.keep:
-            self.thr = h[0][0]
+            self.thr = h[0][0] - 1
 
     def crosses(self, path: str, dev: int) -> bool:
         """A subdirectory on device ``dev``: on another one, a btrfs subvolume (walked) or a
@@ -375,6 +400,11 @@ class Walker:
             self.conn.send(("part", self.part, self.reported))
             self.part = Part()
             self.reported = (0, 0)
+        self.report()
+
+    def report(self) -> None:
+        """Progress to the parent, at most every 0.2 s (also between the subtrees it was
+        dealt: a wide, shallow tree's subtrees are too small to reach a tick)."""
         now = time.monotonic()
         if now - self.last_report > 0.2:
             self.last_report = now
