@@ -65,8 +65,9 @@ class Volume:
 
 
 def make_volume(fstype: str = "ext4", size_mb: int | None = None,
-                options: str | None = None) -> Volume:
-    """Create, attach and mount a fresh volume. The caller must ``close()`` it."""
+                options: str | None = None, inodes: int | None = None) -> Volume:
+    """Create, attach and mount a fresh volume. The caller must ``close()`` it.
+    ``inodes``: at least this many (ext4 sets its inode count when it is made)."""
     size_mb = max(size_mb or 0, MIN_MB[fstype])
     workdir = tempfile.mkdtemp(prefix=f"vacate-{fstype}-")
     image = os.path.join(workdir, "vol.img")
@@ -75,7 +76,8 @@ def make_volume(fstype: str = "ext4", size_mb: int | None = None,
     with open(image, "wb") as f:
         f.truncate(size_mb * 1024 * 1024)
     try:
-        run(*MKFS[fstype], image)
+        run(*MKFS[fstype], *(["-N", str(inodes)] if inodes and fstype == "ext4" else []),
+            image)
         device = run("losetup", "-f", "--show", image).stdout.strip()
     except Exception:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -45,6 +45,7 @@ def _worker(cls: type[Walker], conn, root_dev, subvolumes, skip, keep, idle, rec
             w.reported = (0, 0)
             for path, dev, ino in tasks:
                 w.subtree(path, dev, ino)
+                w.report()
             conn.send(("done", w.part, w.reported))
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         return

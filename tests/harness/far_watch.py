@@ -1,0 +1,52 @@
+"""Watching vacate's far side from a test: :func:`wrapper` makes a ``--python`` that runs the
+far side under :mod:`harness.far_python` (forks, warnings, resource use logged; a worker
+stopped or a walk slowed on request), :func:`events` reads its log, and :func:`far_processes`
+finds far-side processes still alive on this machine (the stage's command line marks them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STAGE_MARK = "exec(base64.b64decode("
+
+
+def wrapper(directory: str, python: str, modes: str = "") -> tuple[str, str]:
+    """A shell script in ``directory`` that runs ``python`` on :mod:`harness.far_python`
+    with ``modes``; (its path for ``--python``, the log's path)."""
+    os.makedirs(directory, exist_ok=True)
+    log = os.path.join(directory, "far.log")
+    script = os.path.join(directory, "far-python")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\nexec {python} -I -S {HERE}/far_python.py {log} '{modes}' \"$@\"\n")
+    os.chmod(script, 0o755)
+    return script, log
+
+
+def events(log: str, kind: str | None = None) -> list[dict]:
+    """The log's events (of ``kind`` where given), in order."""
+    try:
+        with open(log) as f:
+            out = [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+    return [e for e in out if kind is None or e.get("event") == kind]
+
+
+def far_processes() -> list[int]:
+    """The far-side processes alive here (supervisor, worker, walkers: the stage's command
+    line is their mark; not the ssh client that carries it)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if any(STAGE_MARK in a for a in argv) and "ssh" not in os.path.basename(argv[0]):
+            out.append(int(pid))
+    return out

@@ -1,0 +1,280 @@
+"""``--host`` and ``--ct`` at the sizes people have: a real volume of 200,000 entries and more
+(past the walk's in-process start, ``INLINE_ENTRIES``, past the recognisers' and the delete's
+thresholds for working side by side), looked at and retired over a real OpenSSH server on
+127.0.0.1, with CPython 3.8, Debian's ``python3`` and CPython 3.13 as far sides.
+
+What a user checks: ``scan``, ``check``, ``observe``, ``plan`` and ``apply`` answer (a far side
+that forks while a thread holds a lock hangs forever here: every command is bounded by a
+timeout, so a hang fails the test, never the suite), the far answers equal the local ones,
+the far side really works in parallel (its walkers, recognisers and deleters are forked
+processes) without ever forking under a thread (CPython 3.12+'s warning is made an error),
+a far worker that stops is a named stall that ends the command with exit 3 and leaves
+nothing behind on either side, one stuck host costs a fleet only its own row, and a far
+walk's progress shows here on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from harness import sshd
+from harness.far_watch import events, far_processes, wrapper
+from harness.holders import Holders
+from harness.volumes import can_loop_mount, make_volume
+
+VACATE = [sys.executable, "-m", "vacate"]
+PYTHONS = {"3.8": os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8"),
+           "debian": "/usr/bin/python3",
+           "3.13": os.path.expanduser("~/.pyenv/versions/3.13.0/bin/python3.13")}
+DIRS, FILES, SUBFILES = 400, 250, 248          # 400 * (1 + 250 + 1 + 248) = 200,000 entries
+ENTRIES = DIRS * (2 + FILES + SUBFILES)
+TIMEOUT = 240          # a far side that hangs fails here, long after a slow machine answers
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
+
+
+def far_pythons() -> list:
+    return [pytest.param(p, id=k) for k, p in PYTHONS.items() if os.path.exists(p)]
+
+
+def vacate(*args, env=None, timeout=TIMEOUT):
+    return subprocess.run([*VACATE, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, check=False)
+
+
+def fill(root: str) -> int:
+    """200,000 entries under ``root``: directories of empty files, each with a subdirectory
+    of more (the walk's pool gets the subdirectories)."""
+    for d in range(DIRS):
+        base = os.path.join(root, f"d{d:03d}")
+        os.makedirs(os.path.join(base, "s"))
+        for i in range(FILES):
+            os.close(os.open(os.path.join(base, f"f{i:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+        for i in range(SUBFILES):
+            os.close(os.open(os.path.join(base, "s", f"g{i:03d}"), os.O_CREAT | os.O_WRONLY,
+                             0o644))
+    return ENTRIES
+
+
+def big_volume():
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    return make_volume("ext4", size_mb=400, inodes=ENTRIES + 30_000)
+
+
+def no_far_process_left(within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while far_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not far_processes(), far_processes()
+
+
+def worker_forks(log: str) -> list[dict]:
+    """The forks the far worker made (the supervisor's one fork, the worker, left out)."""
+    forks = events(log, "fork")
+    workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
+    return [e for e in forks if e["pid"] in workers]
+
+
+def no_fork_warning(log: str) -> None:
+    assert not events(log, "warning"), events(log, "warning")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def volume():
+    """200,000 entries of data, a model's config, and a file a process holds open."""
+    v = big_volume()
+    h = Holders(v.mountpoint)
+    try:
+        m = v.mountpoint
+        fill(os.path.join(m, "data"))
+        os.makedirs(f"{m}/models/q")
+        with open(f"{m}/models/q/config.json", "w") as f:
+            json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
+        with open(f"{m}/notes.txt", "w") as f:
+            f.write("in use\n")
+        yield v, h.fd(f"{m}/notes.txt")
+    finally:
+        h.close()
+        v.close()
+
+
+@pytest.mark.parametrize("python", far_pythons())
+def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python, tmp_path):
+    vol, holder_pid = volume
+    m = vol.mountpoint
+    env = server.environ()
+    far, log = wrapper(str(tmp_path / "far"), python)
+
+    local = vacate("scan", "--json", m, env=dict(env, VACATE_NO_C="1"))
+    r = vacate("scan", "--host", "vacate-test", "--python", far, "--json", "--no-recognise", m,
+               env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got, want = json.loads(r.stdout)["totals"], json.loads(local.stdout)["totals"]
+    assert got["entries"] >= ENTRIES and got["entries"] == want["entries"]
+    for k in ("files", "dirs", "disk_bytes", "apparent_bytes"):
+        assert got[k] == want[k], k
+    # the far walk was shared among forked walkers, and never forked under a thread
+    assert len(worker_forks(log)) >= 2, events(log)
+    no_fork_warning(log)
+
+    os.remove(log)
+    r = vacate("check", "--host", "vacate-test", "--python", far, "--json", m, env=env)
+    here = vacate("check", "--json", m, env=env)
+    assert r.returncode == here.returncode == 1, r.stderr[-3000:]
+    doc, ref = json.loads(r.stdout), json.loads(here.stdout)
+    assert doc["verdict"]["safe_to_unmount"] is False
+    holder = f"process:{holder_pid}:"
+    assert any(c["id"].startswith(holder) for c in doc["consumers"])
+    assert sorted(c["id"] for c in doc["consumers"]) == sorted(c["id"] for c in ref["consumers"])
+
+    def items(d):
+        return [{k: i[k] for k in ("id", "kind", "status", "apparent_bytes", "disk_bytes",
+                                   "files", "dirs")} for i in d["items"]]
+    assert items(doc) == items(ref)
+    # walk and recognisers side by side there (the 400 data directories are one item; the
+    # recognisers split the volume's items): the worker forked for both
+    assert len(worker_forks(log)) >= 3, events(log)
+    no_fork_warning(log)
+
+    out = tmp_path / "obs.json"
+    r = vacate("observe", "--host", "vacate-test", "--python", far, "-o", str(out), m, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    obs = json.loads(out.read_text())
+    assert obs["schema"].startswith("vacate.observation/")
+    assert obs["host"]["via"] == "vacate-test"
+    assert any(c["id"].startswith(holder) for c in obs["consumers"])
+    no_far_process_left()
+
+
+@pytest.mark.parametrize("python", far_pythons())
+def test_plan_and_apply_delete_200k_entries_over_ssh(server, python, tmp_path):
+    vol = big_volume()
+    try:
+        m = vol.mountpoint
+        fill(os.path.join(m, "cache"))
+        with open(f"{m}/keep.txt", "w") as f:
+            f.write("kept\n")
+        env = server.environ()
+        far, log = wrapper(str(tmp_path / "far"), python)
+        plan = str(tmp_path / "big.plan")
+        r = vacate("plan", m, "--host", "vacate-test", "--python", far, "--delete", "cache",
+                   "--keep", "keep.txt", "--archive-to", str(tmp_path / "backup"),
+                   "--grace", "2", "-o", plan, "--json", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        doc = json.loads(r.stdout)
+        deletes = [s for s in doc["steps"] if s["kind"] == "delete"]
+        assert deletes, [s["kind"] for s in doc["steps"]]
+        os.remove(log)
+        r = vacate("apply", plan, "--yes", env=env)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        assert not os.path.ismount(m)
+        look = str(tmp_path / "look")
+        os.makedirs(look)
+        subprocess.run(["mount", "-o", "ro", vol.device, look], check=True)
+        try:
+            assert sorted(os.listdir(look)) == ["keep.txt", "lost+found"]
+            with open(f"{look}/keep.txt") as f:
+                assert f.read() == "kept\n"
+        finally:
+            subprocess.run(["umount", look], check=True)
+        # the delete was shared among forked deleters there, never forked under a thread
+        assert len(worker_forks(log)) >= 2, events(log)
+        no_fork_warning(log)
+        no_far_process_left()
+    finally:
+        vol.close()
+
+
+def test_a_stopped_far_worker_is_a_named_stall_and_nothing_is_left(volume, server, tmp_path):
+    vol, _ = volume
+    far, log = wrapper(str(tmp_path / "far"), PYTHONS["debian"], "stop-worker")
+    t0 = time.monotonic()
+    r = vacate("scan", "--host", "vacate-test", "--python", far, "--stall-timeout", "3",
+               vol.mountpoint, env=server.environ(), timeout=60)
+    took = time.monotonic() - t0
+    assert events(log, "stopping"), events(log)
+    assert r.returncode == 3, (r.stdout + r.stderr)[-3000:]
+    assert "vacate-test" in r.stderr and "nothing came for 3 s" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert took < 3 + 20, took
+    # the stopped worker and the supervisor are gone there (SIGKILL ends a stopped process)
+    no_far_process_left()
+
+
+def test_a_far_walk_shows_its_progress_on_a_terminal(volume, server, tmp_path):
+    vol, _ = volume
+    far, _log = wrapper(str(tmp_path / "far"), PYTHONS["debian"], "slow-walk")
+    argv = [*VACATE, "scan", "--host", "vacate-test", "--python", far, "--no-recognise",
+            vol.mountpoint]
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=slave, env=server.environ())
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif p.poll() is not None:
+                break
+        assert p.wait(timeout=TIMEOUT) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+    text = seen.decode("utf-8", "replace")
+    assert "walking" in text and "vacate-test" in text and " entries" in text, text[-2000:]
+    # and not where stderr is no terminal
+    r = vacate("scan", "--host", "vacate-test", "--python", far, "--no-recognise",
+               vol.mountpoint, env=server.environ())
+    assert r.returncode == 0 and " entries," not in r.stderr, r.stderr[-2000:]
+
+
+def test_one_stalled_host_costs_a_fleet_only_its_own_row(volume, server, tmp_path):
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("ansible-inventory", path=bindir + os.pathsep + os.environ["PATH"]) is None:
+        pytest.fail("ansible-inventory is missing: the test extra installs ansible-core")
+    vol, _ = volume
+    stuck, _log = wrapper(str(tmp_path / "stuck"), PYTHONS["debian"], "stop-worker")
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[fleet]\n"
+                   f"good ansible_host=vacate-test ansible_python_interpreter=/usr/bin/python3\n"
+                   f"stuck ansible_host=vacate-test ansible_python_interpreter={stuck}\n"
+                   "[all:vars]\n"
+                   f"ansible_ssh_common_args=-F {server.config}\n")
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"])
+    env.pop("VACATE_SSH_ARGS", None)
+    t0 = time.monotonic()
+    r = vacate("check", "--no-scan", "--json", "--inventory", str(inv), "--stall-timeout", "3",
+               vol.mountpoint, env=env, timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr[-3000:]      # the good host's answer: in use
+    docs = {d["inventory_hostname"]: d for d in json.loads(r.stdout)}
+    assert docs["good"]["verdict"]["safe_to_unmount"] is False
+    bad = docs["stuck"]
+    assert bad["verdict"]["safe_to_unmount"] is None and bad["error"]["kind"] == "stalled", bad
+    assert "nothing came for 3 s" in bad["error"]["message"]
+    assert took < 60, took
+    no_far_process_left()
