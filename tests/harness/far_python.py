@@ -2,8 +2,8 @@
 a small shell script (:func:`harness.far_watch.wrapper`), it runs the stage exactly as ``python3 -I -S -c
 STAGE`` would, in the real interpreter named, after setting up what the test asks:
 
-- every ``os.fork`` is logged (who forked, which child), so a test can tell that the far
-  worker split its walk, its recognisers and its delete over processes;
+- every ``os.fork`` is logged (who forked, which child, from which module), so a test can
+  tell that the far worker split its walk, its recognisers and its delete over processes;
 - a warning about forking (CPython 3.12+'s "This process is multi-threaded, use of fork()
   may lead to deadlocks") is logged and ends the process with exit 70: the warning made an
   error (CPython swallows the exception ``-W error`` would raise there, so it is caught as
@@ -54,7 +54,8 @@ def fork():
             log(event="stopping", pid=os.getpid())
             os.kill(os.getpid(), signal.SIGSTOP)
     else:
-        log(event="fork", child=pid)
+        caller = sys._getframe(1).f_code.co_filename
+        log(event="fork", child=pid, by=os.path.basename(caller))
     return pid
 
 

@@ -35,9 +35,10 @@ def events(log: str, kind: str | None = None) -> list[dict]:
     return [e for e in out if kind is None or e.get("event") == kind]
 
 
-def far_processes() -> list[int]:
+def far_processes(mark: str | None = None) -> list[int]:
     """The far-side processes alive here (supervisor, worker, walkers: the stage's command
-    line is their mark; not the ssh client that carries it)."""
+    line is their mark; not the ssh client that carries it); with ``mark``, only those whose
+    command line also holds it (a :func:`wrapper`'s log: one test's, not another run's)."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -47,6 +48,7 @@ def far_processes() -> list[int]:
                 argv = f.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
-        if any(STAGE_MARK in a for a in argv) and "ssh" not in os.path.basename(argv[0]):
+        if any(STAGE_MARK in a for a in argv) and "ssh" not in os.path.basename(argv[0]) \
+                and (mark is None or mark in argv):
             out.append(int(pid))
     return out

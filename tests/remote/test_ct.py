@@ -59,9 +59,10 @@ def why_not() -> str | None:
 
 
 @contextlib.contextmanager
-def container_129(tmp_path, shared=None, files=None, qwen=None, binds=()):
+def container_129(tmp_path, shared=None, files=None, qwen=None, binds=(), volume=None):
     """Container 129 serving the model from the volume at ``/data``; ``shared``: a host
-    directory that is the container's ``mp1`` at ``/shared`` as well; ``files``: more files
+    directory that is the container's ``mp1`` at ``/shared`` as well; ``volume``: the
+    arguments of its volume's ``make_volume`` (a bigger one); ``files``: more files
     of the container's ``/etc/systemd/system`` (name -> text; ``->`` makes a symlink);
     ``qwen``: the server's unit, when not the story's; ``binds``: more (host directory,
     directory) bind-mounted inside the container only, over a directory the host has (the
@@ -70,7 +71,7 @@ def container_129(tmp_path, shared=None, files=None, qwen=None, binds=()):
     why = why_not()
     if why:
         pytest.skip(why)
-    vol = make_volume("ext4")
+    vol = make_volume("ext4", **(volume or {}))
     m = vol.mountpoint
     os.makedirs(f"{m}/{MODEL}")
     with open(f"{m}/{MODEL}/config.json", "w") as f:

@@ -70,18 +70,20 @@ def big_volume():
     return make_volume("ext4", size_mb=400, inodes=ENTRIES + 30_000)
 
 
-def no_far_process_left(within: float = 10.0) -> None:
+def no_far_process_left(log: str, within: float = 10.0) -> None:
+    """No far process of this test's (its wrapper's ``log`` marks them) is left."""
     deadline = time.monotonic() + within
-    while far_processes() and time.monotonic() < deadline:
+    while far_processes(log) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not far_processes(), far_processes()
+    assert not far_processes(log), far_processes(log)
 
 
-def worker_forks(log: str) -> list[dict]:
-    """The forks the far worker made (the supervisor's one fork, the worker, left out)."""
+def worker_forks(log: str, by: str) -> list[dict]:
+    """The forks the far worker made from module ``by`` (``popen_fork.py``: the walk's pool,
+    ``sidebyside.py``: the recognisers, ``delete.py``: the delete)."""
     forks = events(log, "fork")
     workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
-    return [e for e in forks if e["pid"] in workers]
+    return [e for e in forks if e["pid"] in workers and e["by"] == by]
 
 
 def no_fork_warning(log: str) -> None:
@@ -130,7 +132,15 @@ def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python,
     for k in ("files", "dirs", "disk_bytes", "apparent_bytes"):
         assert got[k] == want[k], k
     # the far walk was shared among forked walkers, and never forked under a thread
-    assert len(worker_forks(log)) >= 2, events(log)
+    assert len(worker_forks(log, "popen_fork.py")) >= 2, events(log)
+    no_fork_warning(log)
+
+    os.remove(log)
+    r = vacate("scan", "--host", "vacate-test", "--python", far, "--json", m, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["totals"]["entries"] == want["entries"]
+    # the recognisers looked at the volume's items side by side there
+    assert worker_forks(log, "sidebyside.py"), events(log)
     no_fork_warning(log)
 
     os.remove(log)
@@ -147,9 +157,6 @@ def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python,
         return [{k: i[k] for k in ("id", "kind", "status", "apparent_bytes", "disk_bytes",
                                    "files", "dirs")} for i in d["items"]]
     assert items(doc) == items(ref)
-    # walk and recognisers side by side there (the 400 data directories are one item; the
-    # recognisers split the volume's items): the worker forked for both
-    assert len(worker_forks(log)) >= 3, events(log)
     no_fork_warning(log)
 
     out = tmp_path / "obs.json"
@@ -159,7 +166,7 @@ def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python,
     assert obs["schema"].startswith("vacate.observation/")
     assert obs["host"]["via"] == "vacate-test"
     assert any(c["id"].startswith(holder) for c in obs["consumers"])
-    no_far_process_left()
+    no_far_process_left(log)
 
 
 @pytest.mark.parametrize("python", far_pythons())
@@ -194,9 +201,9 @@ def test_plan_and_apply_delete_200k_entries_over_ssh(server, python, tmp_path):
         finally:
             subprocess.run(["umount", look], check=True)
         # the delete was shared among forked deleters there, never forked under a thread
-        assert len(worker_forks(log)) >= 2, events(log)
+        assert worker_forks(log, "delete.py"), events(log)
         no_fork_warning(log)
-        no_far_process_left()
+        no_far_process_left(log)
     finally:
         vol.close()
 
@@ -214,7 +221,7 @@ def test_a_stopped_far_worker_is_a_named_stall_and_nothing_is_left(volume, serve
     assert "Traceback" not in r.stderr
     assert took < 3 + 20, took
     # the stopped worker and the supervisor are gone there (SIGKILL ends a stopped process)
-    no_far_process_left()
+    no_far_process_left(log)
 
 
 def test_a_far_walk_shows_its_progress_on_a_terminal(volume, server, tmp_path):
@@ -257,7 +264,7 @@ def test_one_stalled_host_costs_a_fleet_only_its_own_row(volume, server, tmp_pat
     if shutil.which("ansible-inventory", path=bindir + os.pathsep + os.environ["PATH"]) is None:
         pytest.fail("ansible-inventory is missing: the test extra installs ansible-core")
     vol, _ = volume
-    stuck, _log = wrapper(str(tmp_path / "stuck"), PYTHONS["debian"], "stop-worker")
+    stuck, log = wrapper(str(tmp_path / "stuck"), PYTHONS["debian"], "stop-worker")
     inv = tmp_path / "hosts.ini"
     inv.write_text("[fleet]\n"
                    f"good ansible_host=vacate-test ansible_python_interpreter=/usr/bin/python3\n"
@@ -277,4 +284,30 @@ def test_one_stalled_host_costs_a_fleet_only_its_own_row(volume, server, tmp_pat
     assert bad["verdict"]["safe_to_unmount"] is None and bad["error"]["kind"] == "stalled", bad
     assert "nothing came for 3 s" in bad["error"]["message"]
     assert took < 60, took
-    no_far_process_left()
+    no_far_process_left(log)
+
+
+def test_scan_and_check_through_ct_of_200k_entries(tmp_path):
+    """The Proxmox host's own seat: ``--ct 129 /data`` walks the container's volume from the
+    host, past the walk's thresholds, with its C loops and with the Python ones."""
+    from test_ct import _wait_serving, container_129
+
+    with container_129(tmp_path, volume={"size_mb": 400, "inodes": ENTRIES + 30_000}) as got:
+        vol, host, box, _conf = got
+        fill(os.path.join(vol.mountpoint, "data"))
+        _wait_serving(box)
+        env = host.environ()
+        r = vacate("check", "--ct", "129", "/data", "--json", env=env)
+        assert r.returncode == 1, r.stderr[-3000:]
+        doc = json.loads(r.stdout)
+        assert doc["host"]["via"] == "CT 129"
+        assert any(c["type"] == "process" and c.get("unit") == "sglang-qwen.service"
+                   for c in doc["consumers"]), [c["id"] for c in doc["consumers"]]
+        data = {i["id"]: i for i in doc["items"]}["item:data"]
+        assert data["files"] + data["dirs"] == ENTRIES + 1      # (data/ itself counts)
+        r = vacate("scan", "--ct", "129", "/data", "--json", env=dict(env, VACATE_NO_C="1"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        scanned = json.loads(r.stdout)
+        assert scanned["totals"]["entries"] > ENTRIES
+        again = {i["id"]: i for i in scanned["items"]}["item:data"]
+        assert (again["files"], again["dirs"]) == (data["files"], data["dirs"])
