@@ -10,6 +10,8 @@ STAGE`` would, in the real interpreter named, after setting up what the test ask
   it is shown);
 - ``stop-worker``: the first child the far side forks (the worker) stops itself with
   ``SIGSTOP`` as it starts, as a worker an admin stopped or a debugger froze;
+- ``stop-at-delete``: the far worker stops itself once it has forked its first deleter, in
+  the middle of an apply's delete step;
 - ``slow-walk``: each directory the walk lists costs 20 ms more, so that a walk of a small
   tree lasts long enough to be watched;
 - the process's own resource use and its children's (CPU time, largest resident set) are
@@ -54,8 +56,13 @@ def fork():
             log(event="stopping", pid=os.getpid())
             os.kill(os.getpid(), signal.SIGSTOP)
     else:
-        caller = sys._getframe(1).f_code.co_filename
-        log(event="fork", child=pid, by=os.path.basename(caller))
+        caller = os.path.basename(sys._getframe(1).f_code.co_filename)
+        log(event="fork", child=pid, by=caller)
+        if "stop-at-delete" in MODES and caller == "delete.py":
+            import signal
+
+            log(event="stopping")
+            os.kill(os.getpid(), signal.SIGSTOP)
     return pid
 
 

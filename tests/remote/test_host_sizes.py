@@ -224,6 +224,46 @@ def test_a_stopped_far_worker_is_a_named_stall_and_nothing_is_left(volume, serve
     no_far_process_left(log)
 
 
+def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(server,
+                                                                                   tmp_path):
+    vol = big_volume()
+    try:
+        m = vol.mountpoint
+        fill(os.path.join(m, "cache"))
+        with open(f"{m}/keep.txt", "w") as f:
+            f.write("kept\n")
+        env = server.environ()
+        far, log = wrapper(str(tmp_path / "far"), PYTHONS["debian"])
+        plan = str(tmp_path / "big.plan")
+        r = vacate("plan", m, "--host", "vacate-test", "--python", far, "--delete", "cache",
+                   "--keep", "keep.txt", "--archive-to", str(tmp_path / "backup"), "-o", plan,
+                   env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        wrapper(str(tmp_path / "far"), PYTHONS["debian"], "stop-at-delete")  # (same path)
+        r = vacate("apply", plan, "--yes", "--stall-timeout", "3", env=env)
+        assert events(log, "stopping"), events(log)
+        assert r.returncode not in (0, 4), (r.stdout + r.stderr)[-3000:]
+        said = r.stdout + r.stderr
+        assert "nothing came for 3 s" in said and "vacate-test" in said, said[-3000:]
+        assert "Traceback" not in said
+        no_far_process_left(log)
+        from vacate.act.journal import path_for, read_records
+
+        records = read_records(path_for(plan))
+        failed = [x for x in records if x.get("event") == "outcome" and x["status"] != "ok"]
+        assert failed and "delete" in failed[-1]["step"], failed
+        assert "while step" in failed[-1]["detail"] and "(delete)" in failed[-1]["detail"]
+        assert os.path.ismount(m) and os.path.exists(f"{m}/cache")   # half deleted, at most
+        # the rerun, with a worker that does not stop, goes on from there and ends retired
+        wrapper(str(tmp_path / "far"), PYTHONS["debian"])
+        r = vacate("apply", plan, "--yes", env=env)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        assert not os.path.ismount(m)
+        no_far_process_left(log)
+    finally:
+        vol.close()
+
+
 def test_a_far_walk_shows_its_progress_on_a_terminal(volume, server, tmp_path):
     vol, _ = volume
     far, _log = wrapper(str(tmp_path / "far"), PYTHONS["debian"], "slow-walk")

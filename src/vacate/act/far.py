@@ -206,8 +206,10 @@ def step(host: Host, step: str, earlier: dict | None = None) -> dict:
     journal says of it from an earlier run (``status``, ``data``). The outcome, with the
     commands it ran."""
     from vacate.act.kind import attempt
+    from vacate.observing import beat
 
     s, ctx = _told(step, earlier)
+    beat.doing(f"step {s.id} ({s.kind})")
     first = len(ctx.commands)
     out = attempt(s, ctx)
     return {"status": out.status, "detail": out.detail, "data": out.data,

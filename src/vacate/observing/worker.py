@@ -16,7 +16,8 @@ lock another thread holds is copied held, and the child waits on it forever):
   supervisor's, copied by the fork: nothing is written to the far disk.
 
 While it answers a request, the worker sends a heartbeat every :data:`BEAT_S` seconds (a
-timer's signal, handled between two bytecodes of its one thread): ``{"note": {"beat":
+timer's signal, handled between two bytecodes of its one thread), and one at once whenever
+its phase changes: ``{"note": {"beat":
 {"doing", "entries", "bytes"}}}`` (:mod:`vacate.observing.beat`). Silence therefore means the
 worker is not running (stopped, stuck in the kernel on a dead filesystem, or gone), which
 the asking side calls a stall (``--stall-timeout``).
@@ -160,6 +161,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
                 return 0
             beat.begin(str(request.get("op", "")) if isinstance(request, dict) else "")
             out.answering = True
+            beat.tell(out.beat)             # a new phase is said at once
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
             try:
@@ -167,6 +169,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
             finally:
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, 0)
+                beat.tell(None)
                 out.answering = False
             while not out.send(reply):      # (only a heartbeat's write can be in the way)
                 pass
