@@ -2,7 +2,8 @@
 
 As root it is a loop-mounted ext4 image (64 MB on disk); otherwise a plain directory. The
 contents stand in for the story's volume with sparse files: real safetensors headers (8-byte
-little-endian length + JSON) in front of holes, so a 223 GB model costs a few kB:
+little-endian length + JSON) in front of holes, so a 234 GB model costs a few kB
+(sizes as vacate shows them: powers of 1000):
 
   models/Qwen3.5-397B-A17B-NVFP4/   config.json, hf_quant_config.json (modelopt NVFP4),
                                     ~50 sparse shards + model.safetensors.index.json

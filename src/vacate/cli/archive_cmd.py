@@ -9,14 +9,18 @@ from vacate.cli.archive_opts import add_common
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# one unit convention everywhere (units.human_bytes): k/M/G/T are powers of 1000, as vacate
+# shows sizes (and df -H, du --si); KiB/MiB/GiB/TiB, said so, are powers of 1024
+_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+          "KI": 1 << 10, "MI": 1 << 20, "GI": 1 << 30, "TI": 1 << 40}
 ZSTD_LEVELS = (1, 22)       # zstd's levels (20-22 are its --ultra ones)
 PROGRESS_EVERY_S = 30.0
 
 
 def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in _UNITS else (t, "")
+    t = text.strip().upper().removesuffix("B")
+    unit = next((u for u in ("KI", "MI", "GI", "TI", "K", "M", "G", "T") if t.endswith(u)), "")
+    num = t[:len(t) - len(unit)]
     try:
         n = int(float(num) * _UNITS[unit])
     except ValueError:
@@ -66,9 +70,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--exclude", action="append", default=[], metavar="P",
                    help="leave out P and all below it (relative to the source, or absolute "
                    "under it; repeatable); recorded in the manifest as excluded")
-    p.add_argument("--part-size", type=parse_size, default=1 << 30, metavar="SIZE",
+    p.add_argument("--part-size", type=parse_size, default=10**9, metavar="SIZE",
                    help="close a part once it holds this much tar data (default 1G); a bigger "
-                   "file goes whole into one part")
+                   "file goes whole into one part. K, M, G, T are powers of 1000, as every "
+                   "size vacate shows; KiB, MiB, GiB, TiB powers of 1024")
     p.add_argument("--level", type=zstd_level, default=3,
                    help=f"zstd level, {ZSTD_LEVELS[0]}-{ZSTD_LEVELS[1]} (default 3)")
     p.add_argument("--progress-every", type=seconds, default=PROGRESS_EVERY_S, metavar="S",

@@ -23,7 +23,7 @@ _SERVER = ("import mmap,sys,time;f=open(sys.argv[2],'rb');"
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build an example /data volume (sparse files standing in "
-                                    "for a 223 GB model, 4.8 TB of EAGLE-3 data...) and audit it")
+                                    "for a 234 GB model, 4.8 TB of EAGLE-3 data...) and audit it")
     p.add_argument("--keep", action="store_true",
                    help="leave the volume in place (mounted) and print how to remove it")
     p.add_argument("--dir", metavar="DIR",

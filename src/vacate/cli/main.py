@@ -66,6 +66,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = Parser(
         prog="vacate",
         description="Is anything still using this volume? Audit it, back it up cold, retire it.",
+        epilog="Sizes are shown in powers of 1000 (kB, MB, GB, TB: 1 GB is 10^9 bytes, as df -H "
+               "shows them) and read the same way (--part-size 1G; 1GiB for 2^30). "
+               "vacate COMMAND --help says what each command does and its exit status.",
     )
     p.add_argument("--version", action="version", version=f"vacate {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
