@@ -33,8 +33,8 @@ def test_the_verdict_and_blockers_come_first_and_a_note_once_in_the_detail(tmp_p
         rc, out, err = run_cli("observe", v.mountpoint)
         assert rc == 0, err
         doc = json.loads(out)
-        note = {"code": "pid1-unreadable", "message": "/proc/1: Permission denied: the host's "
-                "init is unreadable here; it is not counted", "path": "/proc/1",
+        note = {"code": "pid1-unreadable", "message": "PID 1 (this machine's init) cannot be "
+                "read (Permission denied): the verdict does not wait on it", "path": "/proc/1",
                 "blocks_verdict": False}
         doc["problems"] += [note, dict(note)]
         obs = tmp_path / "obs.json"
@@ -46,8 +46,8 @@ def test_the_verdict_and_blockers_come_first_and_a_note_once_in_the_detail(tmp_p
         blocker = next(i for i, ln in enumerate(lines) if f"pid {pid}" in ln)
         table = next(i for i, ln in enumerate(lines) if "f29.txt" in ln)
         assert verdict < blocker < table, out
-        assert out.count("/proc/1: Permission denied") == 1, out
-        notes = [i for i, ln in enumerate(lines) if "/proc/1" in ln]
+        assert out.count("PID 1 (this machine's init) cannot be read") == 1, out
+        notes = [i for i, ln in enumerate(lines) if "PID 1" in ln]
         assert verdict < notes[0] and notes[0] != len(lines) - 1, out
     finally:
         h.close()

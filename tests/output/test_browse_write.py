@@ -185,3 +185,44 @@ def test_without_a_terminal_it_refuses_with_a_hint(tmp_path):
     rc = main(["browse", "."], Env(stdout=out, stderr=err, stdin=None))
     assert rc == 2
     assert "terminal" in err.getvalue() and "vacate check" in err.getvalue()
+
+
+def test_the_script_line_is_copied_from_the_screen_whole(vol, tmp_path):
+    """Issue 31: the "same plan in a script" command wrapped inside the dialog's border, so a
+    copy from the terminal picked up box characters. It is shown without a border, in lines
+    ended by a backslash that a shell reads as the one command, and printed again, whole, once
+    the app is gone."""
+    from vacate.cli.browse_cmd import said_after
+
+    out = str(tmp_path / "the-retirement.plan")      # each word fits the screen, all do not
+    bk = str(tmp_path / "a-backup-destination")
+    volume = Volume(observed(vol, tmp_path), archive_to=bk)
+    writer = Writer(lambda: Local(), out)
+    app = Browse(volume, writer=writer)
+    seen: list[str] = []
+
+    async def script(app, pilot):
+        top = [e.name for e in app.lst.entries]
+        await pilot.press("home", *["j"] * top.index(CUDA), "space", "a")
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, (Page, Ask)), "the plan written")
+        if isinstance(app.screen, Ask):              # the volume changed (an earlier test)
+            await pilot.press("y")
+            await until(pilot, lambda: type(app.screen) is Page, "the plan written")
+        seen.extend(s.text for s in app.screen._compositor.render_strips())
+        await pilot.press("escape", "q")
+    drive(app, script)
+    command = writer.command(volume)
+    assert len(command) > 100                                  # wider than the screen
+    start = next(i for i, s in enumerate(seen) if s.lstrip().startswith("vacate plan"))
+    lines = []
+    for s in seen[start:]:
+        lines.append(s.rstrip())
+        if not s.rstrip().endswith("\\"):
+            break
+    assert len(lines) > 1
+    assert not any(set(ln) & set("│╭╮╰╯─┃") for ln in lines), lines
+    assert shlex.split(" ".join(ln.removesuffix("\\") for ln in lines)) == shlex.split(command)
+    printed = io.StringIO()
+    said_after(app.written, Env(stdout=printed, stderr=io.StringIO(), stdin=None))
+    assert f"\n{command}\n" in printed.getvalue()

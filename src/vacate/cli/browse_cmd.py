@@ -11,6 +11,7 @@ import argparse
 import gc
 import json
 import os
+import shlex
 
 from vacate import remote
 from vacate.cli.env import Env
@@ -144,4 +145,18 @@ def run(args, env: Env) -> int:
         raise got
     if isinstance(got, Exception):
         raise VacateError(f"observing {src} failed: {got}")
+    said_after(app.written, env)
     return EXIT_OK
+
+
+def said_after(written: tuple[str, str] | None, env: Env) -> None:
+    """Once the screen is gone: the plan written and the command that makes it, each on a
+    line of its own, to be copied whole from the terminal."""
+    if written is None:
+        return
+    path, command = written
+    prose, _, rest = command.rpartition("vacate plan ")
+    if prose:
+        command = f"{prose.rstrip()}\nvacate plan {rest}"
+    env.stdout.write(f"plan written to {path}; the same plan in a script:\n{command}\n"
+                     f"review it, then: vacate apply {shlex.quote(path)}\n")

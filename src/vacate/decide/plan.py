@@ -144,6 +144,27 @@ def get_back(action: str, it: PlanItem, archive_to: str | None, target: str,
     return f"vacate restore {dest} --to DIR (or zstd -dc | tar -x, see its README)"
 
 
+def held_way_back(held, snapshot: bool = False) -> str:
+    """The way back of a directory deleted that is only what it holds (``verdict.holds``):
+    each thing's own, by name (a source its label names as a guess is said to be one, never
+    offered as the way back)."""
+    parts = []
+    for i in held:
+        c = i.classification
+        known = known_source(c)
+        if known:
+            way = f"download again: {known}"
+        elif c is not None and c.recoverable == "regenerable":
+            way = "regenerate it from what made it (which may need a model and GPU time" + (
+                f"; its label names {c.source}, a guess, not checked" if c.source else "") + ")"
+        elif snapshot:
+            way = "only the snapshot taken before the deletes has it"
+        else:
+            way = "gone for good: nothing else holds it"
+        parts.append(f"{os.path.basename(i.path)}: {way}")
+    return "what it holds: " + "; ".join(parts)
+
+
 def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[tuple[str, str]],
                archive_to: str | None, identities: dict[str, Identity],
                entries: dict[str, dict], snapshot: bool = False,
@@ -225,8 +246,11 @@ def plan_items(obs: Observation, usages: tuple[ItemUsage, ...], overrides: list[
                       if known_source(u.item.classification)
                       and is_under(u.item.path, it.path)), None)
         snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS
-        out.append(_with(pi, exclude=excl, get_back=get_back(action, pi, archive_to, target,
-                                                             inner, snap, known_source(c))))
+        way = get_back(action, pi, archive_to, target, inner, snap, known_source(c))
+        held = verdict.holds(it, [u.item for u in usages if u.item.path not in excl])
+        if action == "delete" and held and not inner and not known_source(c):
+            way = held_way_back(held, snap)
+        out.append(_with(pi, exclude=excl, get_back=way))
     return tuple(out)
 
 

@@ -69,9 +69,28 @@ def _own_status(it: Item, user_ids: list[str], by_id: dict[str, Consumer]) -> st
     return "cold"
 
 
+def holds(it: Item, items) -> list[Item] | None:
+    """What a plain directory is, by what it holds: the outermost items inside ``it`` when
+    ``it`` says nothing of its own (no classification, or one without ``recoverable``: a
+    ``models/`` whose only file is a model) and they hold every file it has; else None."""
+    c = it.classification
+    if not it.is_dir or (c is not None and c.recoverable is not None):
+        return None
+    inner = [i for i in items if i.parent == it.path and i.path != it.path]
+    outer = [i for i in inner if not any(j is not i and _under(i.path, j.path) for j in inner)]
+    if not outer or sum(i.stats.files for i in outer) != it.stats.files:
+        return None
+    return outer
+
+
 def statuses(items: tuple[Item, ...], users: dict[str, list[str]],
              by_id: dict[str, Consumer]) -> tuple[ItemUsage, ...]:
     own = {it.id: _own_status(it, users[it.id], by_id) for it in items}
+    for it in items:
+        # a directory that is only what it holds has their status, not "cold" of its own
+        held = holds(it, items) if own[it.id] == "cold" else None
+        if held:
+            own[it.id] = min((own[i.id] for i in held), key=STATUS_ORDER.index)
     strongest = dict(own)
     for it in items:
         if it.parent is not None:

@@ -8,6 +8,7 @@ directory of a hundred thousand entries costs what its visible rows cost."""
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from typing import ClassVar
 
@@ -174,6 +175,7 @@ class Browse(App):
         self.what = what
         self.cwd = volume.root if volume is not None else ""
         self.written_marks: dict[str, str] | None = {}
+        self.written: tuple[str, str] | None = None     # (plan file, the command), once written
         self.busy = False
         self.message = ""
         self.timing = timing.from_env()
@@ -379,7 +381,9 @@ class Browse(App):
         self._set_mark(e, "delete")
         item = self.vol.planned_item(e.path)
         back = item.get_back if item is not None else ""
-        if back.startswith(("download again", "regenerate")):
+        if back.startswith(("download again", "regenerate")) or (
+                back.startswith("what it holds") and "gone for good" not in back
+                and "only the snapshot" not in back):      # each thing it holds has one
             return
         text = Text()
         text.append("delete ", Style(bold=True))
@@ -476,7 +480,9 @@ class Browse(App):
         t = Text()
         t.append(f"written to {shown(path)}", Style(bold=True, color="green"))
         t.append(f" (made on {self.writer.where()})\n\nthe same plan in a script:\n")
-        t.append("  " + self._command() + "\n\n")
+        command = self._command()
+        self.written = (path, command)
+        t.append(shell_lines(command, self.size.width) + "\n\n")
         for line in got.looked_again:
             t.append(shown(line) + "\n", Style(dim=True))
         for it in plan.items:
@@ -488,7 +494,7 @@ class Browse(App):
                 t.append("  " + shown(b) + "\n")
         t.append(f"\nreview it, then: vacate apply {shown(path)}\n")
         self._say(f"written to {shown(path)}")
-        self.push_screen(Page(t))
+        self.push_screen(Page(t, bare=True))
 
     # -- help and quitting -----------------------------------------------------------------
     def action_help(self) -> None:
@@ -510,6 +516,29 @@ class Browse(App):
         t = Text(f"{n} mark" + ("s are" if n != 1 else " is") + " not written to a plan.\n"
                  "Quit anyway and lose them?\n")
         self.push_screen(Ask(t), lambda yes: self.exit(0) if yes else None)
+
+
+def shell_lines(command: str, width: int) -> str:
+    """``command`` (a shell line) as lines of at most ``width`` cells where its words allow,
+    each but the last ended by `` \\``: pasted into a shell, the same command, and no line
+    wraps on the screen (a wrapped line is copied from a terminal as two)."""
+    width = max(width, 20)
+    prose, _, rest = command.rpartition("vacate plan ")
+    if prose:       # "edit the items' actions (...), then vacate plan --from ...": on its own
+        return prose.rstrip() + "\n" + shell_lines("vacate plan " + rest, width)
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    lines, line = [], ""
+    for word in (shlex.quote(w) for w in words):
+        if line and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line)
+            line = "  " + word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return " \\\n".join(lines)
 
 
 def _lines(text: Text, width: int) -> int:

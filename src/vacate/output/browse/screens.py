@@ -25,6 +25,7 @@ ActionMenu, Ask, Page { align: center middle; }
        background: $surface; padding: 0 1; }
 #box OptionList { height: auto; border: none; }
 #page { width: 100%; height: auto; max-height: 100%; }
+#box.bare { width: 100%; border: none; padding: 0; }
 """
 
 
@@ -58,12 +59,15 @@ class Page(ModalScreen):
     BINDINGS: ClassVar[list] = [Binding("escape,q,enter,question_mark", "close", "close")]
     FOOTER: Text | None = None     # a line under the page (what the keys do)
 
-    def __init__(self, text: Text):
+    def __init__(self, text: Text, *, bare: bool = False):
+        """``bare``: no border, the whole width (a command line on it is copied from the
+        terminal without box characters)."""
         super().__init__()
         self.text = text
+        self.bare = bare
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="box"):
+        with VerticalScroll(id="box", classes="bare" if self.bare else ""):
             yield Static(self.text, id="page")
             if self.FOOTER is not None:
                 yield Static(self.FOOTER)
