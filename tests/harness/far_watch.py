@@ -35,10 +35,28 @@ def events(log: str, kind: str | None = None) -> list[dict]:
     return [e for e in out if kind is None or e.get("event") == kind]
 
 
-def far_processes(mark: str | None = None) -> list[int]:
+def ppid(pid: int) -> int:
+    """The parent of ``pid`` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def descends(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        pid = ppid(pid)
+        if pid == ancestor:
+            return True
+    return False
+
+
+def far_processes(mark: str | None = None, under: int | None = None) -> list[int]:
     """The far-side processes alive here (supervisor, worker, walkers: the stage's command
     line is their mark; not the ssh client that carries it); with ``mark``, only those whose
-    command line also holds it (a :func:`wrapper`'s log: one test's, not another run's)."""
+    command line also holds it (a :func:`wrapper`'s log: one test's, not another run's);
+    with ``under``, only those started under that process (a test's own sshd)."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -49,6 +67,7 @@ def far_processes(mark: str | None = None) -> list[int]:
         except OSError:
             continue
         if any(STAGE_MARK in a for a in argv) and "ssh" not in os.path.basename(argv[0]) \
-                and (mark is None or mark in argv):
+                and (mark is None or mark in argv) \
+                and (under is None or descends(int(pid), under)):
             out.append(int(pid))
     return out

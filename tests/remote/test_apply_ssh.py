@@ -17,6 +17,7 @@ import time
 
 import pytest
 from harness import sshd
+from harness.far_watch import far_processes, ppid
 from harness.holders import Holders
 from harness.retire import cli, fill, restore_with_stock_tools, tree_hashes
 from harness.volumes import can_loop_mount, make_volume
@@ -25,7 +26,6 @@ from vacate.act.journal import path_for, read_records
 
 PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")
 VACATE = [sys.executable, "-m", "vacate"]
-STAGE_MARK = "exec(base64.b64decode("
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
@@ -34,8 +34,10 @@ pytestmark = [pytest.mark.root,
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
+    _SSHD[:] = [s.proc.pid]
     yield s
     s.stop()
+    _SSHD.clear()
 
 
 def far_python() -> str:
@@ -115,23 +117,6 @@ def far(tmp_path, server, monkeypatch):
     f.close()
 
 
-def far_workers() -> list[int]:
-    """The far workers alive (the stage's command line is their mark)."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        if STAGE_MARK in cmd and "python" in cmd.split("\0")[0] and "ssh" not in \
-                cmd.split("\0")[0]:
-            out.append(int(pid))
-    return out
-
-
 def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
     plan = far.make_plan(server)
     assert plan["observation"]["host"]["ssh"] == "vacate-test"
@@ -153,7 +138,7 @@ def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, serv
     recs = read_records(path_for(far.plan))           # the journal is here, beside the plan
     done = {r["step"] for r in recs if r.get("event") == "outcome" and r["status"] == "ok"}
     assert {s["id"] for s in plan["steps"] if s["kind"] == "delete"} <= done
-    assert not far_workers()
+    assert not far_here()
     with open(far.plan, "rb") as f:        # what the far side kept of the plan is gone
         sha = hashlib.sha256(f.read()).hexdigest()
     assert not os.path.exists(f"/var/tmp/vacate/apply-{sha[:32]}")
@@ -165,6 +150,14 @@ def test_apply_refuses_another_host_and_a_local_plan_given_a_host(far, server, t
     assert rc == 2 and "not 127.0.0.1:1" in err, err
     assert os.path.ismount(far.m)
     assert not os.path.exists(path_for(far.plan))
+
+
+def far_here() -> list[int]:
+    """The far processes of this module's sshd (not another run's on this machine)."""
+    return far_processes(under=_SSHD[0]) if _SSHD else far_processes()
+
+
+_SSHD: list[int] = []
 
 
 def _children(pid: int) -> list[int]:
@@ -186,18 +179,14 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def _victim(apply_pid: int, which: str) -> int | None:
     """The ssh client vacate started, or the sshd process serving that session."""
     client = next((c for c in _children(apply_pid) if _comm(c) == "ssh"), None)
     if which == "client":
         return client
-    workers = far_workers()
-    return _ppid(workers[0]) if workers else None
+    far = far_here()
+    top = [p for p in far if ppid(p) not in far]     # the supervisor, not the worker
+    return ppid(top[0]) if top else None
 
 
 @pytest.mark.parametrize("which", ["client", "sshd"])
@@ -223,9 +212,9 @@ def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, serve
         assert "vacate-test" in err.replace("\n", ""), err    # the failed step names the host
         cut += 1
         deadline = time.monotonic() + 20
-        while far_workers() and time.monotonic() < deadline:
+        while far_here() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not far_workers(), "a far worker outlived its connection"
+        assert not far_here(), "a far worker outlived its connection"
     # a short step may end before the cut lands: the cut then falls in the next one
     assert cut >= len(steps) // 2, f"the connection was cut in {cut} of {len(steps)} steps"
     rc, _out, err = cli("apply", far.plan, "--yes")

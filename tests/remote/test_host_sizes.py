@@ -169,22 +169,29 @@ def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python,
     no_far_process_left(log)
 
 
+def planned(vol, server, far: str, tmp_path) -> tuple[str, dict]:
+    """On ``vol``: 200,000 entries to delete (``cache``) and a file to keep; the plan made
+    over ssh with ``far`` as the far python (its path, its document)."""
+    m = vol.mountpoint
+    fill(os.path.join(m, "cache"))
+    with open(f"{m}/keep.txt", "w") as f:
+        f.write("kept\n")
+    plan = str(tmp_path / "big.plan")
+    r = vacate("plan", m, "--host", "vacate-test", "--python", far, "--delete", "cache",
+               "--keep", "keep.txt", "--archive-to", str(tmp_path / "backup"), "--grace", "2",
+               "-o", plan, "--json", env=server.environ())
+    assert r.returncode == 0, r.stderr[-3000:]
+    return plan, json.loads(r.stdout)
+
+
 @pytest.mark.parametrize("python", far_pythons())
 def test_plan_and_apply_delete_200k_entries_over_ssh(server, python, tmp_path):
     vol = big_volume()
     try:
         m = vol.mountpoint
-        fill(os.path.join(m, "cache"))
-        with open(f"{m}/keep.txt", "w") as f:
-            f.write("kept\n")
         env = server.environ()
         far, log = wrapper(str(tmp_path / "far"), python)
-        plan = str(tmp_path / "big.plan")
-        r = vacate("plan", m, "--host", "vacate-test", "--python", far, "--delete", "cache",
-                   "--keep", "keep.txt", "--archive-to", str(tmp_path / "backup"),
-                   "--grace", "2", "-o", plan, "--json", env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-        doc = json.loads(r.stdout)
+        plan, doc = planned(vol, server, far, tmp_path)
         deletes = [s for s in doc["steps"] if s["kind"] == "delete"]
         assert deletes, [s["kind"] for s in doc["steps"]]
         os.remove(log)
@@ -229,16 +236,9 @@ def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(
     vol = big_volume()
     try:
         m = vol.mountpoint
-        fill(os.path.join(m, "cache"))
-        with open(f"{m}/keep.txt", "w") as f:
-            f.write("kept\n")
         env = server.environ()
         far, log = wrapper(str(tmp_path / "far"), PYTHONS["debian"])
-        plan = str(tmp_path / "big.plan")
-        r = vacate("plan", m, "--host", "vacate-test", "--python", far, "--delete", "cache",
-                   "--keep", "keep.txt", "--archive-to", str(tmp_path / "backup"), "-o", plan,
-                   env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
+        plan, _doc = planned(vol, server, far, tmp_path)
         wrapper(str(tmp_path / "far"), PYTHONS["debian"], "stop-at-delete")  # (same path)
         r = vacate("apply", plan, "--yes", "--stall-timeout", "3", env=env)
         assert events(log, "stopping"), events(log)
