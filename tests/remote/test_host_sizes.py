@@ -351,3 +351,23 @@ def test_scan_and_check_through_ct_of_200k_entries(tmp_path):
         assert scanned["totals"]["entries"] > ENTRIES
         again = {i["id"]: i for i in scanned["items"]}["item:data"]
         assert (again["files"], again["dirs"]) == (data["files"], data["dirs"])
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHONS["3.13"]), reason="pyenv has no CPython 3.13")
+def test_the_watching_far_python_makes_a_fork_under_threads_an_error(tmp_path):
+    """The harness the tests above trust: under 3.13 a fork while a thread runs ends the far
+    process (exit 70) and is logged, as the old far worker's walk pool would have."""
+    far, log = wrapper(str(tmp_path / "far"), PYTHONS["3.13"])
+    code = ("import os, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(2,)).start()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n")
+    r = subprocess.run([far, "-I", "-S", "-c", code], capture_output=True, timeout=60,
+                       check=False)
+    assert r.returncode == 70
+    assert "multi-threaded" in events(log, "warning")[0]["message"]
+    r = subprocess.run([far, "-I", "-S", "-c", code.replace("threading.Thread", "(lambda **k: "
+                        "type('T', (), {'start': lambda s: None})())")],
+                       capture_output=True, timeout=60, check=False)
+    assert r.returncode == 0 and len(events(log, "warning")) == 1
