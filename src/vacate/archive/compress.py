@@ -172,11 +172,6 @@ class BufferPool:
                 self.free.append(buf)
 
 
-def raw_size(n: int) -> int:
-    """Bytes of ``n`` bytes of data stored in raw blocks."""
-    return n + 3 * -(-n // RAW_BLOCK)
-
-
 def raw_header(n: int) -> bytes:
     """The 3-byte header of a raw block of ``n`` bytes (not the last block)."""
     return (n << 3).to_bytes(3, "little")

@@ -58,10 +58,6 @@ def type_of_mode(mode: int) -> str | None:
     return None   # sockets and doors cannot be archived
 
 
-def _octal(n: int, width: int) -> bytes:
-    return b"%0*o\0" % (width - 1, n)
-
-
 def _pax_record(key: bytes, value: bytes) -> bytes:
     body = b" " + key + b"=" + value + b"\n"
     n = len(body) + 1

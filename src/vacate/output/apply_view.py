@@ -65,10 +65,3 @@ def _records(result) -> list[dict]:
     from vacate.act.journal import path_for, read_records
 
     return read_records(path_for(result.plan_path))
-
-
-def render_report(doc, console) -> None:
-    """The report in the terminal (see :mod:`vacate.output.report_text`)."""
-    from vacate.output import report_text
-
-    report_text.render(doc, console)

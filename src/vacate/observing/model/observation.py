@@ -12,7 +12,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
 from vacate.observing.model import codec
@@ -178,8 +178,3 @@ ScanResult.encode_fields = _scan_fields          # (slots classes take class att
 ScanResult.decode_fields = staticmethod(_scan_decode)
 codec.register(Mount, LoopBacking, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
                Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Observation)
-
-
-def without_timings(obs: Observation) -> Observation:
-    """The same observation with its timings zeroed (for comparing two looks)."""
-    return replace(obs, elapsed_s=0.0, inventory=replace(obs.inventory, elapsed_s=0.0))
