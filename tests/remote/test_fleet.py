@@ -4,7 +4,7 @@ host reached through a real OpenSSH server on 127.0.0.1 under several names and 
 
 What a user checks: every host is answered (in use, safe, or could not tell with the reason:
 unreachable, a wrong key, a connection vacate does not speak, a name that would be an ssh
-option), the table puts the unsafe first, ``--json`` and ``-o DIR`` give one document per
+option), the table puts the unsafe first, ``--json`` and ``--output-dir DIR`` give one document per
 host, the exit status is the strongest news; and ``--forks`` really runs hosts side by side."""
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ def test_an_ini_inventory_with_group_vars_every_host_answered(servers, volume, t
         holders.fd(os.path.join(volume.mountpoint, "data", "a.jsonl"))
         out = tmp_path / "docs"
         r = vacate("check", "--no-scan", "--json", "--inventory", str(inv / "hosts.ini"),
-                   "-o", str(out), volume.mountpoint, env=env)
+                   "--output-dir", str(out), volume.mountpoint, env=env)
         table = vacate("check", "--no-scan", "-i", str(inv / "hosts.ini"), "--forks", "2",
                        volume.mountpoint, env=env)
     finally:

@@ -10,14 +10,29 @@ from __future__ import annotations
 import argparse
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
+
+DOES = (
+    "Carries out the plan's steps, in order, on the machine the plan was made for (here, or "
+    "its --host over ssh), and only those: it stops, disables or masks systemd units; ends "
+    "processes (SIGTERM, then SIGKILL after the plan's --grace); stops containers; turns off "
+    "swap, detaches loop devices, stops NFS/Samba exports; archives items and reads the "
+    "archives back; takes a snapshot (ZFS, btrfs) and deletes what the plan deletes; copies "
+    "what it migrates and repoints the units and links that used it; comments out or "
+    "repoints config lines (fstab, exports, crontabs, a Proxmox container's mount point); "
+    "unmounts the volume; and makes the empty mount point immutable (chattr +i) so nothing "
+    "writes there. It shows the plan and asks first (--yes: without asking). Each step's "
+    "intent and outcome go to PLAN.journal before and after; a stale or edited plan is "
+    "refused. --dry-run checks every step against the machine and changes nothing.")
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("apply", help="carry out a reviewed plan (vacate plan -o FILE): "
-                                     "journaled, resumable; asks first")
-    p.add_argument("plan", metavar="PLAN", help="the plan file")
+                                     "journaled, resumable; asks first",
+                       description=DOES)
+    p.add_argument("plan", metavar="PLAN", type=paths.readable_file, help="the plan file")
     p.add_argument("--yes", action="store_true",
                    help="approve without asking (needed without a terminal)")
     p.add_argument("--dry-run", action="store_true",

@@ -53,14 +53,7 @@ def seconds(text: str) -> float:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="cold backup: zstd-compressed pax tar parts, SHA256SUMS, "
-                       "a manifest and a restore README",
-                       description="Exit 0 done (or, onto a complete archive, up to date); "
-                       "1 a file changed while it was read, something the sources hold is "
-                       "not in the archive (named), or the sources changed since the "
-                       "complete archive there was made (named); 3 something could not be "
-                       "read (see the warnings); 2 usage error, or the target could not be "
-                       "written (a full disk: the unfinished part is removed, the finished "
-                       "ones kept for a rerun, which resumes).")
+                       "a manifest and a restore README")
     p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")

@@ -14,6 +14,7 @@ import os
 import shlex
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, UsageError, VacateError
 
@@ -26,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "(vacate observe -o) or a plan (vacate plan -o); default: .")
     p.add_argument("--archive-to", metavar="DEST",
                    help="where archived items go, for the plan written (as vacate plan)")
-    p.add_argument("-o", "--output", metavar="PLAN",
+    p.add_argument("-o", "--output", metavar="PLAN", type=paths.writable_file,
                    help="the plan file w writes")
     remote.add_arguments(p, "a stall exits 3 before anything is shown")
     return p
@@ -81,16 +82,16 @@ def run(args, env: Env) -> int:
     """(The volume, once made, is frozen out of the collector's full passes: it lives as
     long as the app, and a full pass over its million objects, whenever a directory of
     many files is read, costs ~50 ms.)"""
-    if not (env.stdout_isatty and env.stdin_isatty):
-        raise UsageError("vacate browse is a full-screen terminal program, and there is no "
-                         "terminal here",
-                         hint="without one: vacate scan PATH, vacate check PATH, "
-                              "vacate plan PATH --json")
-    from vacate.output.browse.app import Browse
-    from vacate.output.browse.model import Volume
-    from vacate.output.browse.write import Writer
-
     src = args.source
+    if not os.path.isdir(src) and getattr(args, "remote", None) is None \
+            and getattr(args, "ct", None) is None:
+        try:                  # a saved observation or plan: said wrong before anything else
+            paths.readable_file(src)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{e}", hint="browse a mount point, a saved observation (vacate "
+                             "observe -o FILE) or a plan (vacate plan -o FILE)") from None
+    from vacate.output.browse.model import Volume
+
     plan_file = None
     load = None
     volume = None
@@ -129,6 +130,14 @@ def run(args, env: Env) -> int:
 
     if plan_file and args.archive_to:
         raise UsageError("a plan keeps its own --archive-to: browse it without one")
+    if not (env.stdout_isatty and env.stdin_isatty):
+        raise UsageError("vacate browse is a full-screen terminal program, and there is no "
+                         "terminal here",
+                         hint="without one: vacate scan PATH, vacate check PATH, "
+                              "vacate plan PATH --json")
+    from vacate.output.browse.app import Browse
+    from vacate.output.browse.write import Writer
+
     writer = Writer(lambda: remote.reach(args, env.host), args.output, source=plan_file,
                     remote=getattr(args, "remote", None), ct=getattr(args, "ct", None))
     if volume is not None:

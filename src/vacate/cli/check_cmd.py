@@ -5,9 +5,10 @@ Exit status: 0 safe to unmount, 1 in use, 2 usage or runtime error, 3 could not 
 from __future__ import annotations
 
 import argparse
+import os
 
 from vacate import remote
-from vacate.cli import check_fleet
+from vacate.cli import check_fleet, paths
 from vacate.cli.env import Env
 from vacate.cli.scan_cmd import reaching
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswered, UsageError
@@ -15,9 +16,14 @@ from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN, Unanswer
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="everything that uses a volume, and whether it is safe "
-                                     "to unmount (exit 0 safe, 1 in use, 3 could not tell)")
-    p.add_argument("path", nargs="?", help="the volume's mountpoint, or any directory on it")
-    p.add_argument("--from", dest="saved", metavar="FILE",
+                                     "to unmount (exit 0 safe, 1 in use, 3 could not tell)",
+                       usage="%(prog)s [options] PATH\n"
+                             "       %(prog)s --from FILE [options]\n"
+                             "       %(prog)s --inventory FILE [options] PATH")
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="the volume's mount point, or any directory on it (required, but "
+                        "with --from)")
+    p.add_argument("--from", dest="saved", metavar="FILE", type=paths.readable_or_stdin,
                    help="decide from a saved observation (vacate observe; - for stdin) "
                         "instead of looking at this machine")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
@@ -26,6 +32,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "the entries' own)")
     p.add_argument("--no-config", action="store_true",
                    help="skip configured users (unit files, fstab, containers...)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="also write the document (vacate.check/1; with --inventory, the list "
+                        "of them) to FILE, crash-safe")
     remote.add_arguments(p)
     check_fleet.add_arguments(p)
     return p
@@ -35,7 +44,26 @@ def exit_code(safe: bool | None) -> int:
     return EXIT_OK if safe is True else EXIT_IN_USE if safe is False else EXIT_UNKNOWN
 
 
+def _output(args, env: Env) -> None:
+    """``-o`` names a file, as for every command. ``-o DIR`` with --inventory was once
+    --output-dir's short form: an existing directory given so is still taken as it, said."""
+    out = args.output
+    if out is None:
+        return
+    if os.path.isdir(out) and args.inventory is not None and args.output_dir is None:
+        env.stderr.write(f"vacate: note: -o names a file now; -o {out}, a directory, is taken "
+                         f"as --output-dir {out} (one file per host): say --output-dir\n")
+        args.output_dir, args.output = out, None
+        return
+    try:
+        paths.writable_file(out)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"-o {e}", hint="--output-dir DIR (with --inventory) writes one file "
+                         "per host" if os.path.isdir(out) else None) from None
+
+
 def run(args, env: Env) -> int:
+    _output(args, env)
     if check_fleet.wanted(args):
         return check_fleet.run(args, env)
     if (args.path is None) == (args.saved is None):
@@ -93,10 +121,16 @@ def _look(args, env: Env):
 
 def show(result, args, env: Env) -> int:
     """Print a check's result (the document or the table) and give its exit status."""
-    if args.json:
+    if args.json or args.output:
         from vacate.output import jsonfmt
 
-        env.stdout.write(jsonfmt.dumps(jsonfmt.check_doc(result)))
+        text = jsonfmt.dumps(jsonfmt.check_doc(result))
+        if args.output:
+            from vacate.observing.fsio import write_atomic
+
+            write_atomic(args.output, text.encode("ascii"))
+    if args.json:
+        env.stdout.write(text)
     else:
         from vacate.output import check_view
 

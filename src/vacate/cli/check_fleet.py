@@ -1,6 +1,6 @@
 """``vacate check --inventory FILE [--limit PATTERN] [--forks N] PATH``: the check on every
 host of an Ansible inventory, ``forks`` at a time; one table (or ``--json`` a list of
-``vacate.check/1`` documents, ``-o DIR`` one file per host).
+``vacate.check/1`` documents, ``--output-dir DIR`` one file per host, ``-o FILE`` the list).
 
 Exit status: 1 if any host is in use, else 3 if any could not be told, else 0; 2 when the
 inventory itself could not be read."""
@@ -8,13 +8,14 @@ inventory itself could not be read."""
 from __future__ import annotations
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_arguments(p) -> None:
     g = p.add_argument_group("many hosts (an Ansible inventory; needs ansible-core)")
-    g.add_argument("--inventory", "-i", metavar="FILE",
+    g.add_argument("--inventory", "-i", metavar="FILE", type=paths.inventory,
                    help="check PATH on every host of this inventory (any form Ansible reads: "
                         "INI, YAML, a directory, a script or plugin)")
     g.add_argument("--limit", "-l", metavar="PATTERN",
@@ -25,8 +26,9 @@ def add_arguments(p) -> None:
                    help="give up on a host after this long in all (a host whose far side "
                         "goes silent is given up after --stall-timeout, 30 s by default: "
                         "its own row, never the fleet's result)")
-    g.add_argument("--output-dir", "-o", metavar="DIR",
-                   help="also write one vacate.check/1 document per host, DIR/HOST.json")
+    g.add_argument("--output-dir", metavar="DIR",
+                   help="also write one vacate.check/1 document per host, DIR/HOST.json "
+                        "(-o FILE writes them all, as a list, to one file)")
     g.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
                    help="as to Ansible, for vaulted inventory variables")
     g.add_argument("--vault-id", action="append", default=[], metavar="ID",
@@ -84,12 +86,16 @@ def run(args, env: Env) -> int:
     checks = fleet.check_hosts(hosts, args.path, forks=forks, scan_tree=not args.no_scan,
                                configured=not args.no_config, timeout_s=args.host_timeout,
                                stall_s=remote.stall_of(args), on_done=done)
-    if args.json or args.output_dir:
+    if args.json or args.output_dir or args.output:
         from vacate.output import fleetfmt, jsonfmt
 
         docs = [fleetfmt.host_doc(c, args.path) for c in checks]
         if args.output_dir:
             fleetfmt.write_dir(args.output_dir, docs)
+        if args.output:
+            from vacate.observing.fsio import write_atomic
+
+            write_atomic(args.output, jsonfmt.dumps(docs).encode("ascii"))
         if args.json:
             env.stdout.write(jsonfmt.dumps(docs))
     if not args.json:

@@ -59,6 +59,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
             super().__init__(prog, indent_increment, max_help_position, width or _columns())
 
+        def _fill_text(self, text, width, indent):
+            """Each line of a description or epilog filled alone; a line that starts with
+            spaces (a list: the exit status) keeps them, and its continuation is indented
+            under its text."""
+            import textwrap
+
+            out = []
+            for line in text.splitlines() or [""]:
+                lead = line[:len(line) - len(line.lstrip())]
+                hang = lead + " " * (len(line.lstrip().split(" ", 1)[0]) + 2) if lead else ""
+                out.append(textwrap.fill(" ".join(line.split()), width,
+                                         initial_indent=indent + lead,
+                                         subsequent_indent=indent + hang) or indent)
+            return "\n".join(out)
+
     class Parser(argparse.ArgumentParser):      # every command's parser uses Formatter
         def __init__(self, *args, formatter_class=Formatter, **kwargs):
             super().__init__(*args, formatter_class=formatter_class, **kwargs)
@@ -72,9 +87,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"vacate {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    from vacate.cli import exits
+
     for name, mod in _modules(only):
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
+        sp.epilog = exits.epilog(name)
     return p
 
 
@@ -122,6 +140,14 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=env.stderr)
         return e.exit_code
+    except OSError as e:
+        if e.filename is None or isinstance(e, BrokenPipeError):
+            raise
+        # a file the command line named, met deep inside the command: its name and what is
+        # wrong, not a traceback (a temporary file beside it stands for the file itself)
+        name = os.fsdecode(e.filename2 if e.filename2 is not None else e.filename)
+        print(f"vacate: error: {name}: {e.strerror or e}", file=env.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt as e:
         print("vacate: interrupted (Ctrl-C)" + _where(e), file=env.stderr)
         return 130

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.cli.scan_cmd import reaching
 from vacate.observing.errors import EXIT_OK, UsageError
@@ -14,8 +15,8 @@ from vacate.observing.errors import EXIT_OK, UsageError
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("observe", help="what vacate sees of a volume, as JSON for check --from "
                                        "/ scan --from (nothing is decided)")
-    p.add_argument("path", help="the volume's mountpoint, or any directory on it")
-    p.add_argument("-o", "--output", metavar="FILE",
+    p.add_argument("path", help="the volume's mount point, or any directory on it")
+    p.add_argument("-o", "--output", metavar="FILE", type=paths.writable_file,
                    help="write the observation to FILE (crash-safe) instead of stdout")
     p.add_argument("--no-scan", action="store_true",
                    help="do not walk the volume: list its top level only")

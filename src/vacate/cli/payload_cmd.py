@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, UsageError
 
@@ -14,6 +15,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("payload", help="the observing layer as one zipapp (python3 3.8+, "
                                        "standard library only) to run on another host")
     p.add_argument("-o", "--output", metavar="FILE", default="vacate-observe.pyz",
+                   type=paths.writable_file,
                    help="where to write it (default: vacate-observe.pyz)")
     return p
 

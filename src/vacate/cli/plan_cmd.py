@@ -10,6 +10,7 @@ import argparse
 import os
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, UsageError
 
@@ -18,9 +19,13 @@ EXIT_INCOMPLETE = 4
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan the retirement of a volume: per item keep / archive / "
-                                    "delete, then the ordered teardown (changes nothing)")
-    p.add_argument("path", nargs="?", help="the volume's mount point")
-    p.add_argument("--from", dest="from_plan", metavar="EDITED",
+                                    "delete, then the ordered teardown (changes nothing)",
+                       usage="%(prog)s [options] PATH\n"
+                             "       %(prog)s --from EDITED -o NEW [options]")
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="the volume's mount point itself (a plan retires a whole volume; "
+                        "required, but with --from)")
+    p.add_argument("--from", dest="from_plan", metavar="EDITED", type=paths.readable_file,
                    help="a plan file whose items' actions were edited by hand: make its steps "
                         "again from them (with -o NEW to write it)")
     p.add_argument("--archive-to", metavar="DEST",
@@ -45,7 +50,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--mask-references", action="store_true",
                    help="mask the units that still name archived or deleted paths (by "
                         "default they are listed in the report, left as they are)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the plan to FILE")
+    p.add_argument("-o", "--output", metavar="FILE", type=paths.writable_file,
+                   help="write the plan to FILE")
     p.add_argument("--json", action="store_true", help="the plan as JSON on stdout")
     remote.add_arguments(p, "a stall exits 3, with no plan written")
     return p

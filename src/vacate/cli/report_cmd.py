@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, VacateError
 
@@ -14,11 +15,11 @@ from vacate.observing.errors import EXIT_OK, VacateError
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="what was there, what used it, what was done and what "
                                       "remains, from an observation, a plan and its journal")
-    p.add_argument("plan", metavar="SOURCE",
+    p.add_argument("plan", metavar="SOURCE", type=paths.readable_file,
                    help="a saved observation (vacate observe -o), or a plan file (its journal "
                         "beside it, when it was applied)")
     p.add_argument("--json", action="store_true", help="vacate.report/1 on stdout")
-    p.add_argument("--html", metavar="FILE",
+    p.add_argument("--html", metavar="FILE", type=paths.writable_file,
                    help="write the report as one self-contained page to FILE")
     p.add_argument("--hide-names", action="store_true",
                    help="on the page, names below the volume's top level are replaced by "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli import paths
 from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("restore", help="restore all or part of an archive, checking each file")
-    p.add_argument("archive", help=ARCHIVE_HELP)
+    p.add_argument("archive", type=paths.archive_place, help=ARCHIVE_HELP)
     p.add_argument("patterns", nargs="*", metavar="PATTERN",
                    help="archive paths or shell patterns (a directory selects what it holds)")
     p.add_argument("--to", required=True, metavar="DIR", help="restore into this directory")

@@ -6,21 +6,23 @@ import argparse
 from contextlib import contextmanager
 
 from vacate import remote
+from vacate.cli import paths
 from vacate.cli.env import Env
 from vacate.observing.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("scan", help="what is on a volume, item by item, byte-exact")
-    p.add_argument("path", nargs="?",
-                   help="the volume's mountpoint, or any directory on it (its entries "
+    p = sub.add_parser("scan", help="what is on a volume, item by item, byte-exact",
+                       usage="%(prog)s [options] PATH\n       %(prog)s --from FILE [options]")
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="the volume's mount point, or any directory on it (its entries "
                         "become the items: that is the drill-down)")
-    p.add_argument("--from", dest="saved", metavar="FILE",
+    p.add_argument("--from", dest="saved", metavar="FILE", type=paths.readable_or_stdin,
                    help="show the inventory of a saved observation (vacate observe; - for "
                         "stdin) instead of walking")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
     p.add_argument("--top", type=int, default=10, metavar="N", help="largest files to show")
-    p.add_argument("--ncdu", metavar="FILE",
+    p.add_argument("--ncdu", metavar="FILE", type=paths.writable_file,
                    help="also write the whole tree in ncdu's JSON format (browse: ncdu -f FILE)")
     p.add_argument("--no-recognise", dest="recognise", action="store_false",
                    help="sizes only: do not read files to tell what each item is")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli import paths
 from vacate.cli.env import Env
 
 
@@ -16,7 +17,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("undo", help="reverse what an apply repointed (vacate's own drop-ins "
                                     "removed, lines and links put back; nothing else "
                                     "touched)")
-    p.add_argument("plan", metavar="PLAN", help="the plan file that was applied")
+    p.add_argument("plan", metavar="PLAN", type=paths.readable_file, help="the plan file that was applied")
     return p
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from vacate.cli import paths
 from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
 from vacate.cli.env import Env
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="read an archive back: every part and file checksum")
-    p.add_argument("archive", help=ARCHIVE_HELP)
+    p.add_argument("archive", type=paths.archive_place, help=ARCHIVE_HELP)
     p.add_argument("--against", action="append", metavar="SRC",
                    help="also compare this source tree with the archive (repeatable)")
     add_common(p)
