@@ -297,3 +297,39 @@ def test_approval_is_pinned_to_the_bytes_shown(story):
     assert rc == 2 and "changed after it was shown for approval" in err.getvalue(), \
         err.getvalue()[-2000:]
     _mounted_and_untouched(story)
+
+
+def test_no_kind_acts_in_a_dry_run_whichever_way_it_is_asked(story, monkeypatch):
+    """One dry run: ``Context(dry_run=True)`` stops every registered kind before its
+    ``run`` (there is no other guard to forget), and each step of the story's plan carried
+    out that way on the real volume runs no command and changes nothing."""
+    import dataclasses
+
+    from vacate.act import kind as kinds
+    from vacate.act.apply import load
+    from vacate.act.base import Context, Outcome
+    from vacate.act.registry import KINDS
+    from vacate.observing.model.plan import Step
+
+    story.make_plan()
+    plan, _sha = load(story.plan)
+    for name, (_k, mod) in KINDS.items():
+        step = Step(id=f"01-{name}", kind=name, summary=f"do {name}")
+        with monkeypatch.context() as mp:
+            mp.setattr(mod, "done", lambda *_a: False)
+            mp.setattr(mod, "ready", lambda *_a: None)
+
+            def acted(*_a, name=name):
+                raise AssertionError(f"{name}: run reached in a dry run")
+            mp.setattr(mod, "run", acted)
+            out = kinds.carry_out(step, Context(plan=plan, dry_run=True))
+        assert out == Outcome("would", f"would do {name}"), (name, out)
+    before = {p: os.lstat(os.path.join(story.m, p)).st_mtime_ns for p in os.listdir(story.m)}
+    ctx = Context(plan=plan, dry_run=True, plan_path=story.plan)
+    said = [kinds.attempt(dataclasses.replace(s), ctx) for s in plan.steps]
+    assert not ctx.commands, ctx.commands
+    assert {o.status for o in said} <= {"would", "failed", "skipped", "manual"}, said
+    assert any(o.status == "would" for o in said)
+    _mounted_and_untouched(story)
+    assert {p: os.lstat(os.path.join(story.m, p)).st_mtime_ns
+            for p in os.listdir(story.m)} == before

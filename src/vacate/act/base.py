@@ -30,7 +30,7 @@ from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Plan, Step
 
-OUTCOMES = ("ok", "skipped", "failed", "manual")
+OUTCOMES = ("ok", "skipped", "failed", "manual", "would")   # would: a dry run, ready to act
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -193,12 +193,7 @@ def ready(host: Host, step: str) -> str | None:
     """:func:`vacate.act.kind.precondition` of the step (a dry run's question)."""
     from vacate.act.kind import precondition
 
-    ctx = _ctx()
-    ctx.dry_run = True
-    try:
-        return precondition(_step(step), ctx)
-    finally:
-        ctx.dry_run = False
+    return precondition(_step(step), _ctx())
 
 
 def step(host: Host, step: str, earlier: dict | None = None) -> dict:

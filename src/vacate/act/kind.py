@@ -91,7 +91,8 @@ def params(step: Step):
 def carry_out(step: Step, ctx: Context) -> Outcome:
     """Carry out one step: done already is ``skipped`` (the module's ``skipped`` may say
     more, or finish what a crash interrupted: telling cron again); a precondition that does
-    not hold is ``failed``, with why; else the module acts, and an ``ok`` that leaves its
+    not hold is ``failed``, with why; in a dry run (``ctx.dry_run``) a step ready to act is
+    ``would`` and nothing acts; else the module acts, and an ``ok`` that leaves its
     postcondition unmet is ``failed``."""
     k, mod = kind_of(step), module_of(step)
     if not k.proves_itself and mod.done(step, ctx):
@@ -102,9 +103,10 @@ def carry_out(step: Step, ctx: Context) -> Outcome:
         failed = getattr(mod, "not_ready", None)
         return failed(step, ctx, why) if failed is not None else \
             Outcome("failed", f"not done: {why}")
+    if ctx.dry_run:              # the one place a dry run stops: no kind's run is reached
+        return Outcome("would", f"would {step.summary}")
     out = mod.run(step, ctx)
-    if out.status == "ok" and not k.proves_itself and not ctx.dry_run and \
-            not mod.done(step, ctx):
+    if out.status == "ok" and not k.proves_itself and not mod.done(step, ctx):
         return Outcome("failed", f"{out.detail}; but afterwards it does not hold "
                                  f"({step.postcondition})", out.data)
     return out

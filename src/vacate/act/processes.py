@@ -265,9 +265,6 @@ def run(step: Step, ctx: Context) -> Outcome:
     before each signal."""
     pid, start = _identity(step)
     grace = params(step).grace_s
-    if ctx.dry_run:
-        return Outcome("ok", f"would send TERM to pid {pid}, wait {grace:g} s, then KILL",
-                       data={"pid": pid, "signals": [], "dry_run": True})
     target = _Target(pid, start, ctx.host)
     sent: list[str] = []
     t0 = time.monotonic()

@@ -120,7 +120,7 @@ def skipped(step: Step, ctx: Context) -> Outcome:
 def run(step: Step, ctx: Context) -> Outcome:
     """``pct set CTID --delete KEYS``; ok once the file says the keys are gone or pending."""
     if step.kind == "repoint-mount-point":
-        return mp_run(step, ctx) if not ctx.dry_run else Outcome("ok", f"would {step.summary}")
+        return mp_run(step, ctx)
     argv = _argv(step)
     try:
         ctx.run(argv)

@@ -76,8 +76,6 @@ def _point(link_local: str, to: str) -> None:
 
 def run(step: Step, ctx: Context) -> Outcome:
     p = params(step)
-    if ctx.dry_run:
-        return Outcome("ok", f"would {step.summary}")
     _point(ctx.host.path(p.link), p.to)
     return Outcome("ok", f"{p.link} -> {p.to} (was -> {p.target})",
                    {"link": p.link, "before": p.target, "after": p.to,

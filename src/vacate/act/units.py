@@ -261,10 +261,6 @@ def _run_stop(step: Step, ctx: Context, unit: str) -> Outcome:
     triggers = [t for t in _words(props, "TriggeredBy")
                 if m.show(t).get("ActiveState") not in ACTIVE_NOT]
     argv = _argv(step, "stop", unit)
-    if ctx.dry_run:
-        would = ([m.typed("stop", *triggers)] if triggers else []) + [m.typed(*argv[1:])]
-        return Outcome("ok", "would run: " + "; ".join(would),
-                       data={"unit": unit, "dry_run": True, "would": would})
     cmds = []
     if triggers:                      # first, so that none starts it again meanwhile
         cmds.append(m.command("stop", *triggers))
@@ -366,10 +362,6 @@ def _run_disable(step: Step, ctx: Context, unit: str) -> Outcome:
     argv = _argv(step, "disable", unit)
     plan = ([("stop", *active)] if active else []) + \
         ([("disable", *triggers)] if triggers else []) + [tuple(argv[1:])]
-    if ctx.dry_run:
-        would = [m.typed(*a) for a in plan]
-        return Outcome("ok", "would run: " + "; ".join(would),
-                       data={"unit": unit, "dry_run": True, "would": would})
     removed, cmds = [], []
     for args in plan:
         cmds.append(m.command(*args))
@@ -438,9 +430,6 @@ def _done_mask(step: Step, ctx: Context) -> bool:
 def _run_mask(step: Step, ctx: Context, unit: str) -> Outcome:
     m = _manager(step, ctx)
     argv = _argv(step, "mask", unit)
-    if ctx.dry_run:
-        return Outcome("ok", f"would run: {m.typed(*argv[1:])}",
-                       data={"unit": unit, "dry_run": True, "would": [m.typed(*argv[1:])]})
     cmd = m.where.wrap(argv)
     try:
         ctx.run(cmd)
