@@ -140,8 +140,6 @@ def test_the_exit_status_is_the_strongest_news():
 # -- ansible-inventory reads every form -----------------------------------------------------
 
 @has_ansible
-@pytest.mark.xfail(strict=True, reason="until remote/inventory.py's _tool looks up with "
-                   "vacate.observing.tools.which (issue 31, 1); then remove this mark")
 def test_ansible_inventory_is_found_beside_the_interpreter_without_path(tmp_path):
     """Issue 31: ``.venv/bin/vacate check --inventory`` with ``.venv/bin`` not on PATH (the
     README's way to run it) finds the ansible-inventory that pip installed beside it."""
@@ -163,7 +161,7 @@ def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
     (tmp_path / "group_vars" / "all.yml").write_text(
         "ansible_user: ops\nansible_ssh_common_args: -o ConnectTimeout=4\n")
     (tmp_path / "pw").write_text("sesame\n")
-    vaulted = subprocess.run(["ansible-vault", "encrypt_string", "--vault-password-file",
+    vaulted = subprocess.run([extras.tool("ansible-vault", "ansible-core"), "encrypt_string", "--vault-password-file",
                               str(tmp_path / "pw"), "carol", "--name", "ansible_user"],
                              capture_output=True, text=True, check=True).stdout
     (tmp_path / "host_vars" / "db1.yml").write_text(vaulted + "ansible_port: 2299\n")
@@ -211,7 +209,7 @@ else:
     (tmp_path / "pw").write_text("sesame\n")
     secret = tmp_path / "group_vars" / "gpu.yml"
     secret.write_text("ansible_user: deploy\nansible_become: true\n")
-    subprocess.run(["ansible-vault", "encrypt", "--vault-password-file", str(tmp_path / "pw"),
+    subprocess.run([extras.tool("ansible-vault", "ansible-core"), "encrypt", "--vault-password-file", str(tmp_path / "pw"),
                     str(secret)], capture_output=True, check=True)
     assert secret.read_text().startswith("$ANSIBLE_VAULT")
     (tmp_path / "hosts.ini").write_text("[gpu]\ng1\n")

@@ -18,10 +18,10 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from dataclasses import dataclass
 
+from vacate.observing import tools
 from vacate.observing.errors import UsageError, VacateError
 from vacate.remote.ssh import ARGS_ENV, SshTarget, check_name
 
@@ -52,9 +52,9 @@ class VaultArgs:
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name)
+    found = tools.which(name)
     if found is None:
-        raise UsageError(f"--inventory needs {name} (ansible-core), not found on PATH",
+        raise UsageError(f"--inventory needs {tools.looked(name)} (it comes with ansible-core)",
                          hint="pip install 'vacate[ansible]' (or ansible-core >= 2.15)")
     return found
 
