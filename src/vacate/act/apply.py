@@ -213,7 +213,9 @@ def staleness(plan: Plan, reach, started: set[str], now_target=None) -> list[str
     if now_target.mountpoint != plan.target_path:
         return [f"nothing is mounted at {plan.target_path} any more"]
     view = plan.observation.ct
-    now = reach.observe(view.path if view is not None else plan.target_path)
+    # the top level is all staleness asks of the inventory (what is new there); what changed
+    # inside an item is its identity's business: no walk of the whole volume here
+    now = reach.observe(view.path if view is not None else plan.target_path, scan_tree=False)
     return stale.differences(plan, now, _identities(plan, reach), started)
 
 

@@ -106,10 +106,15 @@ def write_entries(host: Host, path: str, *, dev: int, directory: str):
     return write_entries_file(path, dev=dev, directory=directory)
 
 
+PIECE = 4 << 20               # an entries file goes back in pieces this big
+_kept: dict = {}              # entries files recorded here, kept until their last piece
+
+
 def entries_file(host: Host, path: str, *, dev: int) -> dict:
-    """An item's entries file as bytes (base64), with what recording it came to: for a plan
-    made elsewhere, which keeps the file beside itself."""
-    import base64
+    """Record an item's entries file, for a plan made elsewhere which keeps the file beside
+    itself: what recording it came to, and the file's name and size; its bytes are then
+    asked for in pieces (:func:`entries_piece`), so that no reply holds a whole file of
+    millions of entries."""
     import io
 
     from vacate.observing.entries import file_name
@@ -118,8 +123,31 @@ def entries_file(host: Host, path: str, *, dev: int) -> dict:
 
     buf = io.BytesIO()
     rec = record(path, dev=dev, out=buf)
-    return {"recorded": codec.encode(rec), "name": file_name(rec.sha256),
-            "data": base64.b64encode(buf.getvalue()).decode("ascii")}
+    name = file_name(rec.sha256)
+    _kept.clear()                 # (one at a time: what was not fetched is dropped)
+    _kept[name] = buf
+    return {"recorded": codec.encode(rec), "name": name, "size": buf.getbuffer().nbytes}
+
+
+def entries_piece(host: Host, name: str, offset: int) -> str:
+    """The bytes of a recorded entries file from ``offset``, at most :data:`PIECE`, base64;
+    the file is dropped here once its last piece is asked for."""
+    import base64
+
+    buf = _kept.get(name)
+    if buf is None:
+        from vacate.observing.errors import VacateError
+
+        raise VacateError(f"no entries file {name} is kept here (record it again)")
+    view = buf.getbuffer()
+    try:
+        piece = base64.b64encode(view[offset:offset + PIECE]).decode("ascii")
+        last = offset + PIECE >= view.nbytes
+    finally:
+        view.release()
+    if last:
+        del _kept[name]
+    return piece
 
 
 def system_devices(host: Host) -> dict:
@@ -163,5 +191,6 @@ def commands(host: Host, names: list) -> dict:
 
 OPS = {"hello": hello, "ct_view": ct_view, "commands": commands, "observe": observe, "target": target, "free_bytes": free_bytes,
        "record_entries": record_entries, "record_item": record_item,
-       "entries_file": entries_file, "system_devices": system_devices,
+       "entries_file": entries_file, "entries_piece": entries_piece,
+       "system_devices": system_devices,
        "file_stats": file_stats}

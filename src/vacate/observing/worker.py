@@ -90,7 +90,8 @@ class _Out:
         self.busy = True
         try:
             text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
-            self.stream.write(wire.frame(wire.REPLY, text.encode("ascii")))
+            for piece in wire.pieces(wire.REPLY, text.encode("ascii")):
+                self.stream.write(piece)
             self.stream.flush()
         finally:
             self.busy = False

@@ -141,7 +141,8 @@ class Remote:
 
     def write_entries(self, path: str, *, dev: int, directory: str):
         """Record an item there and keep its entries file here, in ``directory``, under the
-        name its sha256 gives it (checked: what arrived is what was recorded)."""
+        name its sha256 gives it (checked: what arrived is what was recorded); the file
+        comes in pieces."""
         import base64
         import hashlib
 
@@ -150,11 +151,17 @@ class Remote:
 
         got = self.call("entries_file", path=path, dev=dev)
         rec = _decode_recorded(got["recorded"])
-        data = base64.b64decode(got["data"])
-        if hashlib.sha256(data).hexdigest() != rec.sha256:
+        name, size = os.path.basename(got["name"]), int(got["size"])
+        data = bytearray()           # asked for in pieces: no reply holds the whole file
+        while True:
+            piece = base64.b64decode(self.call("entries_piece", name=got["name"],
+                                               offset=len(data)))
+            data += piece
+            if len(data) >= size or not piece:
+                break
+        if len(data) != size or hashlib.sha256(data).hexdigest() != rec.sha256:
             raise VacateError(f"{self.label}: the entries of {path} arrived damaged")
-        name = os.path.basename(got["name"])
-        write_atomic(os.path.join(directory, name), data)
+        write_atomic(os.path.join(directory, name), bytes(data))
         return replace(rec, file=name)
 
     def close(self) -> None:
