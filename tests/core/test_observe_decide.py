@@ -137,11 +137,13 @@ def test_a_broken_observation_is_a_clear_error_naming_the_place(tmp_path, breaka
 
 
 @pytest.mark.parametrize("text", ["", "{", "[1, 2]", "null", '"x"', "\x00\x01"])
-def test_what_is_not_json_or_not_an_object_is_refused(tmp_path, text):
+def test_what_is_not_json_or_not_an_object_is_refused(tmp_path, text, capsys):
     f = tmp_path / "x.json"
     f.write_text(text)
     rc, out, err = run_cli("check", "--from", str(f))
-    assert rc == 2 and out == "" and "vacate: error:" in err and "Traceback" not in err
+    err += capsys.readouterr().err         # (an empty file is refused as the option is read)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert "vacate: error:" in err or f"argument --from: {f}: is empty" in err, err
 
 
 def test_from_stdin_and_argument_rules(tmp_path):

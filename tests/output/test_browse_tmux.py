@@ -64,14 +64,15 @@ class Tmux:
 
 
 def _command_on(page: str) -> str:
-    """The command line the write page shows (wrapped in its box: joined again)."""
+    """The command line the write page shows, read as a shell reads it (a line that ends
+    with a backslash goes on on the next)."""
     lines = [ln.strip().strip("│").strip() for ln in page.splitlines()]
     at = next(i for i, ln in enumerate(lines) if ln.startswith("the same plan in a script"))
     out = []
     for ln in lines[at + 1:]:
         if not ln:
             break
-        out.append(ln)
+        out.append(ln[:-1].rstrip() if ln.endswith("\\") else ln)
     return " ".join(out)
 
 

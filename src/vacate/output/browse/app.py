@@ -530,13 +530,21 @@ def shell_lines(command: str, width: int) -> str:
         words = shlex.split(command)
     except ValueError:
         return command
-    lines, line = [], ""
+    # an option stays on one line with its value (--keep eagle3/cache)
+    groups: list[str] = []
     for word in (shlex.quote(w) for w in words):
-        if line and len(line) + 1 + len(word) + 2 > width:
-            lines.append(line)
-            line = "  " + word
+        if groups and groups[-1].startswith("-") and " " not in groups[-1] \
+                and not word.startswith("-"):
+            groups[-1] += " " + word
         else:
-            line = f"{line} {word}" if line else word
+            groups.append(word)
+    lines, line = [], ""
+    for group in groups:
+        if line and len(line) + 1 + len(group) + 2 > width:
+            lines.append(line)
+            line = "  " + group
+        else:
+            line = f"{line} {group}" if line else group
     lines.append(line)
     return " \\\n".join(lines)
 
