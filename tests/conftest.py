@@ -3,6 +3,13 @@ import sys
 
 import pytest
 
+# vacate forks its walkers, recognisers and deleters only while the process runs no other
+# thread (observing/collectors/forking.py counts them in /proc/self/task); numpy, which some
+# tests import, starts an OpenBLAS thread at import unless told not to, and the in-process
+# walks of every later test would then run in one process
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
 # the tests are grouped by layer; some share helpers across the groups by module name
