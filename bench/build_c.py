@@ -25,6 +25,7 @@ def main() -> int:
     from setuptools import Extension, setup
 
     exts = [Extension(s["name"], [os.path.join(root, p) for p in s["sources"]],
+                      include_dirs=[os.path.join(root, p) for p in s.get("include-dirs", [])],
                       depends=[os.path.join(root, p) for p in s.get("depends", [])])
             for s in specs]
     with tempfile.TemporaryDirectory(prefix="vacate-build-c-") as tmp:

@@ -16,6 +16,7 @@ from vacate.act import config_edit, manual
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.collectors.configured import cron, exports, fstab
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.host import Host
@@ -83,7 +84,7 @@ def tree(ext4_volume, tmp_path):
 
 def edit_steps(obs, dest):
     """The plan, and its edit-config steps of fstab and crontab lines."""
-    plan = make_plan(obs, archive_to=dest)
+    plan = make_plan(obs, PlanRequest(archive_to=dest))
     return plan, [s for s in plan.steps if s.kind == "edit-config"
                   and s.action.consumer.split(":")[0] in ("fstab", "cron")]
 

@@ -18,6 +18,7 @@ from vacate.act import config_edit, manual
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.collectors.configured import exports, lxc, pve
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.host import Host
@@ -129,7 +130,7 @@ def tree(ext4_volume, tmp_path, monkeypatch):
 
 
 def plan_of(tree, dest):
-    plan = make_plan(tree.obs, archive_to=dest)
+    plan = make_plan(tree.obs, PlanRequest(archive_to=dest))
     return plan, [s for s in plan.steps if s.kind == "edit-config"]
 
 
@@ -291,5 +292,5 @@ def test_configs_inside_a_container_stay_manual(tree, tmp_path):
         dataclasses.replace(c, attrs={**c.attrs, "container": ct})
         if c.type in ("nfs-export", "lxc-container", "pve-container") else c
         for c in tree.obs.consumers))
-    plan = make_plan(obs, archive_to=str(tmp_path))
+    plan = make_plan(obs, PlanRequest(archive_to=str(tmp_path)))
     assert [s for s in plan.steps if s.kind == "edit-config"] == []

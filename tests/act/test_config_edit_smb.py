@@ -15,6 +15,7 @@ from vacate.act import config_edit
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.collectors.configured import smb
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.host import Host
@@ -54,7 +55,7 @@ def share(tmp_path):
 
 
 def _step(obs, dest):
-    plan = make_plan(obs, archive_to=dest)
+    plan = make_plan(obs, PlanRequest(archive_to=dest))
     (s,) = [s for s in plan.steps if s.kind == "edit-config"]
     return plan, s
 

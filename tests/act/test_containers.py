@@ -76,6 +76,7 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
     from harness.docker_box import IMAGE
 
     from vacate.decide.plan import make_plan
+    from vacate.decide.request import PlanRequest
     from vacate.observing.observe import observe
 
     vol, box, data_root, made = dockerd
@@ -85,7 +86,7 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
         box.run(name, "--restart", "always", "--stop-timeout", "1",
                 "-v", f"{m}/models:/models", IMAGE, "sleep", "infinity")
     obs = observe(m, scan_tree=False)
-    plan = make_plan(obs, archive_to=str(os.path.dirname(data_root)))
+    plan = make_plan(obs, PlanRequest(archive_to=str(os.path.dirname(data_root))))
     steps = [s for s in plan.steps if s.kind == "stop-container"
              and s.action.argv[-1] == "binder"]
     assert [s.action.argv for s in steps] == [("docker", "stop", "binder"),

@@ -15,6 +15,7 @@ from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.act.processes import start_time
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.host import Host
 from vacate.observing.model.observation import Observation
 
@@ -75,7 +76,7 @@ def plan_for(procs):
                            "gpus": [{"device": "/dev/nvidia0", "index": 0}]})
             for pid, st in procs]
     obs = replace(obs, consumers=tuple(held) + tuple(c for c in obs.consumers if c != base))
-    plan = make_plan(obs, archive_to="/backup")
+    plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     step = next(s for s in plan.steps if s.kind == "release-gpu")
     assert step.params["pids"] == [pid for pid, _ in procs]
     return step, plan

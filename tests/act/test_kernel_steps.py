@@ -17,6 +17,7 @@ from vacate.act import kernel, lockdir
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
@@ -85,7 +86,7 @@ def setup(tmp_path):
 
 def plan_for(mnt, archive_to):
     obs = observe(mnt, scan_tree=False)
-    return make_plan(obs, archive_to=archive_to)
+    return make_plan(obs, PlanRequest(archive_to=archive_to))
 
 
 def kernel_steps(plan):

@@ -16,6 +16,7 @@ from vacate.act import processes
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.host import Host
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import Step
@@ -59,13 +60,14 @@ def alive(pid, start):
 def ctx(held):
     _h, vol = held
     return Context(plan=make_plan(observe(vol, scan_tree=False),
-                                  archive_to="/var/tmp/vacate-test-archive"))
+                                  PlanRequest(archive_to="/var/tmp/vacate-test-archive")))
 
 
 def test_a_process_that_ends_on_term(held):
     h, vol = held
     pid = h.fd(f"{vol}/models/shard.bin")
-    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(observe(vol, scan_tree=False),
+                     PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     step = next(s for s in plan.steps if s.kind == "end-process")
     assert step.precondition["pid"] == pid
     ctx = Context(plan=plan)

@@ -17,6 +17,7 @@ from vacate.act import units
 from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.model.action import Action, Where
 from vacate.observing.model.plan import Step
 from vacate.observing.observe import observe
@@ -108,7 +109,7 @@ def commands_run(ctx, since, verb):
 def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     b, vol = box
     obs = observe(vol, scan_tree=False)
-    plan = make_plan(obs, archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(obs, PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     stop = next(s for s in plan.steps if s.kind == "stop-unit")
     assert stop.action.subject == "llm.service"
     assert stop.action.where.kind == "pid-namespace"         # the box's manager
@@ -159,7 +160,8 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
 
 def test_a_unit_pulled_in_by_another_units_file_is_manual_unless_the_plan_disables_it(box):
     b, vol = box
-    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(observe(vol, scan_tree=False),
+                     PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     dis_a = box_step(b, "disable-unit", "a.service")
     ctx = Context(plan=replace(plan, steps=(dis_a,)))
     out = carry_out(dis_a, ctx)
@@ -183,7 +185,8 @@ def test_a_unit_pulled_in_by_another_units_file_is_manual_unless_the_plan_disabl
 
 def test_mask(box):
     b, vol = box
-    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(observe(vol, scan_tree=False),
+                     PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     # a unit whose own file is in /etc/systemd/system: a mask would replace it
     m = box_step(b, "mask-unit", "m.service")
     ctx = Context(plan=replace(plan, steps=(m,)))
@@ -209,7 +212,8 @@ def test_mask(box):
 
 def test_ready_says_why_not(box):
     b, vol = box
-    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(observe(vol, scan_tree=False),
+                     PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     ctx = Context(plan=plan)
     nope = box_step(b, "mask-unit", "no-such.service")
     assert "has no unit no-such.service" in units.ready(nope, ctx)
@@ -227,7 +231,8 @@ def test_ready_says_why_not(box):
 
 def test_a_dry_run_changes_nothing(box):
     b, vol = box
-    plan = make_plan(observe(vol, scan_tree=False), archive_to="/var/tmp/vacate-test-archive")
+    plan = make_plan(observe(vol, scan_tree=False),
+                     PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     ctx = Context(plan=plan, dry_run=True)
     other = box_step(b, "disable-unit", "other.service")
     for kind in ("stop-unit", "disable-unit", "mask-unit"):

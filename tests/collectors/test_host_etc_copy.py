@@ -12,6 +12,7 @@ import pytest
 from vacate.act import config_edit
 from vacate.act.base import Context
 from vacate.decide.plan import make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.collectors.configured import cron, fstab
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.host import Host
@@ -65,7 +66,7 @@ def test_fstab_and_cron_lines_in_a_copy_of_etc_are_read_and_edited_there(ext4_vo
                                                 "/etc/cron.d/job"}
 
     plan = make_plan(dataclasses.replace(obs, consumers=obs.consumers + found),
-                     archive_to=str(tmp_path / "dest"))
+                     PlanRequest(archive_to=str(tmp_path / "dest")))
     steps = [s for s in plan.steps if s.kind == "edit-config"]
     assert len(steps) == 3
     ctx = Context(plan, host=host)

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from vacate.decide.plan import PlanRefused, make_plan
+from vacate.decide.request import PlanRequest
 from vacate.observing.model.codec import Malformed
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
@@ -28,7 +29,7 @@ def _actions(plan):
 
 
 def test_defaults_keep_artifacts_delete_only_what_a_named_source_gives_back(obs):
-    plan = make_plan(obs, archive_to="/backup")
+    plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     assert _actions(plan) == {"/data/lost+found": "keep", CUDA: "delete",
                               "/data/eagle3": "archive", "/data/models": "archive",
                               "/data/ml-env-backup-cuda128.txt": "archive"}
@@ -48,7 +49,8 @@ def test_without_a_destination_the_plan_names_what_needs_one(obs):
 
 
 def test_the_deepest_match_wins_and_the_rest_of_its_item_keeps_its_action(obs):
-    plan = make_plan(obs, archive_to="/backup", overrides=[("delete", "models/Qwen3.5-*")])
+    plan = make_plan(obs, PlanRequest(archive_to="/backup",
+                                      overrides=[("delete", "models/Qwen3.5-*")]))
     by = {i.path: i for i in plan.items}
     assert by[MODEL].action == "delete" and by[MODEL].reason == "asked: --delete models/Qwen3.5-*"
     # models/ holds nothing else: nothing is left to archive, so no step is spent on it
@@ -56,9 +58,9 @@ def test_the_deepest_match_wins_and_the_rest_of_its_item_keeps_its_action(obs):
     assert "nothing is left in it to archive" in by["/data/models"].reason
     assert not any(s.params.get("item") == "/data/models" for s in plan.steps)
     # a literal beats a glob at the same depth; deeper beats shallower
-    plan = make_plan(obs, archive_to="/backup", overrides=[
+    plan = make_plan(obs, PlanRequest(archive_to="/backup", overrides=[
         ("delete", "models/*"), ("keep", "models/Qwen3.5-397B-A17B-NVFP4"), ("delete", "eagle3"),
-        ("keep", "/data/eagle3/outputs/qwen3.5-397b-a17b-eagle3")])
+        ("keep", "/data/eagle3/outputs/qwen3.5-397b-a17b-eagle3")]))
     by = {i.path: i for i in plan.items}
     assert by[MODEL].action == "keep"
     assert by["/data/eagle3"].action == "delete"
@@ -75,11 +77,11 @@ def test_the_deepest_match_wins_and_the_rest_of_its_item_keeps_its_action(obs):
 ])
 def test_what_cannot_be_planned_is_refused(obs, overrides, says):
     with pytest.raises(PlanRefused, match=says):
-        make_plan(obs, archive_to="/backup", overrides=overrides)
+        make_plan(obs, PlanRequest(archive_to="/backup", overrides=overrides))
 
 
 def test_the_teardown_archives_what_nothing_uses_before_the_downtime(obs):
-    plan = make_plan(obs, archive_to="/backup")
+    plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     kinds = [s.kind for s in plan.steps]
     first_down = next(i for i, s in enumerate(plan.steps) if s.downtime)
     early = {s.params["item"] for s in plan.steps[:first_down] if s.kind == "archive"}
@@ -97,7 +99,7 @@ def test_the_teardown_archives_what_nothing_uses_before_the_downtime(obs):
 
 
 def test_a_plan_round_trips_and_an_edited_action_is_checked(obs):
-    plan = make_plan(obs, archive_to="/backup")
+    plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     doc = json.loads(plan.dumps())
     assert doc["schema"] == "vacate.plan/1"
     assert doc["target"]["mountpoint"] == "/data" and doc["target"]["mount_id"]
@@ -111,9 +113,9 @@ def test_a_plan_round_trips_and_an_edited_action_is_checked(obs):
 
 
 def test_references_are_masked_only_when_asked(obs):
-    plain = make_plan(obs, archive_to="/backup")
+    plain = make_plan(obs, PlanRequest(archive_to="/backup"))
     assert not any(s.kind == "mask-unit" for s in plain.steps)
-    masked = make_plan(obs, archive_to="/backup", mask_references=True)
+    masked = make_plan(obs, PlanRequest(archive_to="/backup", mask_references=True))
     (mask,) = [s for s in masked.steps if s.kind == "mask-unit"]
     assert mask.action.argv == ("systemctl", "mask", "sglang-kimi.service")
     assert mask.evidence and "eagle3" in mask.evidence[0].path

@@ -7,7 +7,8 @@ import dataclasses
 import os
 
 from vacate.decide.plan import make_plan
-from vacate.observing.model.observation import Observation
+from vacate.decide.request import PlanRequest
+from vacate.observing.model.observation import Destination, Observation
 from vacate.observing.model.usage import Consumer, Evidence
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
@@ -26,8 +27,9 @@ def with_docker(obs: Observation, binds) -> Observation:
 
 def plan_of(obs: Observation):
     rel = "models/Qwen3.5-397B-A17B-NVFP4"
-    return make_plan(obs, archive_to="/backup", overrides=[("migrate", rel)],
-                     migrations={rel: "/shared/models"}, migrate_free={"/shared/models": 1 << 50})
+    obs = dataclasses.replace(obs, destinations=(Destination("/shared/models", 1 << 50),))
+    return make_plan(obs, PlanRequest(archive_to="/backup", overrides=[("migrate", rel)],
+                                      migrations={rel: "/shared/models"}))
 
 
 def test_a_docker_bind_of_the_migrated_item_is_a_manual_step_with_its_mount():

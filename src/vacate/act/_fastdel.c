@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../observing/collectors/_dents.h"
+#include "dents.h"
 
 /* What this module offers Python, as a number: delete.py checks it (FASTDEL_VERSION) and
    refuses a build of other sources. Bump both with any change of a signature or a result. */
@@ -80,7 +80,7 @@ static int list_dir(int fd, Listing *l) {
             break;
         }
         const char *nm = de->d_name;
-        if (nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))
+        if (dents_is_dot(nm))
             continue;
         size_t len = strlen(nm) + 1;
         if (l->n == l->cap) {

@@ -226,6 +226,7 @@ def _retire(path: str, out, env: Env, cli, *, apply: bool, work: str) -> None:
 def _plan_only(path: str, out, env: Env) -> None:
     """A plain directory is no volume to retire: the plan vacate would make for one."""
     from vacate.decide.plan import make_plan
+    from vacate.decide.request import PlanRequest
     from vacate.observing.observe import observe
     from vacate.output import plan_view
 
@@ -233,7 +234,7 @@ def _plan_only(path: str, out, env: Env) -> None:
               "directory, this is what the plan would do with its items (its users here are "
               "those of the whole filesystem, left out), and it stops there:")
     overrides = [(PICKS[i].removeprefix("--"), PICKS[i + 1]) for i in range(0, len(PICKS), 2)]
-    plan = make_plan(observe(path, host=env.host, users=False), archive_to="BACKUP",
-                     overrides=overrides)
+    plan = make_plan(observe(path, host=env.host, users=False),
+                     PlanRequest(archive_to="BACKUP", overrides=overrides))
     plan_view.render(plan, out, steps=False)
     out.print("")

@@ -22,6 +22,7 @@ import os
 from dataclasses import replace
 
 from vacate.decide import verdict
+from vacate.decide.request import PlanRequest, request_of
 from vacate.decide.teardown import (
     SNAPSHOT_FS,
     Teardown,
@@ -29,7 +30,7 @@ from vacate.decide.teardown import (
     deleted,
     teardown,
 )
-from vacate.observing.model.observation import Observation
+from vacate.observing.model.observation import Destination, Observation
 from vacate.observing.model.plan import Identity, Plan, PlanItem
 from vacate.observing.model.usage import ItemUsage
 from vacate.observing.parsers.paths import is_under
@@ -277,26 +278,26 @@ def _with(p: PlanItem, **kw) -> PlanItem:
     return replace(p, **kw)
 
 
-def make_plan(obs: Observation, *, archive_to: str | None = None,
-              overrides: list[tuple[str, str]] = (), grace_s: float = 10.0,
-              snapshot: bool = True, identities: dict[str, Identity] | None = None,
-              entries: dict[str, dict] | None = None, mask_references: bool = False,
-              dest_free: int | None = None, created_at: float = 0.0,
-              migrations: dict[str, str] | None = None,
-              migrate_free: dict[str, int] | None = None,
-              migrate_inside: dict[str, str] | None = None,
-              archive_tools: dict[str, str] | None = None) -> Plan:
-    """The plan for the observed volume; :class:`PlanRefused` when what was asked cannot be
-    planned. ``identities``: what each item to archive or delete is, by path (observed by
-    the caller), ``entries`` each delete item's entries (``vacate.entries/1``);
-    ``dest_free``: the free bytes at ``archive_to``; ``archive_tools``: where the archive is
-    written by another host's python3 (no zstandard module there), its ``zstd`` command
-    (name -> path, "" where it is missing); ``migrate_inside``: with ``--ct``, each
-    destination of ``migrations`` (the host's path) as the container spells it."""
-    identities = identities or {}
+def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
+    """The plan for the observed volume, as ``request`` asks it; :class:`PlanRefused` when
+    what was asked cannot be planned. What the machine says of the places the plan writes
+    to (free space, the ``--ct`` container's spelling, a far host's ``zstd``) is the
+    observation's ``destinations``."""
+    request = request or PlanRequest()
+    archive_to, grace_s, snapshot = request.archive_to, request.grace_s, request.snapshot
+    mask_references = request.mask_references
+    dests = {d.path: d for d in obs.destinations}
+    here = dests.get(archive_to) if archive_to else None
+    dest_free = here.free_bytes if here else None
+    archive_tools = {"zstd": here.zstd} if here and here.zstd is not None else None
+    migrations = dict(request.migrations)
+    migrate_free = {p: d.free_bytes for p, d in dests.items() if d.free_bytes is not None}
+    migrate_inside = {p: d.inside for p, d in dests.items() if d.inside}
+    identities = dict(request.identities)
     result = verdict.check(obs)
-    items = plan_items(obs, result.items, list(overrides), archive_to, identities,
-                       entries or {}, snapshot, migrations, migrate_free, migrate_inside)
+    items = plan_items(obs, result.items, list(request.overrides), archive_to, identities,
+                       dict(request.entries), snapshot, migrations, migrate_free,
+                       migrate_inside)
     blocked = _check_migrations(obs, items)
     to_archive = [i for i in items if i.action == "archive"]
     subs = {i.path: i for i in items}
@@ -330,7 +331,7 @@ def make_plan(obs: Observation, *, archive_to: str | None = None,
                 problems=tuple(p for p in result.warnings if p.blocks_verdict),
                 expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
                 archive_bytes=need, archive_estimate_s=hashed / HASH_BYTES_PER_S,
-                created_at=created_at)
+                created_at=request.created_at)
 
 
 def _check_migrations(obs: Observation, items) -> list[str]:
@@ -363,34 +364,27 @@ def rebuild(plan: Plan) -> Plan:
     """The plan made again from what it records (its observation, its items' actions as a
     person left them, the identities it took): what apply compares a plan file with, so
     that only the items' actions are a person's to edit."""
-    return make_plan(plan.observation, archive_to=plan.archive_to,
-                     overrides=overrides_of(plan), grace_s=plan.grace_s,
-                     snapshot=plan.snapshot, mask_references=plan.mask_references,
-                     identities={it.path: it.identity for it in plan.items if it.identity},
-                     entries={it.path: it.entries for it in plan.items if it.entries},
-                     created_at=plan.created_at, **migrations_of(plan))
+    return make_plan(observation_of(plan), request_of(plan))
 
 
-def overrides_of(plan: Plan) -> list[tuple[str, str]]:
-    """The items' actions as the ``--keep/--archive/--delete/--migrate`` that make them
-    (a migrate item whose source is deleted after: ``--migrate`` and ``--delete``)."""
-    target = plan.observation.target.path
-    out = [(it.action, _rel(target, it.path)) for it in plan.items]
-    return out + [("delete", _rel(target, it.path)) for it in plan.items
-                  if it.action == "migrate" and it.delete_source]
+def destinations_of(plan: Plan) -> tuple[Destination, ...]:
+    """The migrations' destinations as the plan's items recorded them (free bytes, the
+    container's spelling): a plan made before its observation held them."""
+    out: dict[str, Destination] = {}
+    for it in plan.items:
+        if it.action == "migrate" and it.migrate_to:
+            d = os.path.dirname(it.migrate_to)
+            out[d] = Destination(d, it.dest_free_bytes,
+                                 os.path.dirname(it.migrate_inside) if it.migrate_inside
+                                 else "")
+    return tuple(out.values())
 
 
-def migrations_of(plan: Plan) -> dict:
-    """The plan's migrations and the free space it saw at each destination, as
-    :func:`make_plan` takes them."""
-    target = plan.observation.target.path
-    moving = [it for it in plan.items if it.action == "migrate" and it.migrate_to]
-    return {"migrations": {_rel(target, it.path): os.path.dirname(it.migrate_to)
-                           for it in moving},
-            "migrate_free": {os.path.dirname(it.migrate_to): it.dest_free_bytes
-                             for it in moving if it.dest_free_bytes is not None},
-            "migrate_inside": {os.path.dirname(it.migrate_to): os.path.dirname(it.migrate_inside)
-                               for it in moving if it.migrate_inside}}
+def observation_of(plan: Plan) -> Observation:
+    """The observation the plan was decided on, its destinations taken from its items where
+    it has none (a plan file made before the observation held them)."""
+    obs = plan.observation
+    return obs if obs.destinations else replace(obs, destinations=destinations_of(plan))
 
 
 def edited_steps(plan: Plan) -> list[str]:

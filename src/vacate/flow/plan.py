@@ -14,13 +14,16 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import replace
 
 from vacate.decide.plan import PlanRefused, deleted, make_plan
+from vacate.decide.request import PlanRequest
 from vacate.flow.carve import carve, is_glob
 from vacate.flow.running import refuse_running_system
 from vacate.observing.entries_fused import WalkRecords
 from vacate.observing.errors import UsageError
 from vacate.observing.host import Host
+from vacate.observing.model.observation import Destination
 from vacate.observing.model.plan import Identity, Plan
 from vacate.observing.store import entries_store
 
@@ -88,10 +91,11 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                 stack.callback(walked.close)      # what the plan did not take is removed
         obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
                     list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
+        asked = PlanRequest(archive_to=archive_to, overrides=overrides, grace_s=grace_s,
+                            snapshot=snapshot, mask_references=mask_references,
+                            migrations=migrations)
         try:
-            first = make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                              snapshot=snapshot, mask_references=mask_references,
-                              migrations=migrations)
+            first = make_plan(obs, asked)
         except PlanRefused as e:
             raise UsageError(str(e)) from None
         identities, entries = {}, {}
@@ -106,14 +110,14 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                     rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
                 identities[it.path] = identity_of(rec)
                 entries[it.path] = rec.reference()
-        free = where.call("free_bytes", path=local_dest) if local_dest else None
-        tools = None if isinstance(where, Local) or not local_dest else \
-            where.call("commands", names=["zstd"])
-        return make_plan(obs, archive_to=archive_to, overrides=overrides, grace_s=grace_s,
-                         snapshot=snapshot, identities=identities, entries=entries,
-                         mask_references=mask_references,
-                         dest_free=free, created_at=time.time(), migrations=migrations,
-                         migrate_free={d: where.call("free_bytes", path=d)
-                                       for d in set(migrations.values())},
-                         migrate_inside=inside,
-                         archive_tools=tools)
+        free = {d: where.call("free_bytes", path=d) for d in set(migrations.values())}
+        dests = {d: Destination(d, free[d], inside.get(d, "")) for d in free}
+        if local_dest:
+            tools = None if isinstance(where, Local) else \
+                where.call("commands", names=["zstd"]).get("zstd") or ""
+            dests[local_dest] = replace(dests.get(local_dest, Destination(local_dest)),
+                                        free_bytes=where.call("free_bytes", path=local_dest),
+                                        zstd=tools)
+        return make_plan(replace(obs, destinations=tuple(dests.values())),
+                         replace(asked, identities=identities, entries=entries,
+                                 created_at=time.time()))

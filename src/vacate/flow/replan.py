@@ -84,11 +84,13 @@ def replan(edited: str, *, host: Host | None = None,
            outputs: tuple[str, ...] = ()) -> Replanned:
     """The plan in ``edited`` with its steps derived from its items' actions as edited."""
     from vacate.act.apply import load, staleness
-    from vacate.decide.plan import PlanRefused, deleted, make_plan, migrations_of, overrides_of
+    from vacate.decide.plan import PlanRefused, deleted, make_plan, observation_of
+    from vacate.decide.request import request_of
     from vacate.flow.plan import identity_of, on_target
     from vacate.observing.collectors import mounts
     from vacate.observing.entries import record_item, write_entries_file
     from vacate.observing.fsio import existing_parent
+    from vacate.observing.model.observation import Destination
     from vacate.observing.store import entries_store
     from vacate.remote import Local
 
@@ -140,16 +142,16 @@ def replan(edited: str, *, host: Host | None = None,
             entries[it.path] = rec.reference()
         looked.append(f"{it.path}: looked at again for its new action ({it.action}): "
                       f"{ident.files} files recorded")
-    free = None
-    if local_dest:
+    obs = observation_of(plan)
+    dests = {d.path: d for d in obs.destinations}
+    if local_dest:      # its free space now (a far host's zstd is not asked again)
         st = os.statvfs(existing_parent(local_dest))
-        free = st.f_bavail * st.f_frsize
+        dests[local_dest] = replace(dests.get(local_dest, Destination(local_dest)),
+                                    free_bytes=st.f_bavail * st.f_frsize, zstd=None)
     try:
-        new = make_plan(plan.observation, archive_to=plan.archive_to,
-                        overrides=overrides_of(plan), **migrations_of(plan),
-                        grace_s=plan.grace_s, snapshot=plan.snapshot,
-                        mask_references=plan.mask_references, identities=identities,
-                        entries=entries, dest_free=free, created_at=time.time())
+        new = make_plan(replace(obs, destinations=tuple(dests.values())),
+                        request_of(plan, identities=identities, entries=entries,
+                                   created_at=time.time()))
     except PlanRefused as e:
         raise UsageError(str(e)) from None
     was = _planned_actions(plan)

@@ -42,7 +42,7 @@ directory when planning.
 What recording costs (1M entries, 62,797 directories, cache warm): a walk of the item, an
 ``fstatat`` an entry (~1.4 s of system time, what ``find -printf %s`` pays) plus ~10 system
 calls a directory, and ~1 s of CPU to compress ~95 MB of lines into a member a directory.
-Where ``_fastwalk`` was built the walk runs in C (``collectors/_record.h``: this module's
+Where ``_fastwalk`` was built the walk runs in C (``collectors/_record.c``: this module's
 walk, listing and enter, line for line, each directory's line encoded there; the tests
 record trees both ways and compare the files byte for byte); here, ~2.5 us of Python an
 entry. The members are compressed and written by a thread beside the walk

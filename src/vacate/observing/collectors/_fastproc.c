@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "_dents.h"
+#include "dents.h"
 
 /* What this module offers Python, as a number: procs_probe.py checks it (FASTPROC_VERSION)
    and refuses a build of other sources. Bump both with any change of a signature or a

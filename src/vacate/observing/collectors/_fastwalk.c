@@ -1,12 +1,21 @@
-/* vacate's walker in C: whole subtrees, depth-first (Descent), the recognisers' directory
-   listings (entries), the drill-down's bottom-up sums (sum_up) and the record of an item to
-   delete (record, in _record.h).
+/* vacate's walker in C. One module, four entry points, each with its one Python caller
+   (which keeps the same loop in Python, used where this optional module was not built: no
+   compiler at install time, a remote host given only the collectors; the test suite runs
+   each both ways and compares):
+     Descent   whole subtrees, depth-first         collectors/walk_descent.py (CWalker)
+     sum_up    the drill-down's bottom-up sums      collectors/walk_finish.py
+     entries   the recognisers' directory listings  recognise/base.py (list_dir)
+     record    the record of an item to delete      observing/entries.py (_record.c)
+   They share the getdents reader (include/dents.h) and the record's frame and line
+   (include/record.h: Descent's record mode writes the same lines as record), so they are
+   built and loaded as one: walk_descent.py loads the module (native.load) and checks its
+   VERSION, and the other three take it from there (walk_descent.fastwalk). Change the
+   signature or the result of any of the four: bump VERSION here and FASTWALK_VERSION there
+   (tests/collectors/test_c_modules.py).
 
-   collectors/walk_loops.py keeps the same walk in Python and walk.py uses it wherever this
-   optional module was not built (no compiler at install time, a remote host given only the collectors); the
-   test suite runs the walk both ways and compares. Per entry this makes the same two calls as
-   `du` (getdents, fstatat) and no Python object unless the entry is a directory, a file with
-   more than one link, a large file or an error: about 1 us per entry instead of about 3. */
+   Per entry the walk makes the same two calls as `du` (getdents, fstatat) and no Python
+   object unless the entry is a directory, a file with more than one link, a large file or an
+   error: about 1 us per entry instead of about 3. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dirent.h>
@@ -17,18 +26,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "_dents.h"
+#include "dents.h"
+#include "record.h"
 
-/* What this module offers Python, as a number: walk_descent.py checks it (FASTWALK_VERSION)
-   and refuses a build of other sources. Bump both with any change of a signature or a
-   result. */
+/* What this module offers Python (all four entry points above), as a number: walk_descent.py
+   checks it (FASTWALK_VERSION) and refuses a build of other sources. Bump both with any
+   change of a signature or a result. */
 #define VERSION 3
-
-static int is_dot(const char *n) {
-    return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
-}
-
-#include "_record.h"
 
 /* entries(fd, cap, FileInfo) -> (dirs, files, listed, truncated, read_errno)
    One directory's listing for the recognisers (recognise/base.py list_dir keeps the same loop
@@ -64,7 +68,7 @@ static PyObject *entries(PyObject *self, PyObject *args) {
         de = dents_next(&d);
         if (de == NULL)
             serr = errno;
-        else if (is_dot(de->d_name))
+        else if (dents_is_dot(de->d_name))
             dot = 1;
         else if (listed < cap) {
             if (de->d_type == DT_DIR)
@@ -225,7 +229,7 @@ static PyObject *sum_up(PyObject *self, PyObject *args) {
 
    Descent(..., skip, (cut, sink, encode)): also records every directory of the subtree for
    an entries file (inside an item to delete, entries_fused.py): after listing a directory,
-   its rows (every entry's name and lstat, as _record.h's frame holds them) sorted and
+   its rows (every entry's name and lstat, as record.h's frame holds them) sorted and
    encoded as entries.py's dir_line, and sink(rel, line, entries, files, apparent,
    newest_mtime_ns, newest_ctime_ns, subdirs, same_dev) called, rel the directory's path
    from code point `cut` on ("" for the item: path is then shorter), same_dev whether every
@@ -432,7 +436,7 @@ static int rec_emit(Descent *d, PyObject *path) {
         return -1;
     f->rel = rel;
     long long files, apparent, mt, ct;
-    int rc = rline(f, &d->rec_out, d->rec_encode, &files, &apparent, &mt, &ct);
+    int rc = record_line(f, &d->rec_out, d->rec_encode, &files, &apparent, &mt, &ct);
     if (rc == 0) {
         PyObject *res = PyObject_CallFunction(d->rec_sink, "Oy#nLLLLni", rel, d->rec_out.b,
                                               (Py_ssize_t)d->rec_out.n, (Py_ssize_t)f->n,
@@ -475,7 +479,7 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
         for (long pos = 0; pos < n;) {
             struct linux_dirent64 *de = (struct linux_dirent64 *)(d->buf + pos);
             pos += de->d_reclen;
-            if (is_dot(de->d_name))
+            if (dents_is_dot(de->d_name))
                 continue;
             int skipped = 0;
             for (Py_ssize_t i = 0; i < nskip; i++)
@@ -491,7 +495,7 @@ static int list_top(Descent *d, long long dsize, long long dblocks, long long dm
                 ne++;
                 continue;
             }
-            if (rec && radd(rec, de->d_name, &e->st) < 0)
+            if (rec && record_add(rec, de->d_name, &e->st) < 0)
                 nomem = 1;
             if (S_ISDIR(e->st.st_mode)) {
                 e->kind = E_DIR;
@@ -827,7 +831,7 @@ static PyTypeObject DescentType = {
 static PyMethodDef methods[] = {
     {"entries", entries, METH_VARARGS, "One directory's listing for the recognisers (see "
      "recognise/base.py)."},
-    {"record", record, METH_VARARGS, "An item to delete recorded (see _record.h)."},
+    {"record", record_walk, METH_VARARGS, "An item to delete recorded (see _record.c)."},
     {"sum_up", sum_up, METH_VARARGS, "The drill-down's rows added up bottom-up (see walk_finish.py)."},
     {NULL, NULL, 0, NULL},
 };

@@ -67,12 +67,27 @@ class CtView:
 
 
 @dataclass(frozen=True, **SLOTS)
+class Destination:
+    """A place off the volume that a plan writes to (``--archive-to``, a ``--migrate``
+    destination) as the machine saw it when the plan was made: its free bytes (None: not
+    known), how the ``--ct`` container spells it (``inside``; "" without one), and, where the
+    archive is written by another host's python3, that host's ``zstd`` command (None: not
+    looked for; "": it has none)."""
+
+    path: str
+    free_bytes: int | None = None
+    inside: str = ""
+    zstd: str | None = None
+
+
+@dataclass(frozen=True, **SLOTS)
 class Observation:
     """One look at a volume. ``inventory``: the walk (``scanned``) or a listing of the top
     level; ``users``: whether consumers were looked for at all (a scan is an observation
     without users); ``configured``: whether configured users (unit files, fstab, containers)
     were read. ``consumers`` and ``problems`` are what the collectors returned, in their
-    order; ``containers`` the running containers seen from the host."""
+    order; ``containers`` the running containers seen from the host; ``destinations`` what
+    a plan saw of the places it writes to (none for a plain observation)."""
 
     target: Target
     inventory: ScanResult
@@ -85,6 +100,7 @@ class Observation:
     host: HostFacts = HostFacts()
     elapsed_s: float = 0.0
     ct: CtView | None = None        # --ct: the container's path and the host's
+    destinations: tuple[Destination, ...] = ()   # plan: where it writes, off the volume
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
@@ -177,4 +193,5 @@ def _scan_decode(data, where: str) -> dict:
 ScanResult.encode_fields = _scan_fields          # (slots classes take class attributes)
 ScanResult.decode_fields = staticmethod(_scan_decode)
 codec.register(Mount, LoopBacking, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
-               Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Observation)
+               Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Destination,
+               Observation)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from vacate.decide import verdict as deciding
 from vacate.decide.plan import PlanRefused, make_plan
+from vacate.decide.request import PlanRequest
 from vacate.flow.carve import carve
 from vacate.observing.model.inventory import Stats
 from vacate.observing.model.observation import Observation
@@ -448,7 +449,7 @@ class Volume:
             else:
                 ov = self.overrides()
                 obs = carve(self.obs, ov, stat_file=self._file_stats)
-            plan = make_plan(obs, archive_to=self.archive_to, overrides=ov)
+            plan = make_plan(obs, PlanRequest(archive_to=self.archive_to, overrides=ov))
         except PlanRefused as e:
             self.plan_error = str(e)
             return

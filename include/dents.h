@@ -1,7 +1,7 @@
-/* Directory records straight from the kernel (getdents64), for the collectors' C modules
-   (_fastwalk.c reads with the Dents reader below, or a buffer at a time with dents_fill;
-   _fastproc.c walks /proc/PID/fd's records on a buffer of its own). Include after
-   Python.h. */
+/* Directory records straight from the kernel (getdents64), for every C module
+   (_fastwalk.c and _record.c read with the Dents reader below, or a buffer at a time with
+   dents_fill; _fastproc.c walks /proc/PID/fd's records on a buffer of its own; act's
+   _fastdel.c lists the directory it deletes from). Include after Python.h. */
 #ifndef VACATE_DENTS_H
 #define VACATE_DENTS_H
 
@@ -17,6 +17,11 @@ struct linux_dirent64 {
     unsigned char d_type;
     char d_name[];
 };
+
+/* Whether the name is "." or ".." (what every listing skips) */
+static inline int dents_is_dot(const char *n) {
+    return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
+}
 
 /* Reading a directory's entries straight from the kernel (getdents64) on the caller's fd,
    from its current position (callers hand a freshly opened fd): no dup, fdopendir, lseek or

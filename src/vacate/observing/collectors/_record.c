@@ -1,9 +1,9 @@
 /* The record of an item to delete, walked in C: observing/entries.py's _Recorder (walk,
    listing, enter) line for line, each directory's line encoded here as entries.py's dir_line
-   does (the same bytes: the tests record trees both ways and compare the files). Included by
-   _fastwalk.c, after Python.h and _dents.h.
+   does (the same bytes: the tests record trees both ways and compare the files). Compiled into
+   _fastwalk (pyproject.toml); its declarations in include/record.h.
 
-   record(fd, dev, mnt, sink, problem, encode) -> None
+   record_walk, Python's _fastwalk.record(fd, dev, mnt, sink, problem, encode) -> None
    Walks the open directory `fd` (closed here; the item, already entered, on the filesystem
    `dev` and the mount `mnt`) depth-first, one fd held a level. Per directory, once its
    subdirectories are done: sink(rel, line, entries, files, apparent, newest_mtime_ns,
@@ -11,14 +11,19 @@
    _Recorder.problem is told. `encode` is json's encode_basestring_ascii, used for names that
    are not plain printable ASCII (and for every rel), so every escape is json's own. Per entry
    this costs a getdents record, an fstatat and ~100 ns of encoding: no Python object. */
-#ifndef VACATE_RECORD_H
-#define VACATE_RECORD_H
-
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
-enum { K_FILE, K_DIR, K_SYMLINK, K_FIFO, K_SOCKET, K_CHARDEV, K_BLOCKDEV, K_OTHER, K_SUBVOLUME,
-       K_MOUNTPOINT };
+#include "dents.h"
+#include "record.h"
+
 static const char *const KIND_NAMES[] = {"file", "dir", "symlink", "fifo", "socket",
                                          "chardev", "blockdev", "other", "subvolume",
                                          "mountpoint"};
@@ -36,30 +41,6 @@ static int kind_of_mode(mode_t m) {
     }
 }
 
-typedef struct {
-    size_t name;                 /* offset into the frame's names, then (listed) a pointer */
-    const char *nm;
-    int kind, err;               /* err: fstatat's errno (0: stat'ed) */
-    unsigned long long dev, ino, d_ino, nlink;
-    long long size, mtime, ctime;
-} RRow;
-
-typedef struct {
-    int fd;
-    unsigned long long dev;
-    PyObject *rel;               /* str */
-    RRow *rows;
-    size_t n, cap;
-    char *names;
-    size_t nlen, ncap;
-    size_t *todo;                /* indexes of directories to enter; taken from the end */
-    size_t ntodo;
-} RFrame;
-
-typedef struct {
-    char *b;
-    size_t n, cap;
-} RBuf;
 
 static int rbuf_put(RBuf *o, const char *s, size_t n) {
     if (o->n + n > o->cap) {
@@ -284,7 +265,7 @@ static RFrame *rlisting(int fd, PyObject *rel, unsigned long long dev, PyObject 
             err = errno;
             break;
         }
-        if (is_dot(de->d_name))
+        if (dents_is_dot(de->d_name))
             continue;
         RRow *r = rpush(f, de->d_name);
         if (!r) { nomem = 1; break; }
@@ -463,7 +444,7 @@ static int rsort(RFrame *f) {
 
 /* The frame's rows sorted and its line (entries.py's dir_line) encoded into `o`, with its
    totals: files (what is not a directory), apparent bytes, newest mtime and ctime */
-static int rline(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
+int record_line(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
                  long long *apparent_, long long *mt_, long long *ct_) {
     if (rsort(f) < 0)
         return -1;
@@ -502,7 +483,7 @@ static int rline(RFrame *f, RBuf *o, PyObject *encode, long long *files_,
 }
 
 /* The name and lstat of one entry added to the frame's rows (see rpush) */
-static int radd(RFrame *f, const char *name, const struct stat *st) {
+int record_add(RFrame *f, const char *name, const struct stat *st) {
     RRow *r = rpush(f, name);
     if (!r)
         return -1;
@@ -513,7 +494,7 @@ static int radd(RFrame *f, const char *name, const struct stat *st) {
 /* The finished frame's line to `sink` */
 static int rsink(RFrame *f, RBuf *o, PyObject *sink, PyObject *encode) {
     long long files, apparent, mt, ct;
-    if (rline(f, o, encode, &files, &apparent, &mt, &ct) < 0)
+    if (record_line(f, o, encode, &files, &apparent, &mt, &ct) < 0)
         return -1;
     PyObject *res = PyObject_CallFunction(sink, "Oy#nLLLL", f->rel, o->b, (Py_ssize_t)o->n,
                                           (Py_ssize_t)f->n, files, apparent, mt, ct);
@@ -523,7 +504,7 @@ static int rsink(RFrame *f, RBuf *o, PyObject *sink, PyObject *encode) {
     return 0;
 }
 
-static PyObject *record(PyObject *self, PyObject *args) {
+PyObject *record_walk(PyObject *self, PyObject *args) {
     int fd;
     unsigned long long dev;
     long long mnt;
@@ -600,5 +581,3 @@ fail:
     PyMem_RawFree(o.b);
     return NULL;
 }
-
-#endif
