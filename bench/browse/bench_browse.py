@@ -112,9 +112,9 @@ def generate_files(path: str) -> str:
 
 
 async def drive(path: str, files: bool = False) -> dict:
+    from vacate.browse.app import Browse
+    from vacate.browse.model import Volume
     from vacate.observing.model.observation import Observation
-    from vacate.output.browse.app import Browse
-    from vacate.output.browse.model import Volume
 
     started = time.perf_counter()
     listed = None

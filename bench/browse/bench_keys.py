@@ -4,7 +4,7 @@
 and the pane read back (``capture-pane``) until it has stopped changing. Two figures per key:
 
 - in the app: from the key event's arrival to the last screen update it caused, written to
-  the terminal (``VACATE_BROWSE_TIMING``, :mod:`vacate.output.browse.timing`);
+  the terminal (``VACATE_BROWSE_TIMING``, :mod:`vacate.browse.timing`);
 - end to end: from just before ``send-keys`` to the last change of the pane tmux shows
   (polled every ~2 ms; includes starting the tmux client for send-keys, ~2-4 ms, printed
   as ``tmux alone``: one capture-pane).

@@ -39,7 +39,8 @@ print("MAXRSS", max(r(resource.RUSAGE_SELF).ru_maxrss, r(resource.RUSAGE_CHILDRE
 
 DELETE = """
 import resource, sys
-from vacate.act import apply, delete_step
+from vacate.act import delete_step
+from vacate.flow import apply
 from vacate.act.base import Context
 plan, _ = apply.load(sys.argv[1])
 step = next(s for s in plan.steps if s.kind == "delete")

@@ -14,7 +14,7 @@ import pytest
 from harness.retire import Story, cli
 from harness.volumes import can_loop_mount
 
-from vacate.act.journal import path_for, read_records
+from vacate.observing.model.journal import path_for, read_records
 
 pytestmark = pytest.mark.root
 
@@ -230,8 +230,8 @@ def test_the_last_look_finds_what_would_mount_it_again(story, tmp_path):
     from test_config_edit import put
 
     from vacate.act import check_step
-    from vacate.act.apply import load
     from vacate.act.base import Context
+    from vacate.flow.apply import load
     from vacate.observing.host import Host
 
     story.make_plan()
@@ -253,10 +253,10 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     holder, and the dry run says the unmount would fail, naming it."""
     import dataclasses
 
-    from vacate.act.apply import _dry, load
     from vacate.act.base import Context
-    from vacate.act.remote import Here
+    from vacate.flow.apply import _dry, load
     from vacate.observing.host import Host
+    from vacate.remote.acting import Here
 
     story.make_plan()
     plan, _sha = load(story.plan)
@@ -306,9 +306,9 @@ def test_no_kind_acts_in_a_dry_run_whichever_way_it_is_asked(story, monkeypatch)
     import dataclasses
 
     from vacate.act import kind as kinds
-    from vacate.act.apply import load
     from vacate.act.base import Context, Outcome
     from vacate.act.registry import KINDS
+    from vacate.flow.apply import load
     from vacate.observing.model.plan import Step
 
     story.make_plan()

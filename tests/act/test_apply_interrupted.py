@@ -14,7 +14,7 @@ import pytest
 from harness.retire import Story
 from harness.volumes import can_loop_mount
 
-from vacate.act.journal import path_for, read_records
+from vacate.observing.model.journal import path_for, read_records
 
 pytestmark = pytest.mark.root
 

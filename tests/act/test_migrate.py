@@ -16,10 +16,10 @@ import pytest
 from harness.systemd_box import available, start_box
 from harness.waiting import wait_for
 
-from vacate.act import apply as ap
 from vacate.act import copy_tree, migrate
-from vacate.act.undo import undo
+from vacate.flow import apply as ap
 from vacate.flow.plan import plan as make_plan_file
+from vacate.flow.undo import undo
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 

@@ -27,7 +27,7 @@ from test_migrate import (  # noqa: F401  (story is a fixture)
 )
 
 from vacate.act import migrate
-from vacate.act.journal import path_for, read_records, states_of
+from vacate.observing.model.journal import path_for, read_records, states_of
 
 pytestmark = pytest.mark.root
 

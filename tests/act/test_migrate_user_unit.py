@@ -149,7 +149,7 @@ def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
 
 
 def test_a_failed_start_brings_the_user_units_back_from_the_old_path(user_story, monkeypatch):
-    from vacate.act import apply as ap
+    from vacate.flow import apply as ap
     from vacate.flow.plan import plan as make_plan_file
 
     b, _v, vol, dest, work = user_story

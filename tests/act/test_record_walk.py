@@ -203,8 +203,9 @@ def test_plan_takes_the_walks_record_and_falls_back_where_it_must(vol, tmp_path,
     inside recorded alone, its mountpoint row there. The plan's delete then runs."""
     from harness.retire import cli
 
-    from vacate.act import apply, delete_step
+    from vacate.act import delete_step
     from vacate.act.base import Context
+    from vacate.flow import apply
 
     m = vol.mountpoint
     odd_tree(vol)

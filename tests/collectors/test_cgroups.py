@@ -68,7 +68,7 @@ def test_a_users_own_manager_is_told_apart_from_the_system_one():
 
 def test_the_action_for_a_user_unit_goes_to_that_users_manager():
     from vacate.observing.model.usage import Consumer
-    from vacate.output.actions import for_consumer as said
+    from vacate.output.next_steps import for_consumer as said
 
     info = parse("v2-user-manager-unit")
     c = Consumer("process:5:1", "process", "jupyter", True, ("/data/nb",), (),

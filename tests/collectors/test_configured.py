@@ -12,7 +12,7 @@ from test_cron import data_target, write
 from vacate.observing.collectors import configured
 from vacate.observing.host import Host
 from vacate.observing.model.usage import ContainerRoot
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 SECRET = "hf_secretsecretsecretsecret1234"
 TREE = {

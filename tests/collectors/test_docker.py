@@ -11,7 +11,7 @@ from vacate.observing.collectors.configured import docker as docker_src
 from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.collectors.mounts import resolve_target
 from vacate.observing.host import Host
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from vacate.observing.collectors import kernel, mounts
 from vacate.observing.host import Host
 from vacate.observing.model.mount import Target
 from vacate.observing.parsers import mountinfo
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 
 @pytest.fixture(params=["ext4", "xfs", "btrfs"])

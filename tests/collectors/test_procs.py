@@ -12,7 +12,7 @@ from harness.volumes import can_loop_mount, make_volume
 
 from vacate.observing.collectors import kernel, mounts, procs
 from vacate.observing.host import Host
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 pytestmark = pytest.mark.root
 

@@ -11,7 +11,7 @@ from vacate.observing.collectors import procs
 from vacate.observing.host import Host
 from vacate.observing.model.mount import Target
 from vacate.observing.parsers import mountinfo
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 MOUNTINFO = (
     "22 1 259:2 / / rw,relatime - ext4 /dev/nvme0n1p2 rw\n"

@@ -123,5 +123,5 @@ def test_docker_container_process_named_from_its_data_root(docker_held):
     c = next(c for c in found.consumers if c.attrs["pid"] == pid)
     assert c.attrs["container"] == {"type": "docker", "name": cid, "docker_name": "vol-holder"}
     assert "cwd" in c.attrs["access"] and f"{m}/work" in c.paths
-    from vacate.output.actions import for_consumer as said
+    from vacate.output.next_steps import for_consumer as said
     assert said(c) == "docker stop vol-holder"

@@ -13,7 +13,7 @@ from vacate.observing.collectors.configured.match import host_view
 from vacate.observing.collectors.mounts import resolve_target
 from vacate.observing.host import Host
 from vacate.observing.parsers import pve_config, pve_storage
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 PX = os.path.join(FIXTURES, "proxmox")
 

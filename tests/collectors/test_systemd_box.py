@@ -18,7 +18,7 @@ from vacate.observing.collectors.mounts import read_mounts, resolve_target
 from vacate.observing.host import Host
 from vacate.observing.model.usage import ContainerRoot
 from vacate.observing.parsers.systemd_unit import path_escape
-from vacate.output.actions import for_consumer as said
+from vacate.output.next_steps import for_consumer as said
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 SECRET = "hf_boxsecretboxsecretboxsecret99"

@@ -14,8 +14,8 @@ from vacate.cli.main import main
 from vacate.decide.verdict import attribute, statuses, verdict
 from vacate.observing.model.common import Problem
 from vacate.observing.model.inventory import Classification, Item, Stats
+from vacate.observing.model.sentence import render
 from vacate.observing.model.usage import Consumer, Evidence
-from vacate.output.actions import render
 
 
 def run_cli(*argv):
@@ -197,7 +197,7 @@ def test_unit_in_a_private_pid_namespace_is_stopped_through_its_own_manager():
     """systemd as PID 1 of a private namespace (not a container): the host's systemctl would
     reach the wrong manager; the action enters the namespaces through that PID 1 (the box's
     ``pidns`` container), or through the process when no PID 1 was recorded."""
-    from vacate.output.actions import for_consumer as said
+    from vacate.output.next_steps import for_consumer as said
 
     boxed = _consumer("process:4242:7", "process", True, ["/data/models/q/w"], pid=4242,
                       unit="sglang-qwen.service", access=["fd"],

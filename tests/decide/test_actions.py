@@ -6,8 +6,8 @@ import pytest
 from vacate.decide.actions import actions_for, container_place
 from vacate.observing.model.action import Action, Where
 from vacate.observing.model.codec import Malformed
+from vacate.observing.model.sentence import render
 from vacate.observing.model.usage import Consumer, Evidence
-from vacate.output.actions import render
 
 STOP = ("systemctl", "stop", "x.service")
 

@@ -11,10 +11,10 @@ import os
 
 import pytest
 
+from vacate.browse.app import Browse
+from vacate.browse.model import Volume
+from vacate.browse.screens import ActionMenu, Ask, Page
 from vacate.observing.model.observation import Observation
-from vacate.output.browse.app import Browse
-from vacate.output.browse.model import Volume
-from vacate.output.browse.screens import ActionMenu, Ask, Page
 
 STORY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 NOW = 1796156477.0 + 3 * 86400     # ages as three days after the observation

@@ -11,11 +11,11 @@ import os
 from harness.retire import cli
 from test_browse_app import run, screen_text
 
+from vacate.browse.app import Browse
+from vacate.browse.model import View, Volume
 from vacate.cli.browse_cmd import _files_beside
 from vacate.observing.model.observation import Observation
 from vacate.output import files_listing
-from vacate.output.browse.app import Browse
-from vacate.output.browse.model import View, Volume
 
 
 def _tree(root: str) -> None:

@@ -15,10 +15,10 @@ import pytest
 from harness.retire import cli
 from harness.volumes import can_loop_mount, make_volume
 
+from vacate.browse.model import View, Volume
 from vacate.cli.browse_cmd import _files_beside
 from vacate.observing.model.observation import Observation
 from vacate.output import files_listing
-from vacate.output.browse.model import View, Volume
 
 N = 100_000
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
+from vacate.browse.model import View, Volume
+from vacate.browse.write import command_line, quote
 from vacate.observing.model.observation import Observation
-from vacate.output.browse.model import View, Volume
-from vacate.output.browse.write import command_line, quote
 
 STORY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 
@@ -106,7 +106,7 @@ def test_the_command_line_quotes_odd_names_as_a_shell_reads_them(name):
 
 
 def test_directories_made_are_kept_within_a_bound(obs, monkeypatch):
-    from vacate.output.browse import model
+    from vacate.browse import model
 
     monkeypatch.setattr(model, "KEEP_ENTRIES", 6)
     vol = Volume(obs)

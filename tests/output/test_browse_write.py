@@ -17,14 +17,14 @@ import pytest
 from harness.retire import cli
 
 from vacate import demo
+from vacate.browse.app import Browse
+from vacate.browse.model import Volume
+from vacate.browse.screens import Ask, Page
+from vacate.browse.write import Writer
 from vacate.cli.env import Env
 from vacate.cli.main import main
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
-from vacate.output.browse.app import Browse
-from vacate.output.browse.model import Volume
-from vacate.output.browse.screens import Ask, Page
-from vacate.output.browse.write import Writer
 from vacate.remote import Local
 
 CUDA = "cuda_13.0.1_580.82.07_linux.run"

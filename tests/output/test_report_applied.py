@@ -20,10 +20,10 @@ import pytest
 from harness.retire import Story, tree_hashes
 from harness.volumes import can_loop_mount
 
-from vacate.act.journal import path_for, read_records
 from vacate.cli.env import Env
 from vacate.cli.main import main
 from vacate.observing.host import Host
+from vacate.observing.model.journal import path_for, read_records
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

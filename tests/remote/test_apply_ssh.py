@@ -22,7 +22,7 @@ from harness.holders import Holders
 from harness.retire import cli, fill, restore_with_stock_tools, tree_hashes
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.act.journal import path_for, read_records
+from vacate.observing.model.journal import path_for, read_records
 
 PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")
 VACATE = [sys.executable, "-m", "vacate"]
@@ -120,7 +120,7 @@ def far(tmp_path, server, monkeypatch):
 def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
     plan = far.make_plan(server)
     assert plan["observation"]["host"]["ssh"] == "vacate-test"
-    from vacate.act import apply as ap
+    from vacate.flow import apply as ap
 
     seen = []
     result = ap.apply(far.plan, progress=lambda step, done, total, what: seen.append(

@@ -21,8 +21,9 @@ from harness import extras, sshd
 from harness.holders import Holders
 from harness.volumes import can_loop_mount, make_volume
 
+from vacate.flow import fleet
 from vacate.observing.errors import EXIT_IN_USE, EXIT_OK, EXIT_UNKNOWN
-from vacate.remote import fleet, inventory
+from vacate.remote import inventory
 from vacate.remote.inventory import Refused, Unsupported, VaultArgs, to_target
 from vacate.remote.ssh import SshTarget
 

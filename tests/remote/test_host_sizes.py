@@ -247,7 +247,7 @@ def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(
         assert "nothing came for 3 s" in said and "vacate-test" in said, said[-3000:]
         assert "Traceback" not in said
         no_far_process_left(log)
-        from vacate.act.journal import path_for, read_records
+        from vacate.observing.model.journal import path_for, read_records
 
         records = read_records(path_for(plan))
         failed = [x for x in records if x.get("event") == "outcome" and x["status"] != "ok"]

@@ -170,7 +170,7 @@ def _noter():
 def _told(step_id: str, earlier: dict | None):
     """The step, with what the journal (kept on the asking side) says of its earlier run
     put where its module looks for it (``Context.finished_earlier``)."""
-    from vacate.act.journal import StepState
+    from vacate.observing.model.journal import StepState
 
     ctx, s = _ctx(), _step(step_id)
     if earlier:

@@ -1,6 +1,6 @@
 """Steps only a person can do (a container's init, a config vacate does not edit, what lies
 inside another machine): apply changes nothing and says what to do, rendered from the
-step's action (``output/actions.py``), or the step's summary where it has none."""
+step's action (``observing/model/sentence.py``), or the step's summary where it has none."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
 from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
-from vacate.output.actions import sentence
+from vacate.observing.model.sentence import sentence
 
 
 @dataclass(frozen=True, **SLOTS)

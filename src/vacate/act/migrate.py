@@ -44,6 +44,7 @@ from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.compat import SLOTS, cut_suffix
 from vacate.observing.model.plan import Step
+from vacate.observing.model.window import window_of
 from vacate.observing.parsers.paths import is_under
 
 DROPIN = "vacate-migrate.conf"
@@ -604,20 +605,6 @@ def not_moved_yet(item, ctx: Context) -> str | None:
 
 
 # -- when a step fails between a stop and its start; undo --------------------------------------
-def window_of(plan, failed_index: int) -> list[Step]:
-    """The start-unit steps whose unit was stopped before the failed step and is not started
-    yet: each is brought back from the old path."""
-    ids = {s.id: i for i, s in enumerate(plan.steps)}
-    out = []
-    for i, s in enumerate(plan.steps):
-        if s.kind != "start-unit" or i < failed_index:
-            continue
-        stop = ids.get(s.params.get("stop_step"), len(plan.steps))
-        if stop < failed_index:
-            out.append(s)
-    return out
-
-
 def bring_back(step: Step, ctx: Context) -> str:
     """The unit of ``step`` started again from the old path: vacate's drop-in removed,
     ``daemon-reload``, start. What was done, in words."""

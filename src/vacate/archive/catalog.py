@@ -304,6 +304,15 @@ def build(f, *, size_limit: int = mf.MAX_MANIFEST) -> Catalog:
         raise
 
 
+def loads(data: bytes) -> Manifest:
+    """Parse and check ``MANIFEST.jsonl`` held in memory, as one read from an archive is
+    checked; raises :class:`~vacate.archive.manifest.Damaged`."""
+    import io
+
+    with build(io.BytesIO(data)) as c:
+        return c.whole()
+
+
 def _sweep() -> None:
     """Remove the catalogs of processes that are gone (killed before they closed them)."""
     where = tempfile.gettempdir()

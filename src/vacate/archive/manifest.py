@@ -187,17 +187,6 @@ def entry_lines(entries) -> list[str]:
     return [entry_line(e) for e in entries]
 
 
-def loads(data: bytes) -> Manifest:
-    """Parse and check ``MANIFEST.jsonl`` held in memory (:mod:`vacate.archive.catalog`
-    checks it, as it checks one read from an archive); raises :class:`Damaged`."""
-    import io
-
-    from vacate.archive import catalog
-
-    with catalog.build(io.BytesIO(data)) as c:
-        return c.whole()
-
-
 def parse_header(raw: bytes | int) -> tuple[Manifest, int]:
     """The manifest's first line, checked: the archive without its entries, and how many
     entries the header says follow. Raises :class:`Damaged` naming what is wrong."""

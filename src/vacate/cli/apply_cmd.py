@@ -68,7 +68,7 @@ def _approve(plan, env: Env) -> None:
 def stopped_at(plan_path: str) -> str:
     """Where an interrupted apply stopped (the step its journal has begun and not ended)
     and the command that resumes it."""
-    from vacate.act.journal import path_for, read_records
+    from vacate.observing.model.journal import path_for, read_records
 
     try:
         recs = read_records(path_for(plan_path))
@@ -91,7 +91,7 @@ def stopped_at(plan_path: str) -> str:
 
 
 def run(args, env: Env) -> int:
-    from vacate.act import apply as ap
+    from vacate.flow import apply as ap
     from vacate.output import apply_view, jsonfmt
 
     if args.undo:

@@ -90,7 +90,7 @@ def run(args, env: Env) -> int:
         except argparse.ArgumentTypeError as e:
             raise UsageError(f"{e}", hint="browse a mount point, a saved observation (vacate "
                              "observe -o FILE) or a plan (vacate plan -o FILE)") from None
-    from vacate.output.browse.model import Volume
+    from vacate.browse.model import Volume
 
     plan_file = None
     load = None
@@ -135,8 +135,8 @@ def run(args, env: Env) -> int:
                          "terminal here",
                          hint="without one: vacate scan PATH, vacate check PATH, "
                               "vacate plan PATH --json")
-    from vacate.output.browse.app import Browse
-    from vacate.output.browse.write import Writer
+    from vacate.browse.app import Browse
+    from vacate.browse.write import Writer
 
     writer = Writer(lambda: remote.reach(args, env.host), args.output, source=plan_file,
                     remote=getattr(args, "remote", None), ct=getattr(args, "ct", None))

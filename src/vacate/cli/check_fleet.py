@@ -52,7 +52,8 @@ def wanted(args) -> bool:
 def run(args, env: Env) -> int:
     from rich.markup import escape
 
-    from vacate.remote import fleet, inventory
+    from vacate.flow import fleet
+    from vacate.remote import inventory
 
     if args.path is None:
         raise UsageError("give the PATH to check on every host")

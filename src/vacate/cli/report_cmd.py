@@ -37,7 +37,7 @@ def _load(path: str):
         raise VacateError(f"cannot read {path}: {e.strerror or e}") from None
     text = head.decode("ascii", "replace")
     if '"vacate.plan/' in text:
-        from vacate.act.apply import load
+        from vacate.flow.apply import load
 
         plan, sha = load(path)
         return plan.observation, plan, sha

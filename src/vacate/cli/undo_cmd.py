@@ -22,7 +22,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, env: Env) -> int:
-    from vacate.act.undo import undo
+    from vacate.flow.undo import undo
 
     done = undo(args.plan, host=env.host)
     if not done:

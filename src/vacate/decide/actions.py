@@ -3,8 +3,8 @@ observed of it (its type and attributes), so a saved observation gives the same 
 
 Where a unit's manager is reached (the host's, a user's, a container's) is decided in
 :func:`unit_place` and :func:`container_place`, and how it is entered in
-:meth:`vacate.observing.model.action.Where.wrap`; nothing here builds a sentence (``output/actions.py``
-renders them).
+:meth:`vacate.observing.model.action.Where.wrap`; nothing here builds a sentence
+(``model/sentence.py`` renders them).
 """
 
 from __future__ import annotations

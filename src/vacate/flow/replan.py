@@ -31,7 +31,7 @@ class Replanned:
 
 
 def _has_journal(plan_path: str) -> bool:
-    from vacate.act.journal import path_for
+    from vacate.observing.model.journal import path_for
 
     try:
         return os.path.getsize(path_for(plan_path)) > 0
@@ -83,9 +83,9 @@ def _carry_entries(refs, edited: str, store: str) -> None:
 def replan(edited: str, *, host: Host | None = None,
            outputs: tuple[str, ...] = ()) -> Replanned:
     """The plan in ``edited`` with its steps derived from its items' actions as edited."""
-    from vacate.act.apply import load, staleness
     from vacate.decide.plan import PlanRefused, deleted, make_plan, observation_of
     from vacate.decide.request import request_of
+    from vacate.flow.apply import load, staleness
     from vacate.flow.plan import identity_of, on_target
     from vacate.observing.collectors import mounts
     from vacate.observing.entries import record_item, write_entries_file

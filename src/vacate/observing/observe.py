@@ -13,8 +13,9 @@ import os
 import time
 
 from vacate import __version__
-from vacate.observing import beat, ops
+from vacate.observing import beat
 from vacate.observing.collectors import kernel, mounts, procs
+from vacate.observing.collectors.machine import machine_id
 from vacate.observing.collectors.special import special_file
 from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
@@ -64,7 +65,7 @@ def host_facts(host: Host) -> HostFacts:
                      kernel=read(host.proc_path("sys", "kernel", "osrelease")),
                      boot_id=read(host.proc_path("sys", "kernel", "random", "boot_id")),
                      observed_at=time.time(), vacate_version=__version__,
-                     machine_id=ops.machine_id(host))
+                     machine_id=machine_id(host))
 
 
 def unique(consumers) -> tuple:

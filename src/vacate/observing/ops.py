@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from vacate.observing.collectors.machine import machine_id
 from vacate.observing.host import Host
 
 
@@ -20,19 +21,6 @@ def hello(host: Host) -> dict:
     return {"python": platform.python_version(), "executable": sys.executable,
             "machine_id": machine_id(host), "hostname": platform.node(),
             "uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid()}
-
-
-def machine_id(host: Host) -> str:
-    """``/etc/machine-id`` (systemd's, also on hosts without systemd as PID 1), "" unread."""
-    for path in (host.etc_path("machine-id"), host.path("/var/lib/dbus/machine-id")):
-        try:
-            with open(path, encoding="ascii", errors="replace") as f:
-                text = f.read(64).strip()
-        except OSError:
-            continue
-        if text:
-            return text
-    return ""
 
 
 def observe(host: Host, path: str, *, scan_tree: bool = True, users: bool = True,

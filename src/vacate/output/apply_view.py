@@ -62,6 +62,6 @@ def summary(result, console) -> None:
 
 
 def _records(result) -> list[dict]:
-    from vacate.act.journal import path_for, read_records
+    from vacate.observing.model.journal import path_for, read_records
 
     return read_records(path_for(result.plan_path))

@@ -16,15 +16,13 @@ if TYPE_CHECKING:
 
 
 def host_doc(check, path: str) -> dict[str, Any]:
-    """The document for one host's :class:`~vacate.remote.fleet.HostCheck`."""
+    """The document for one host's :class:`~vacate.flow.fleet.HostCheck`."""
     if check.result is not None:
         doc = jsonfmt.check_doc(check.result)
         return {"schema": doc.pop("schema"), "inventory_hostname": check.name, **doc}
     from vacate.observing.model.common import Problem
-    from vacate.remote.fleet import PROBLEM_CODES
 
-    why = Problem(PROBLEM_CODES.get(check.kind or "error", "host-error"), check.error or "",
-                  path, blocks_verdict=True)
+    why = Problem(check.code, check.error or "", path, blocks_verdict=True)
     if check.unanswered is not None:
         doc = jsonfmt.unanswered_check_doc(check.unanswered, why)
     else:

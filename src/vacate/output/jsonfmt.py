@@ -160,7 +160,7 @@ def unanswered_check_doc(target, why) -> dict[str, Any]:
 def verdict_json(v) -> dict[str, Any]:
     """A verdict: each blocker with its next actions as values (``actions``) and as the line
     a person reads (``action``)."""
-    from vacate.output.actions import render
+    from vacate.observing.model.sentence import render
 
     return {
         "safe_to_unmount": v.safe_to_unmount,
@@ -172,7 +172,7 @@ def verdict_json(v) -> dict[str, Any]:
 
 def consumer_json(c, by_id) -> dict[str, Any]:
     """A consumer with its evidence, and what would end its use of the volume (``action``)."""
-    from vacate.output.actions import for_consumer
+    from vacate.output.next_steps import for_consumer
 
     d = c.as_json()
     d["action"] = for_consumer(c, by_id)

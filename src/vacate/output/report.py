@@ -5,9 +5,9 @@ path). The terminal and the page render this document; neither reads anything el
 
 from __future__ import annotations
 
-from vacate.act.journal import check_belongs, path_for, states_of
 from vacate.decide.teardown import deleted as deletes_item
 from vacate.observing.model import codec
+from vacate.observing.model.journal import check_belongs, path_for, states_of
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
 from vacate.output.report_migrate import action_text, migrations
@@ -57,7 +57,7 @@ def _groups(consumers) -> list[dict]:
 
 
 def _used(obs: Observation) -> list[dict]:
-    from vacate.output.actions import for_consumer
+    from vacate.output.next_steps import for_consumer
 
     by_id = {c.id: c for c in obs.consumers}
     return [dict(c.as_json(), action=for_consumer(c, by_id)) for c in obs.consumers]
@@ -214,7 +214,7 @@ def report_of(plan_path: str, plan: Plan, plan_sha256: str | None = None) -> dic
     for another plan (``plan_sha256``: the plan file's) is refused (``JournalError``)."""
     jpath = path_for(plan_path)
     if plan_sha256 is None:
-        from vacate.act.journal import read_records
+        from vacate.observing.model.journal import read_records
 
         return report(plan, read_records(jpath))
     return report(plan, check_belongs(jpath, plan_sha256))

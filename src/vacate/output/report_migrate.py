@@ -51,7 +51,7 @@ def _state(mine: list[dict]) -> str:
 def _brought_back(plan: Plan, steps: list[dict], mine_ids: set[str]) -> list[str]:
     """What was brought back from the old path when a step failed while a unit of this
     item was stopped (the failed step's journaled outcome says)."""
-    from vacate.act.migrate import window_of
+    from vacate.observing.model.window import window_of
 
     out = []
     for i, x in enumerate(steps):

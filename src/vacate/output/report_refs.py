@@ -23,11 +23,12 @@ def parts_of(location: str) -> dict[str, str]:
     """Member path -> the part that holds it, from the manifest of the local archive at
     ``location`` ({} when it is not local, not there or not readable: the report then names
     no part)."""
+    from vacate.archive import catalog
     from vacate.archive import manifest as mf
 
     try:
         with open(os.path.join(location, mf.MANIFEST), "rb") as f:
-            m = mf.loads(f.read())
+            m = catalog.loads(f.read())
     except (OSError, ValueError):
         return {}
     return {os.fsdecode(e.path): e.part for e in m.entries}

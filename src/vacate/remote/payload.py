@@ -20,11 +20,11 @@ MAIN = (b"import sys\nfrom vacate.observing.__main__ import main\n"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-# what the acting half adds for ``apply`` on a far host: the act modules, the archive writer
-# and reader, and the sentences manual steps say (all standard library; zstd's command where
-# the zstandard module is missing)
-ACT_PARTS = ("act", "archive", "output/__init__.py", "output/actions.py")
-ACT_LEFT = ("act/apply.py", "act/undo.py", "act/remote.py", "archive/s3.py")
+# what the acting half adds for ``apply`` on a far host: the act modules and the archive
+# writer and reader (all standard library; zstd's command where the zstandard module is
+# missing; the sentence a manual step says is observing's, model/sentence.py)
+ACT_PARTS = ("act", "archive")
+ACT_LEFT = ("archive/s3.py",)
 
 
 def sources(act: bool = False) -> list[tuple[str, str]]:

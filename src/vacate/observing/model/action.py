@@ -6,7 +6,7 @@ as it runs *inside* ``where`` (``["systemctl", "stop", "x.service"]``), ``where`
 (:class:`Where`: the host, a container's manager, a mount namespace), ``precondition`` the
 facts the action relies on (a process's pid and start time, a unit's state, a mount's id), and
 ``params`` its kind's own fields. :meth:`Where.wrap` is the one place that decides how a
-container's manager is reached; ``output/actions.py`` renders the sentence a person reads.
+container's manager is reached; ``model/sentence.py`` renders the sentence a person reads.
 
 Standard library only.
 """

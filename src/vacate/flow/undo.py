@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from vacate.act import migrate
 from vacate.act.base import CommandFailed, Context
-from vacate.act.journal import Journal, PlanLock, check_belongs, path_for
+from vacate.act.journal import Journal, PlanLock
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import VacateError
 from vacate.observing.host import Host
+from vacate.observing.model.journal import check_belongs, path_for
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -52,7 +53,7 @@ REPOINTS = ("repoint-unit", "repoint-config", "repoint-link", "repoint-mount-poi
 
 def undo(plan_path: str, *, host: Host | None = None) -> tuple[Undone, ...]:
     """Reverse the repointings the journal of ``plan_path`` records (newest first)."""
-    from vacate.act.apply import Refused, check_machine, load
+    from vacate.flow.apply import Refused, check_machine, load
     from vacate.remote import Local
 
     host = host or Host.local()

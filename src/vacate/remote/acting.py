@@ -136,7 +136,7 @@ class There:
         return self.reach.call("apply_ready", step=step.id)
 
     def bring_back(self, index: int) -> list[str]:
-        from vacate.act.migrate import window_of
+        from vacate.observing.model.window import window_of
 
         units = [s.params.get("unit") for s in window_of(self.plan, index)]
         if not units:

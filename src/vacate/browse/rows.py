@@ -11,9 +11,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from vacate.browse.model import About, Entry, View, Volume, ages
+from vacate.observing.model.sentence import render as render_actions
 from vacate.observing.units import human_bytes
-from vacate.output.actions import render as render_actions
-from vacate.output.browse.model import About, Entry, View, Volume, ages
 from vacate.output.report_names import shown
 
 STATUS_STYLE = {"active": Style(color="red", bold=True), "referenced": Style(color="yellow"),

@@ -23,10 +23,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from vacate.output.browse import rows, timing
-from vacate.output.browse.model import STATUSES, Entry, Listing, View, Volume
-from vacate.output.browse.screens import CSS as SCREENS_CSS
-from vacate.output.browse.screens import ActionMenu, Ask, Page
+from vacate.browse import rows, timing
+from vacate.browse.model import STATUSES, Entry, Listing, View, Volume
+from vacate.browse.screens import CSS as SCREENS_CSS
+from vacate.browse.screens import ActionMenu, Ask, Page
 from vacate.output.report_names import shown
 
 HELP = (
@@ -136,7 +136,7 @@ class EntryList(ScrollView, can_focus=True):
 class Browse(App):
     """The browser. ``volume``: an observation made browsable, or ``load``: a function
     giving one (observing first: the screen shows that it is under way); ``writer``: what
-    ``w`` writes through (:class:`vacate.output.browse.write.Writer`), or None."""
+    ``w`` writes through (:class:`vacate.browse.write.Writer`), or None."""
 
     TITLE = "vacate browse"
     ENABLE_COMMAND_PALETTE = False
@@ -290,7 +290,7 @@ class Browse(App):
         """The ``vacate plan`` command line that makes the plan the marks make."""
         if self.writer is not None:
             return self.writer.command(self.vol)
-        from vacate.output.browse.write import command_line
+        from vacate.browse.write import command_line
 
         return command_line(self.vol, None)
 

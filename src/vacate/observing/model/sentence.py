@@ -1,5 +1,9 @@
 """The sentence a person reads for a sequence of :class:`Action` values: commands as a shell
-would take them (quoted where needed), joined in the order they must run."""
+would take them (quoted where needed), joined in the order they must run.
+
+In the model (not in output) because a manual step says it on a far host too: the acting half
+that apply ships (``act/manual.py``) imports it, and output renders with it. Standard library
+only, CPython 3.8, like the rest of observing/."""
 
 from __future__ import annotations
 
@@ -74,10 +78,3 @@ def render(actions: tuple[Action, ...]) -> str:
             out += " && " + s
         prev = a
     return out
-
-
-def for_consumer(c, by_id: dict | None = None) -> str:
-    """What would end the consumer ``c``'s use of the volume, in words."""
-    from vacate.decide.actions import actions_for
-
-    return render(actions_for(c, by_id if by_id is not None else {c.id: c}))

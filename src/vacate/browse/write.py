@@ -85,7 +85,7 @@ class Prepared:
 
 
 def _has_journal(path: str) -> bool:
-    from vacate.act.journal import path_for
+    from vacate.observing.model.journal import path_for
 
     try:
         return os.path.getsize(path_for(path)) > 0

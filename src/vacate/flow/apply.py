@@ -5,7 +5,7 @@ Before anything changes: the journal is locked (one apply per plan) and the plan
 once, under the lock: the bytes a person approved (:class:`Loaded`, their sha256 in the
 journal) are the ones applied. The plan is checked (its steps must be the ones its items
 make: only the items' actions are a person's to edit), the machine must be the one it was
-made for (over ssh: reached again as it was, :mod:`vacate.act.remote`), the volume is
+made for (over ssh: reached again as it was, :mod:`vacate.remote.acting`), the volume is
 resolved once and observed again: a stale plan is refused with the differences named.
 Then each step: its intent journaled (fsync); if its postcondition already holds it is
 skipped; else its precondition is checked just before it acts, it acts, and its
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, replace
 
 from vacate.act.base import Context
-from vacate.act.journal import Journal, PlanLock, check_belongs, path_for, states_of
+from vacate.act.journal import Journal, PlanLock
 from vacate.act.kind import kind_of
 from vacate.act.registry import KINDS
 from vacate.decide import stale
@@ -32,6 +32,7 @@ from vacate.observing.compat import SLOTS
 from vacate.observing.errors import EXIT_UNKNOWN, UsageError, VacateError
 from vacate.observing.host import Host
 from vacate.observing.model.codec import Malformed
+from vacate.observing.model.journal import check_belongs, path_for, states_of
 from vacate.observing.model.plan import Plan
 
 
@@ -251,12 +252,12 @@ def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = N
             ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml,
                           plan_path=plan_path, dry_run=dry_run)
             if getattr(reach, "target", None) is not None:
-                from vacate.act.remote import There
+                from vacate.remote.acting import There
 
                 actor = There(plan, reach, raw=got.raw, sha256=sha, plan_path=plan_path,
                               progress=progress)
             else:
-                from vacate.act.remote import Here
+                from vacate.remote.acting import Here
 
                 actor = Here(plan, ctx)
             actor.begin()

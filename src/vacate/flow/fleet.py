@@ -41,6 +41,11 @@ class HostCheck:
     elapsed_s: float = 0.0
 
     @property
+    def code(self) -> str:
+        """The code of the warning a host that could not be looked at comes to."""
+        return PROBLEM_CODES.get(self.kind or "error", "host-error")
+
+    @property
     def safe(self) -> bool | None:
         """True safe to unmount, False in use, None could not tell."""
         return None if self.result is None else self.result.verdict.safe_to_unmount
