@@ -159,8 +159,8 @@ def test_a_line_changed_since_the_plan_is_refused_and_nothing_is_written(tree, t
     assert read(ct) == moved and backups(ct) == []
 
     # a plan without the line's sha256 (an older observation) does not edit blind
-    old = dataclasses.replace(by["/etc/crontab"], params={**by["/etc/crontab"].params,
-                                                          "line_sha256": None})
+    old = dataclasses.replace(by["/etc/crontab"], params=dataclasses.replace(
+        by["/etc/crontab"].params, line_sha256=None))
     assert "no sha256" in config_edit.ready(old, ctx)
 
     # a symbolic link is not replaced by a file

@@ -101,7 +101,7 @@ def test_waits_for_the_driver_to_release_and_signals_nothing(sleeper):
 def test_still_held_after_the_wait_fails_naming_the_gpus(sleeper):
     pid, st = sleeper
     step, plan = plan_for([sleeper])
-    step = replace(step, params={**step.params, "wait_s": 0.1})
+    step = replace(step, params=replace(step.params, wait_s=0.1))
     ctx = Context(plan=plan, nvml=FakeNVML({0: [], 1: [pid]}))
     out = carry_out(step, ctx)
     assert out.status == "failed"
@@ -116,7 +116,7 @@ def test_a_context_left_by_a_gone_process_counts_a_reused_pid_does_not(sleeper):
     pid, st = sleeper
     gone = _free_pid()
     step, plan = plan_for([(pid, st + 1), (gone, 12345)])     # pid: another process now
-    step = replace(step, params={**step.params, "wait_s": 0.05})
+    step = replace(step, params=replace(step.params, wait_s=0.05))
     ctx = Context(plan=plan, nvml=FakeNVML({0: [pid]}))
     assert gpu.done(step, ctx) is True
     ctx = Context(plan=plan, nvml=FakeNVML({0: [pid, gone]}))

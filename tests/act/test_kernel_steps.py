@@ -216,8 +216,9 @@ def test_a_loop_device_backed_by_another_file_is_not_ours_and_a_missing_swap_is_
 def lock_step(path):
     """The lock-dir step as the teardown makes it."""
     from vacate.observing.model.plan import Step
+    from vacate.observing.model.steps import LockDir
     return Step(id="19-lock-dir", kind="lock-dir", summary=f"make the empty {path} immutable",
-                downtime=True, params={"path": path}, postcondition={"immutable": True})
+                downtime=True, params=LockDir(path), postcondition={"immutable": True})
 
 
 def test_lock_dir_never_on_a_mount_point_or_a_directory_with_something_in_it(ext4_volume):

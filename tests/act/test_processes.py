@@ -20,6 +20,7 @@ from vacate.decide.request import PlanRequest
 from vacate.observing.host import Host
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import Step
+from vacate.observing.model.steps import EndProcess
 from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
@@ -43,7 +44,7 @@ def step_for(pid, start, grace_s=5.0):
     pre = {"pid": pid, "start_time": start}
     a = Action("end-process", f"pid {pid}", ("kill", "-TERM", str(pid)), precondition=pre)
     return Step(id="05-end-process", kind="end-process", summary=f"end pid {pid}", action=a,
-                params={"grace_s": grace_s}, precondition=pre, postcondition={"gone": True},
+                params=EndProcess(grace_s), precondition=pre, postcondition={"gone": True},
                 downtime=True)
 
 

@@ -220,7 +220,7 @@ def test_ready_says_why_not(box):
     assert carry_out(nope, ctx).status == "failed"
     # nothing starts a unit that does not exist: disabling or stopping it is done
     for kind in ("disable-unit", "stop-unit"):
-        assert units.done(replace(nope, kind=kind), ctx) is True
+        assert units.done(replace(nope, kind=kind, params=None), ctx) is True
     gone = replace(nope, action=replace(nope.action, where=Where("pid-namespace",
                                                                  pid=_free_pid())))
     assert "is gone" in units.ready(gone, ctx)
@@ -236,7 +236,7 @@ def test_a_dry_run_changes_nothing(box):
     ctx = Context(plan=plan, dry_run=True)
     other = box_step(b, "disable-unit", "other.service")
     for kind in ("stop-unit", "disable-unit", "mask-unit"):
-        out = carry_out(replace(other, kind=kind), ctx)
+        out = carry_out(replace(other, kind=kind, params=None), ctx)
         assert out.status == "would" and out.detail.startswith("would "), (kind, out)
     assert not [c for c in ctx.commands if {"stop", "disable", "mask"} & set(c)]
     assert active(b, "other.service") == "active" and enabled(b, "other.service") == "enabled"

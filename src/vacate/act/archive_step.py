@@ -12,36 +12,14 @@ object store).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
-from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import existing_parent
 from vacate.observing.model.plan import Step
 
-
-@dataclass(frozen=True, **SLOTS)
-class ArchiveParams:
-    """The item, the destination, the archive's name there, the sub-items left out."""
-
-    item: str
-    to: str
-    name: str
-    exclude: tuple[str, ...]
-
-
-@dataclass(frozen=True, **SLOTS)
-class VerifyParams:
-    """The item, its archive's location, what it is checked against."""
-
-    item: str
-    archive: str
-    against: str
-
-
-KINDS = (Kind("archive", ArchiveParams, proves_itself=True),
-         Kind("verify", VerifyParams, proves_itself=True, after_earlier=True))
+KINDS = (Kind("archive", proves_itself=True),
+         Kind("verify", proves_itself=True, after_earlier=True))
 
 
 def _target(location: str):
@@ -52,7 +30,7 @@ def _target(location: str):
 
 def _location(step: Step) -> str:
     """Where the item's archive is: the plan wrote it into the step."""
-    return step.params["archive"] if step.kind == "verify" else step.postcondition["archive"]
+    return step.params.archive if step.kind == "verify" else step.postcondition["archive"]
 
 
 def manifest_sha256(location: str) -> str | None:
@@ -78,13 +56,13 @@ def done(step: Step, ctx: Context) -> bool:
 
 
 def ready(step: Step, ctx: Context) -> str | None:
-    item = step.params["item"]
+    item = step.params.item
     if not os.path.lexists(item):
         return f"{item} is not there to archive"
     if step.kind == "archive":
         from vacate.archive.compress import missing
 
-        to = step.params["to"]
+        to = step.params.to
         if "://" not in to and not os.access(existing_parent(to), os.W_OK):
             return f"{to}: not writable"
         why = missing()
@@ -148,7 +126,7 @@ def _verify(step: Step, ctx: Context, target, loc: str) -> Outcome:
     from vacate.archive.verify import verify
 
     _drop_cached(loc)
-    r = verify(target, against=[step.params["against"]],
+    r = verify(target, against=[step.params.against],
                progress=lambda n, total: ctx.tell(step, n, total, "verifying"))
     data = {"location": loc, "files_checked": r.files_checked, "bytes_checked": r.bytes_checked,
             "manifest_sha256": manifest_sha256(loc)}

@@ -6,25 +6,12 @@ Both only look."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
-from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 
-
-@dataclass(frozen=True, **SLOTS)
-class CheckParams:
-    """What is looked at again: ``freed`` (the space) or ``retired`` (the volume, by its
-    device and source)."""
-
-    what: str
-    mount_dev: str | None = None
-    source: str | None = None
-
-
-KINDS = (Kind("check", CheckParams, proves_itself=True, after_earlier=True, every_time=True),)
+KINDS = (Kind("check", proves_itself=True, after_earlier=True, every_time=True),)
 
 
 def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
@@ -87,7 +74,7 @@ def ready(step: Step, ctx: Context) -> str | None:
 
 
 def run(step: Step, ctx: Context) -> Outcome:
-    what = step.params.get("what")
+    what = step.params.what
     plan = ctx.plan
     if what == "freed":
         t = plan.observation.target
@@ -115,18 +102,18 @@ def run(step: Step, ctx: Context) -> Outcome:
                            data)
         return Outcome("ok", f"{freed} bytes freed, {plan.expected_freed_bytes} expected", data)
     if what == "retired":
-        left = _mounts_of(step.params["mount_dev"], ctx.host)
+        left = _mounts_of(step.params.mount_dev, ctx.host)
         if left:
             return Outcome("failed", "still mounted: " + ", ".join(
                 f"{mp} ({ns})" for ns, mp in left[:10]), {"mounted": [mp for _, mp in left]})
         again, why = remounters(ctx)
         if why:
-            return Outcome("failed", f"device {step.params['mount_dev']} is mounted nowhere, "
+            return Outcome("failed", f"device {step.params.mount_dev} is mounted nowhere, "
                                      f"but whether anything would mount it again could not be "
                                      f"told: {why}")
         if again:
             return Outcome("failed", "unmounted, but it would be mounted again by: " +
                            "; ".join(again[:10]), {"remounters": again})
-        return Outcome("ok", f"device {step.params['mount_dev']} is mounted nowhere, and "
+        return Outcome("ok", f"device {step.params.mount_dev} is mounted nowhere, and "
                              "nothing configured here would mount it again", {})
     return Outcome("failed", f"unknown check {what!r}")

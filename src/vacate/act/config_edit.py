@@ -40,7 +40,6 @@ import shutil
 import stat
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from vacate.act import pve_set
 from vacate.act.base import CommandFailed, Context, Outcome
@@ -53,27 +52,7 @@ from vacate.observing.model.action import Where
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers.redact import shown_text
 
-
-@dataclass(frozen=True, **SLOTS)
-class EditParams:
-    """A line of a file with its sha256 (``lines``: every line of an smb share's section,
-    each ``[number, sha256]``); or, for ``do == "delete-disks"``, a guest's mount points
-    deleted through its tool."""
-
-    file: str | None = None
-    line: int | None = None
-    line_sha256: str | None = None
-    lines: Any = None
-    do: str | None = None
-    tool: str | None = None
-    vmid: str | None = None
-    keys: tuple[str, ...] = ()
-    config: str | None = None
-    moves: tuple[tuple[str, str], ...] = ()      # repoint-config: each (old, new) path
-    ct: str | None = None         # the file is inside this Proxmox container, as it spells it
-
-
-KINDS = (Kind("edit-config", EditParams), Kind("repoint-config", EditParams))
+KINDS = (Kind("edit-config"), Kind("repoint-config"))
 
 MAX_BYTES = 16 << 20
 MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: (.*)", re.DOTALL)
@@ -108,16 +87,15 @@ def _targets(step: Step) -> list[tuple[int, str]]:
     """The lines the step comments out, each with the sha256 the plan took of it: one line,
     or (a Samba share) every line of a section."""
     p = step.params
-    many = p.get("lines")
-    if isinstance(many, list) and many:
-        return [(int(n), str(h)) for n, h in many]
-    return [(p.get("line"), p.get("line_sha256"))]
+    if p.lines:
+        return list(p.lines)
+    return [(p.line, p.line_sha256)]
 
 
 def _directory(step: Step, ctx: Context, name: str) -> tuple[int, str, str]:
     """(the open directory that holds the file ``name``, its name there, the directory as
     spelled): the host's, or inside the step's container from its root."""
-    ct = step.params.get("ct")
+    ct = step.params.ct
     if ct is None:
         local = ctx.host.path(name)
         d = os.open(os.path.dirname(local) or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -138,7 +116,7 @@ def _loaded(step: Step, ctx: Context):
     """The file the step edits, read now, as (a _File, "") or (None, why it cannot be
     edited); its directory is closed after."""
     p = step.params
-    name, n, sha = p.get("file"), p.get("line"), p.get("line_sha256")
+    name, n, sha = p.file, p.line, p.line_sha256
     if not name or not isinstance(n, int) or n < 1:
         yield None, "the step names no file and line"
         return
@@ -200,13 +178,13 @@ def _state(step: Step, f: _File) -> str:
 
 
 def _pve(step: Step) -> bool:
-    return step.params.get("do") == "delete-disks"
+    return step.params.do == "delete-disks"
 
 
 # -- repoint-config: each planned line kept behind the marker, the line with the migrated
 #    paths written after it ---------------------------------------------------------------------
 def _moves(step: Step) -> list[tuple[str, str]]:
-    return [(str(a), str(b)) for a, b in step.params.get("moves") or []]
+    return list(step.params.moves)
 
 
 def repointed(line: bytes, moves) -> bytes:
@@ -333,7 +311,7 @@ def _kind(step: Step, ctx: Context) -> str | None:
     c = consumer_of(step, ctx)
     if c is not None:
         return c.type
-    name = step.params.get("file") or ""
+    name = step.params.file or ""
     if name == "/etc/fstab":
         return "fstab"
     return "nfs-export" if name == "/etc/exports" or name.startswith("/etc/exports.d/") \
@@ -345,7 +323,7 @@ def _tell(step: Step, ctx: Context, f: _File) -> str:
     if os.path.dirname(f.name) in SPOOLS:
         os.utime(f.at)                        # cron looks again at a touched spool
         return "; cron's spool touched"
-    if step.params.get("ct") is not None:
+    if step.params.ct is not None:
         return ""                             # an environment file: read when the unit starts
     kind = _kind(step, ctx)
     if kind == "nfs-export":
@@ -376,7 +354,7 @@ def skipped(step: Step, ctx: Context) -> Outcome:
     edit and that."""
     if _pve(step):
         return pve_set.skipped(step, ctx)
-    name, n = step.params.get("file"), step.params.get("line")
+    name, n = step.params.file, step.params.line
     try:
         with _loaded(step, ctx) as (f, why):
             if f is None:
@@ -399,7 +377,7 @@ def run(step: Step, ctx: Context) -> Outcome:
 
 
 def _rewrite(step: Step, ctx: Context, f: _File) -> Outcome:
-    name, n = f.name, step.params.get("line")
+    name, n = f.name, step.params.line
     now = time.localtime()
     backup = _backup_name(f, time.strftime("%Y%m%dT%H%M%S", now))
     marker = b"# vacate " + time.strftime("%Y-%m-%d", now).encode() + b": "
@@ -421,7 +399,7 @@ def _rewrite(step: Step, ctx: Context, f: _File) -> Outcome:
     if step.kind == "repoint-config":
         what = "repointed"
         undo = ("cp", "-p", shown_backup, os.path.join(f.shown_dir, f.base))
-        ct = step.params.get("ct")
+        ct = step.params.ct
         data.update(changes=changes, sha256=_sha(new),
                     undo=shlex.join(Where("pct", name=str(ct)).wrap(undo) if ct else undo))
     try:
@@ -437,7 +415,7 @@ def undo_repoint(step: Step, data: dict, ctx: Context) -> str:
     since. What was done, in words."""
     with _loaded(step, ctx) as (f, why):
         if f is None:
-            raise CommandFailed(("undo", step.params.get("file") or "?"), 1, why)
+            raise CommandFailed(("undo", step.params.file or "?"), 1, why)
         return _put_back(step, ctx, f)
 
 

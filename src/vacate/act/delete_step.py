@@ -20,36 +20,16 @@ back as the source is now and every unit repointed to it runs from it
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
-from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import PlanItem, Step
 
-
-@dataclass(frozen=True, **SLOTS)
-class DeleteParams:
-    """The item, and the sub-items left on the volume."""
-
-    item: str
-    exclude: tuple[str, ...]
-
-
-@dataclass(frozen=True, **SLOTS)
-class SnapshotParams:
-    """The volume's filesystem, its dataset (ZFS) and the items about to be deleted."""
-
-    fstype: str
-    dataset: str | None
-    items: tuple[str, ...]
-
-
-KINDS = (Kind("delete", DeleteParams), Kind("snapshot", SnapshotParams, proves_itself=True))
+KINDS = (Kind("delete"), Kind("snapshot", proves_itself=True))
 
 
 def _item(step: Step, ctx: Context) -> PlanItem | None:
-    return next((i for i in ctx.plan.items if i.path == step.params.get("item")), None)
+    return next((i for i in ctx.plan.items if i.path == step.params.item), None)
 
 
 def _entries_path(name: str, ctx: Context) -> str | None:
@@ -109,7 +89,7 @@ def _close(got) -> None:
 def done(step: Step, ctx: Context) -> bool:
     if step.kind == "snapshot":
         return False            # taking it again finds it (idempotent, cheap)
-    return not os.path.lexists(step.params["item"])
+    return not os.path.lexists(step.params.item)
 
 
 def ready(step: Step, ctx: Context) -> str | None:
@@ -118,7 +98,7 @@ def ready(step: Step, ctx: Context) -> str | None:
     it = _item(step, ctx)
     if it is None or not (it.action == "delete" or it.action == "migrate" and
                           it.delete_source):
-        return f"{step.params['item']} is not an item the plan deletes"
+        return f"{step.params.item} is not an item the plan deletes"
     if it.action == "migrate":
         from vacate.act.migrate import not_moved_yet
 
@@ -165,7 +145,7 @@ def run(step: Step, ctx: Context) -> Outcome:
 def _snapshot(step: Step, ctx: Context) -> Outcome:
     from vacate.act.snapshot import destroy_command, snapshot
 
-    r = snapshot(ctx.plan.observation.target, step.params.get("items") or [],
+    r = snapshot(ctx.plan.observation.target, step.params.items or [],
                  snapshot_name(ctx))
     data = {"name": r.name, "snapshots": [s.as_json() for s in r.snapshots],
             "destroy": destroy_command(r)}

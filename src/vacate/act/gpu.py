@@ -18,29 +18,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.act.processes import same_process, start_time
 from vacate.observing.collectors.procs_gpu import load_nvml, nvml_usage
-from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.codec import Malformed
 from vacate.observing.model.plan import Step
 
-WAIT_S = 30.0
-
-
-@dataclass(frozen=True, **SLOTS)
-class GpuParams:
-    """The pids whose GPUs must be released, and how long to wait for the driver."""
-
-    pids: tuple[int, ...]
-    wait_s: float = WAIT_S
-
-
-KINDS = (Kind("release-gpu", GpuParams, after_earlier=True),)
+KINDS = (Kind("release-gpu", after_earlier=True),)
 
 POLL_S = 0.5
 

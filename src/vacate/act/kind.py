@@ -2,10 +2,10 @@
 carried out.
 
 Each module of ``vacate.act`` declares ``KINDS``: one :class:`Kind` per step kind it handles,
-with its policy and its parameters as a small frozen dataclass (the plan file keeps them as
-a JSON object; :func:`params` reads them back through the codec, checked against the
-fields' types). ``vacate.act.registry`` lists the modules: adding a kind is its module and
-one line there.
+with its policy. What a step of the kind says (its parameters) is a typed value of the model,
+:mod:`vacate.observing.model.steps`, which decide builds and the codec checks when a plan is
+read; :func:`params` hands it over. ``vacate.act.registry`` lists the modules: adding a kind
+is its value there, its module here and one line of the registry.
 
 The policy:
 
@@ -24,7 +24,6 @@ module's ``run`` only acts.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
@@ -34,36 +33,14 @@ from vacate.observing.model.plan import Step
 
 
 @dataclass(frozen=True, **SLOTS)
-class NoParams:
-    """A kind whose step says everything in its action (the unit, the mount, the pid)."""
-
-
-codec.register(NoParams)
-
-
-@dataclass(frozen=True, **SLOTS)
 class Kind:
-    """One step kind: its name, its parameters' class and its policy (see the module)."""
+    """One step kind: its name and its policy (see the module); what a step of it says is
+    its value in :mod:`vacate.observing.model.steps`."""
 
     name: str
-    params: type = NoParams
     proves_itself: bool = False
     after_earlier: bool = False
     every_time: bool = False
-
-
-def as_params(value) -> dict:
-    """A params value as the step's JSON object: fields left at their default are left out
-    (an older plan without them reads the same)."""
-    out = {}
-    for f in dataclasses.fields(value):
-        v = getattr(value, f.name)
-        if f.default is not dataclasses.MISSING and v == f.default:
-            continue
-        if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
-            continue
-        out[f.name] = codec.encode(v)
-    return out
 
 
 def kind_of(step: Step) -> Kind:
@@ -79,13 +56,11 @@ def module_of(step: Step):
 
 
 def params(step: Step):
-    """The step's parameters as its kind's frozen value; :class:`codec.Malformed` when they
-    do not fit it."""
-    k = kind_of(step)
-    if k.params is NoParams:
-        return NoParams()
-    codec.register(k.params)
-    return codec.decode(k.params, step.params, f"steps[{step.id}].params")
+    """The step's parameters: its kind's typed value (checked when the plan was read);
+    :class:`codec.Malformed` when it has none."""
+    if step.params is None:
+        raise codec.Malformed(f"steps[{step.id}].params", f"missing for a {step.kind} step")
+    return step.params
 
 
 def carry_out(step: Step, ctx: Context) -> Outcome:

@@ -14,23 +14,13 @@ import fcntl
 import os
 import stat
 import sys
-from dataclasses import dataclass
 
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.collectors.mounts import read_mounts
-from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 
-
-@dataclass(frozen=True, **SLOTS)
-class LockParams:
-    """The empty mount point to make immutable."""
-
-    path: str
-
-
-KINDS = (Kind("lock-dir", LockParams, after_earlier=True),)
+KINDS = (Kind("lock-dir", after_earlier=True),)
 
 FS_IOC_GETFLAGS = 0x80086601           # _IOR('f', 1, long)
 FS_IMMUTABLE_FL = 0x00000010

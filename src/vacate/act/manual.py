@@ -4,27 +4,12 @@ step's action (``observing/model/sentence.py``), or the step's summary where it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
-from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 from vacate.observing.model.sentence import sentence
 
-
-@dataclass(frozen=True, **SLOTS)
-class ManualParams:
-    """Where the person acts: a line of a file (with its sha256 when known), or the
-    consumer the step is about."""
-
-    file: str | None = None
-    line: int | None = None
-    line_sha256: str | None = None
-    consumer: str | None = None
-
-
-KINDS = (Kind("manual", ManualParams, proves_itself=True, every_time=True),)
+KINDS = (Kind("manual", proves_itself=True, every_time=True),)
 
 
 def say(step: Step) -> str:

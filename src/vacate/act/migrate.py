@@ -37,12 +37,11 @@ import os
 import re
 import shlex
 import time
-from dataclasses import dataclass
 
 from vacate.act import copy_tree
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
-from vacate.observing.compat import SLOTS, cut_suffix
+from vacate.observing.compat import cut_suffix
 from vacate.observing.model.plan import Step
 from vacate.observing.model.window import window_of
 from vacate.observing.parsers.paths import is_under
@@ -61,48 +60,10 @@ AS_USER = ('exec setpriv --reuid="$(id -u -- "$1")" --regid="$(id -g -- "$1")" -
            'sh -c "$2"')
 
 
-@dataclass(frozen=True, **SLOTS)
-class CopyParams:
-    """The item, its new path, and whether this is the pass after the stop."""
-
-    item: str
-    to: str
-    final: bool
-
-
-@dataclass(frozen=True, **SLOTS)
-class VerifyCopyParams:
-    """The item and the copy of it to read back."""
-
-    item: str
-    to: str
-
-
-@dataclass(frozen=True, **SLOTS)
-class RepointParams:
-    """The unit; the step that stopped it (its manager is reached the same way); each
-    ``(old, new)`` path."""
-
-    unit: str
-    stop_step: str
-    moves: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, **SLOTS)
-class StartParams:
-    """The unit, the step that stopped it, the new places its processes must use, the
-    volume they must not."""
-
-    unit: str
-    stop_step: str
-    into: tuple[str, ...]
-    away: str
-
-
-KINDS = (Kind("copy", CopyParams),
-         Kind("verify-copy", VerifyCopyParams, proves_itself=True, after_earlier=True),
-         Kind("repoint-unit", RepointParams, after_earlier=True),
-         Kind("start-unit", StartParams, after_earlier=True))
+KINDS = (Kind("copy"),
+         Kind("verify-copy", proves_itself=True, after_earlier=True),
+         Kind("repoint-unit", after_earlier=True),
+         Kind("start-unit", after_earlier=True))
 
 
 # -- copy, verify-copy ------------------------------------------------------------------------
@@ -593,7 +554,7 @@ def not_moved_yet(item, ctx: Context) -> str | None:
         return (f"not every file of the copy at {item.migrate_to} was read back from the "
                 f"disk: {item.path} is kept")
     for s in ctx.plan.steps:
-        if s.kind == "start-unit" and item.migrate_to in s.params.get("into", ()):
+        if s.kind == "start-unit" and item.migrate_to in s.params.into:
             try:
                 missing = _start_missing(s, ctx)
             except CommandFailed as e:
@@ -650,6 +611,6 @@ def bring_back_after(plan, failed_index: int, ctx: Context) -> list[str]:
         try:
             said.append(bring_back(s, ctx))
         except (OSError, VacateError, CommandFailed) as e:
-            said.append(f"{s.params.get('unit')} could NOT be brought back: {e}")
+            said.append(f"{s.params.unit} could NOT be brought back: {e}")
     return said
 

@@ -26,26 +26,17 @@ import os
 import select
 import signal
 import time
-from dataclasses import dataclass
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.collectors.procs_probe import EXITED, PF_KTHREAD, stat_fields
-from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
 from vacate.observing.model.plan import Step
 
 GRACE_S = 10.0
 
 
-@dataclass(frozen=True, **SLOTS)
-class EndParams:
-    """How long to wait after TERM before KILL."""
-
-    grace_s: float
-
-
-KINDS = (Kind("end-process", EndParams),)
+KINDS = (Kind("end-process"),)
 
 KILL_WAIT_S = 10.0           # how long a KILLed process may take to be gone
 MONITORS = ("[lxc monitor]", "containerd-shim", "conmon")

@@ -17,44 +17,29 @@ deletion (``del mp0``) as the config file does. Only ``mpN`` keys are planned th
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
-from vacate.observing.compat import SLOTS
 from vacate.observing.fsio import read_bounded
 from vacate.observing.model.plan import Step
+from vacate.observing.model.steps import RepointMountPoint
 from vacate.observing.parsers import pve_config
 
 MAX_BYTES = 1 << 20
 PENDING = ("pve:pending", "PENDING")
 
 
-@dataclass(frozen=True, **SLOTS)
-class MountPointParams:
-    """A container's bind mount point repointed: its config, the key (``mp0``), the value
-    planned and the new one; ``start``: it ran when planned (the plan stops it), so it is
-    started again once repointed."""
-
-    vmid: str
-    config: str
-    key: str
-    value: str
-    new: str
-    start: bool = False
-
-
-KINDS = (Kind("repoint-mount-point", MountPointParams),)
+KINDS = (Kind("repoint-mount-point"),)
 
 
 def _keys(step: Step) -> list[str]:
-    return [str(k) for k in step.params.get("keys") or []]
+    return [str(k) for k in step.params.keys or []]
 
 
 def _state(step: Step, ctx: Context) -> tuple[dict[str, str] | None, str]:
     """Each key's state now: ``present``, ``pending`` (its deletion is pending) or ``gone``;
     or (None, why the config cannot be read)."""
-    name = step.params.get("config")
+    name = step.params.config
     if not name or not _keys(step):
         return None, "the step names no guest config and keys"
     try:
@@ -75,7 +60,7 @@ def _state(step: Step, ctx: Context) -> tuple[dict[str, str] | None, str]:
 
 
 def _argv(step: Step) -> list[str]:
-    return [step.params.get("tool") or "pct", "set", str(step.params.get("vmid")), "--delete",
+    return [step.params.tool or "pct", "set", str(step.params.vmid), "--delete",
             ",".join(_keys(step))]
 
 
@@ -93,18 +78,18 @@ def ready(step: Step, ctx: Context) -> str | None:
     state, why = _state(step, ctx)
     if state is None:
         return why
-    if not step.params.get("vmid"):
+    if not step.params.vmid:
         return "the step names no guest"
     return None
 
 
 def _said(step: Step, state: dict[str, str]) -> str:
     keys = ",".join(_keys(step))
-    vmid = step.params.get("vmid")
+    vmid = step.params.vmid
     pending = [k for k, v in state.items() if v == "pending"]
     if pending:
         return (f"{','.join(pending)} of CT {vmid}: deletion pending until the container "
-                f"restarts ([pve:pending] in {step.params.get('config')}); it keeps the "
+                f"restarts ([pve:pending] in {step.params.config}); it keeps the "
                 "mount until then")
     return f"{keys} deleted from CT {vmid}"
 
@@ -132,7 +117,7 @@ def run(step: Step, ctx: Context) -> Outcome:
     if "present" in state.values():
         left = ",".join(k for k, v in state.items() if v == "present")
         return Outcome("failed", f"{' '.join(argv)} ran and {left} is still in "
-                                 f"{step.params.get('config')}", {"argv": argv, "keys": state})
+                                 f"{step.params.config}", {"argv": argv, "keys": state})
     unlisted = _not_pending(step, ctx, [k for k, v in state.items() if v == "pending"])
     if unlisted:
         return Outcome("failed", f"{' '.join(argv)} ran, but {unlisted}",
@@ -145,7 +130,7 @@ def _not_pending(step: Step, ctx: Context, keys: list[str]) -> str:
     pending ("" when it lists them all, or there are none)."""
     if not keys:
         return ""
-    argv = [step.params.get("tool") or "pct", "pending", str(step.params.get("vmid"))]
+    argv = [step.params.tool or "pct", "pending", str(step.params.vmid)]
     r = ctx.run(argv, check=False)
     if r.returncode != 0:
         return f"{' '.join(argv)} failed: {(r.stderr or r.stdout).strip()[:300]}"
@@ -156,7 +141,7 @@ def _not_pending(step: Step, ctx: Context, keys: list[str]) -> str:
 
 
 # -- repoint-mount-point ------------------------------------------------------------------------
-def _values(p: MountPointParams, ctx: Context) -> tuple[str | None, str | None, str]:
+def _values(p: RepointMountPoint, ctx: Context) -> tuple[str | None, str | None, str]:
     """The key's value in the current config and in the pending changes (None: not there),
     or why the config cannot be read."""
     try:
@@ -172,7 +157,7 @@ def _values(p: MountPointParams, ctx: Context) -> tuple[str | None, str | None, 
     return current, pending, ""
 
 
-def _running(p: MountPointParams, ctx: Context) -> bool:
+def _running(p: RepointMountPoint, ctx: Context) -> bool:
     r = ctx.run(["pct", "status", p.vmid], check=False, timeout=60)
     return "status: running" in r.stdout
 

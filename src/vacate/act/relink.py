@@ -13,24 +13,12 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from dataclasses import dataclass
 
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
-from vacate.observing.compat import SLOTS
 from vacate.observing.model.plan import Step
 
-
-@dataclass(frozen=True, **SLOTS)
-class RelinkParams:
-    """The link (as the host spells it), the target it read when planned, the new one."""
-
-    link: str
-    target: str
-    to: str
-
-
-KINDS = (Kind("repoint-link", RelinkParams),)
+KINDS = (Kind("repoint-link"),)
 
 
 def _reads(link: str, ctx: Context) -> str | None:

@@ -177,7 +177,7 @@ def _words(props: dict, key: str) -> list[str]:
 
 
 def _unit(step: Step) -> str | None:
-    u = step.action.subject if step.action else step.params.get("unit")
+    u = step.action.subject if step.action else None
     return u if isinstance(u, str) and _UNIT.fullmatch(u) and not u.startswith("-") else None
 
 

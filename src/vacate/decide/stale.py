@@ -24,7 +24,7 @@ OWN_NAMES = (".vacate-snapshots",)     # what apply itself puts on the volume
 def unmounted_by_us(plan: Plan, started: set[str]) -> bool:
     """Whether an earlier run of this apply began the volume's own unmount (after which its
     path shows another filesystem, by our doing)."""
-    return any(s.id in started for s in plan.steps if s.kind == "unmount" and s.params == {}
+    return any(s.id in started for s in plan.steps if s.kind == "unmount"
                and s.precondition.get("mount_id") == plan.mount_id)
 
 

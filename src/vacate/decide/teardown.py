@@ -18,15 +18,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from vacate.act.archive_step import ArchiveParams, VerifyParams
-from vacate.act.check_step import CheckParams
-from vacate.act.config_edit import EditParams
-from vacate.act.delete_step import DeleteParams, SnapshotParams
-from vacate.act.gpu import GpuParams
-from vacate.act.kind import as_params
-from vacate.act.lockdir import LockParams
-from vacate.act.manual import ManualParams
-from vacate.act.processes import EndParams
 from vacate.decide.actions import _file_line, container_place
 from vacate.decide.teardown_migrate import (
     migrate_live,
@@ -37,6 +28,27 @@ from vacate.decide.teardown_migrate import (
 from vacate.observing.model.action import Action
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import PlanItem, Step
+from vacate.observing.model.steps import (
+    Archive,
+    Check,
+    Delete,
+    DetachLoop,
+    DisableUnit,
+    EditConfig,
+    EndProcess,
+    LockDir,
+    Manual,
+    MaskUnit,
+    Params,
+    ReleaseGpu,
+    Snapshot,
+    StopContainer,
+    StopUnit,
+    Swapoff,
+    Unexport,
+    Unmount,
+    Verify,
+)
 from vacate.observing.model.usage import Consumer, Verdict
 from vacate.observing.parsers.paths import is_under
 
@@ -48,11 +60,12 @@ class _Steps:
     def __init__(self):
         self.steps: list[Step] = []
 
-    def add(self, kind: str, summary: str, *, action: Action | None = None, downtime=False,
-            **kw) -> Step:
+    def add(self, params: Params, summary: str, *, action: Action | None = None,
+            downtime=False, **kw) -> Step:
+        """A step of the kind ``params`` is the value of."""
         n = len(self.steps) + 1
-        s = Step(id=f"{n:02d}-{kind}", kind=kind, summary=summary, action=action,
-                 downtime=downtime, **kw)
+        s = Step(id=f"{n:02d}-{params.KIND}", kind=params.KIND, summary=summary,
+                 action=action, params=params, downtime=downtime, **kw)
         self.steps.append(s)
         return s
 
@@ -77,14 +90,12 @@ def archive_location(archive_to: str, it: PlanItem) -> str:
 def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
     for it in items:
         where = archive_location(archive_to, it)
-        st.add("archive", f"archive {it.path} to {archive_to}", downtime=downtime,
-               params=as_params(ArchiveParams(it.path, archive_to, archive_name(it),
-                                              it.exclude)),
+        st.add(Archive(it.path, archive_to, archive_name(it),
+                                              it.exclude), f"archive {it.path} to {archive_to}", downtime=downtime,
                precondition={"identity": it.identity is not None},
                postcondition={"archive": where, "complete": True})
-        st.add("verify", f"verify the archive of {it.path} read back from {archive_to}",
+        st.add(Verify(it.path, where, it.path), f"verify the archive of {it.path} read back from {archive_to}",
                downtime=downtime,
-               params=as_params(VerifyParams(it.path, where, it.path)),
                postcondition={"mismatches": 0})
 
 
@@ -104,45 +115,43 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
     a = c.attrs
     own = x.kind == "edit-config" and not a.get("container")
     if own and c.type in LINE_EDITS and a.get("line_sha256"):
-        st.add("edit-config", f"{c.type} {c.name}", action=x, downtime=True,
-               params=as_params(EditParams(x.params.get("file"), x.params.get("line"),
-                                           a["line_sha256"])), evidence=c.evidence)
+        st.add(EditConfig(x.params.get("file"), x.params.get("line"),
+                                           a["line_sha256"]), f"{c.type} {c.name}", action=x, downtime=True,
+               evidence=c.evidence)
         return
     if own and c.type == "lxc-container" and a.get("mount_entries"):
         lines = {f"{e['file']}:{e['line']}" for e in a["mount_entries"]}
         for e in a["mount_entries"]:
             at = f"{e['file']}:{e['line']}"
-            st.add("edit-config", f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
+            st.add(EditConfig(e["file"], e["line"], e["line_sha256"]), f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
                    downtime=True,
-                   params=as_params(EditParams(e["file"], e["line"], e["line_sha256"])),
                    evidence=tuple(v for v in c.evidence if v.source == at))
         rest = tuple(v for v in c.evidence if v.source not in lines)
         if not rest:
             return
         x = replace(x, subject=rest[0].source, params={**x.params, **_file_line(rest[0].source)})
-        st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
-               params=as_params(ManualParams(x.params.get("file"), x.params.get("line"))),
+        st.add(Manual(x.params.get("file"), x.params.get("line")), f"{c.type} {c.name}", action=x, downtime=True,
                evidence=rest)
         return
     if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
         first = a["section_lines"][0][0]
-        st.add("edit-config", f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
-               params=as_params(EditParams(a["file"], first, a["section_lines"][0][1],
-                                           lines=a["section_lines"])), evidence=c.evidence)
+        st.add(EditConfig(a["file"], first, a["section_lines"][0][1],
+                                           lines=a["section_lines"]), f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
+               evidence=c.evidence)
         return
     keys = list(x.params.get("keys") or [])
     if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
             and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
         # mpN only: deleting an unusedN key destroys the volume it names
-        st.add("edit-config", f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
-               downtime=True,
-               params=as_params(EditParams(do="delete-disks", tool="pct",
+        st.add(EditConfig(do="delete-disks", tool="pct",
                                            vmid=str(a.get("vmid")), keys=tuple(keys),
-                                           config=a["config"])), evidence=c.evidence)
+                                           config=a["config"]), f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
+               downtime=True,
+               evidence=c.evidence)
         return
-    st.add("manual", f"{c.type} {c.name}", action=x, downtime=True,
-           params=as_params(ManualParams(x.params.get("file"), x.params.get("line"),
-                                         a.get("line_sha256"))), evidence=c.evidence)
+    st.add(Manual(x.params.get("file"), x.params.get("line"),
+                                         a.get("line_sha256")), f"{c.type} {c.name}", action=x, downtime=True,
+           evidence=c.evidence)
 
 
 
@@ -190,7 +199,7 @@ def stop_units(t: Teardown) -> None:
                 pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
                         and c.attrs.get("unit") == a.subject
                         and verdict_place(c) == a.where.label()]
-                t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=a,
+                t.st.add(StopUnit(), f"stop {a.subject} ({a.where.label()})", action=a,
                          downtime=True, precondition=a.precondition,
                          postcondition={"active": False, "pids_gone": pids},
                          evidence=t.ev.get(a.consumer or "", ()))
@@ -208,7 +217,7 @@ def disable_units(t: Teardown) -> None:
                 stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
                               a.where, precondition={"unit": a.subject}, consumer=a.consumer)
                 t.stopped_units.add(key)
-                t.st.add("stop-unit", f"stop {a.subject} ({a.where.label()})", action=stop,
+                t.st.add(StopUnit(), f"stop {a.subject} ({a.where.label()})", action=stop,
                          downtime=True, postcondition={"active": False},
                          evidence=t.ev.get(a.consumer or "", ()))
             if key in t.disabled:
@@ -216,7 +225,7 @@ def disable_units(t: Teardown) -> None:
             t.disabled.add(key)
             dis = Action("disable-unit", a.subject, tuple(x for x in a.argv if x != "--now"),
                          a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-            t.st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+            t.st.add(DisableUnit(), f"disable {a.subject} ({a.where.label()})", action=dis,
                      downtime=True, postcondition={"enabled": False},
                      evidence=t.ev.get(a.consumer or "", ()))
 
@@ -234,7 +243,7 @@ def disable_stopped(t: Teardown) -> None:
             t.disabled.add(key)
             dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
                          a.where, precondition={"unit": a.subject}, consumer=a.consumer)
-            t.st.add("disable-unit", f"disable {a.subject} ({a.where.label()})", action=dis,
+            t.st.add(DisableUnit(), f"disable {a.subject} ({a.where.label()})", action=dis,
                      downtime=True, postcondition={"enabled": False}, evidence=step.evidence)
 
 
@@ -252,19 +261,18 @@ def end_holders(t: Teardown) -> None:
         pid = a.get("pid")
         for x in acts:
             if x.kind == "stop-container":
-                t.st.add("stop-container", f"stop container {x.subject}", action=x,
+                t.st.add(StopContainer(), f"stop container {x.subject}", action=x,
                          downtime=True, postcondition={"running": False},
                          evidence=c.evidence)
             elif x.kind == "end-process":
                 if pid == 1 or pid in inits or a.get("lxc_monitor"):
-                    t.st.add("manual", f"{c.name} (pid {pid}) is the init of a namespace: "
+                    t.st.add(Manual(consumer=c.id), f"{c.name} (pid {pid}) is the init of a namespace: "
                                        "stop its container or machine instead", downtime=True,
-                             params=as_params(ManualParams(consumer=c.id)),
                              evidence=c.evidence)
                     continue
-                t.st.add("end-process", f"end {c.name} (pid {pid}): TERM, wait "
+                t.st.add(EndProcess(t.grace_s), f"end {c.name} (pid {pid}): TERM, wait "
                                         f"{t.grace_s:g} s, KILL", action=x, downtime=True,
-                         params=as_params(EndParams(t.grace_s)), precondition=x.precondition,
+                         precondition=x.precondition,
                          postcondition={"gone": True}, evidence=c.evidence)
 
 
@@ -273,9 +281,8 @@ def release_gpus(t: Teardown) -> None:
     pids = [c.attrs["pid"] for c in t.obs.consumers
             if c.type == "process" and c.attrs.get("gpus")]
     if pids:
-        t.st.add("release-gpu", f"confirm no GPU is held by pid {', '.join(map(str, pids))}",
-                 downtime=True, params=as_params(GpuParams(tuple(pids))),
-                 postcondition={"held": []})
+        t.st.add(ReleaseGpu(tuple(pids)), f"confirm no GPU is held by pid {', '.join(map(str, pids))}",
+                 downtime=True, postcondition={"held": []})
 
 
 def stop_containers(t: Teardown) -> None:
@@ -286,14 +293,14 @@ def stop_containers(t: Teardown) -> None:
             continue
         for x in t.blockers[c.id].actions:
             if x.kind == "stop-container":
-                t.st.add("stop-container", f"stop {c.type} {x.subject}", action=x,
+                t.st.add(StopContainer(), f"stop {c.type} {x.subject}", action=x,
                          downtime=True, precondition=x.precondition, evidence=c.evidence)
             elif x.kind == "remove-container":
                 x = Action("stop-container", x.subject,
                            ("docker", "update", "--restart=no", x.subject),
                            params={"engine": "docker", "restart_policy": "no"},
                            consumer=x.consumer)
-                t.st.add("stop-container", f"no restart for docker container {x.subject}",
+                t.st.add(StopContainer(), f"no restart for docker container {x.subject}",
                          action=x, downtime=True, evidence=c.evidence)
 
 
@@ -313,13 +320,13 @@ def kernel_users(t: Teardown) -> None:
             return
         unmounted.add(key)
         x, c = mount_of.get(key, (x, c))
-        t.st.add("unmount", f"unmount {x.subject} ({x.where.label()})", action=x,
+        t.st.add(Unmount(), f"unmount {x.subject} ({x.where.label()})", action=x,
                  downtime=True, precondition=x.precondition, evidence=c.evidence)
 
     for c in t.users:
         if c.type == "swap":
             for x in t.blockers[c.id].actions:
-                t.st.add("swapoff", f"swapoff {x.subject}", action=x, downtime=True,
+                t.st.add(Swapoff(), f"swapoff {x.subject}", action=x, downtime=True,
                          precondition=x.precondition, evidence=c.evidence)
     for c in t.users:
         if c.type == "loop-device":
@@ -327,14 +334,14 @@ def kernel_users(t: Teardown) -> None:
                 if x.kind == "unmount":
                     unmount(x, c)
                 else:
-                    t.st.add("detach-loop", f"detach {x.subject}", action=x, downtime=True,
+                    t.st.add(DetachLoop(), f"detach {x.subject}", action=x, downtime=True,
                              precondition=x.precondition, evidence=c.evidence)
     for x, c in sorted(mount_of.values(), key=lambda xc: -xc[0].subject.count("/")):
         unmount(x, c)
     for c in t.users:
         if c.type == "nfs-export" and c.live:
             for x in t.blockers[c.id].actions:
-                t.st.add("unexport", f"stop exporting {x.subject}", action=x, downtime=True,
+                t.st.add(Unexport(), f"stop exporting {x.subject}", action=x, downtime=True,
                          precondition=x.precondition, evidence=c.evidence)
 
 
@@ -350,21 +357,18 @@ def snapshot_and_delete(t: Teardown) -> None:
     deletes = [i for i in t.items if deleted(i)]
     fstype = t.obs.target.mount.fstype
     if deletes and t.snapshot and fstype in SNAPSHOT_FS:
-        t.st.add("snapshot", f"snapshot before deleting ({fstype})", downtime=True,
-                 params=as_params(SnapshotParams(fstype, t.obs.target.zfs_dataset,
-                                                 tuple(i.path for i in deletes))),
+        t.st.add(Snapshot(fstype, t.obs.target.zfs_dataset,
+                                                 tuple(i.path for i in deletes)), f"snapshot before deleting ({fstype})", downtime=True,
                  postcondition={"exists": True})
     for it in deletes:
         moved = it.action == "migrate"
-        t.st.add("delete", f"delete {it.path} ({it.files} files)" + (
+        t.st.add(Delete(it.path, it.exclude), f"delete {it.path} ({it.files} files)" + (
                      f", migrated to {it.migrate_to}" if moved else ""), downtime=True,
-                 params=as_params(DeleteParams(it.path, it.exclude)),
                  precondition={"identity": it.identity is not None,
                                **({"migrated_to": it.migrate_to} if moved else {})},
                  postcondition={"gone": True})
     if deletes:
-        t.st.add("check", "compare the space freed with what was expected", downtime=True,
-                 params=as_params(CheckParams("freed")))
+        t.st.add(Check("freed"), "compare the space freed with what was expected", downtime=True,)
 
 
 CONFIG_TYPES = frozenset({"fstab", "cron", "smb-share", "nfs-export", "lxc-container",
@@ -397,24 +401,22 @@ def mask_references(t: Teardown) -> None:
         place = container_place(c.attrs.get("container"), c.attrs.get("user"))
         x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
                    precondition={"unit": c.name}, consumer=c.id)
-        t.st.add("mask-unit", f"mask {c.name} ({place.label()}): it names what goes away",
+        t.st.add(MaskUnit(), f"mask {c.name} ({place.label()}): it names what goes away",
                  action=x, downtime=True, evidence=c.evidence)
 
 
 def retire(t: Teardown) -> None:
     """10. Unmount, lock the mount point, look again."""
     tg = t.obs.target
-    t.st.add("unmount", f"unmount {tg.mountpoint}", downtime=True,
+    t.st.add(Unmount(), f"unmount {tg.mountpoint}", downtime=True,
              action=Action("unmount", tg.mountpoint, ("umount", tg.mountpoint),
                            precondition={"mount_id": tg.mount.mount_id}),
              precondition={"mount_id": tg.mount.mount_id, "dev": tg.mount.dev},
              postcondition={"mounted": False})
-    t.st.add("lock-dir", f"make the empty {tg.mountpoint} immutable (chattr +i)",
-             downtime=True, params=as_params(LockParams(tg.mountpoint)),
-             postcondition={"immutable": True})
-    t.st.add("check", "look again by the recorded mount identity: nothing uses it, nothing "
-                      "mounts it again", downtime=True,
-             params=as_params(CheckParams("retired", tg.mount.dev, tg.mount.source)))
+    t.st.add(LockDir(tg.mountpoint), f"make the empty {tg.mountpoint} immutable (chattr +i)",
+             downtime=True, postcondition={"immutable": True})
+    t.st.add(Check("retired", tg.mount.dev, tg.mount.source), "look again by the recorded mount identity: nothing uses it, nothing "
+                      "mounts it again", downtime=True,)
 
 
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import re
 
-from vacate.act.config_edit import EditParams
-from vacate.act.kind import as_params
-from vacate.act.manual import ManualParams
-from vacate.act.migrate import (
-    CopyParams,
-    RepointParams,
-    StartParams,
-    VerifyCopyParams,
-    manager_words,
-)
-from vacate.act.pve_set import MountPointParams
-from vacate.act.relink import RelinkParams
+from vacate.act.migrate import manager_words
 from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import PlanItem
+from vacate.observing.model.steps import (
+    Copy,
+    Manual,
+    RepointConfig,
+    RepointLink,
+    RepointMountPoint,
+    RepointUnit,
+    StartUnit,
+    StopUnit,
+    VerifyCopy,
+)
 from vacate.observing.model.usage import Consumer
 from vacate.observing.parsers.paths import escape, is_under, rebase
 
@@ -44,12 +44,10 @@ def verdict_place(c: Consumer) -> str:
 
 def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
     what = "copy again what changed in" if final else "copy"
-    t.st.add("copy", f"{what} {it.path} to {it.migrate_to}", downtime=final,
-             params=as_params(CopyParams(it.path, it.migrate_to, final)),
+    t.st.add(Copy(it.path, it.migrate_to, final), f"{what} {it.path} to {it.migrate_to}", downtime=final,
              postcondition={"copy_of": it.path})
-    t.st.add("verify-copy", f"read {it.migrate_to} back from the disk against {it.path}",
-             downtime=final, params=as_params(VerifyCopyParams(it.path, it.migrate_to)),
-             postcondition={"mismatches": 0})
+    t.st.add(VerifyCopy(it.path, it.migrate_to), f"read {it.migrate_to} back from the disk against {it.path}",
+             downtime=final, postcondition={"mismatches": 0})
 
 
 def migrate_live(t: Teardown) -> None:
@@ -126,29 +124,27 @@ def migrate_units(t: Teardown) -> None:
             rest = [r for r in refs if not any(is_under(r, i.path) for i in used)]
             rest += _env_files_kept(t, a)
             if a.where.user is not None and not _user_manager_answered(t, a):
-                t.st.add("manual", f"{a.subject} runs in {a.where.user}'s own manager "
+                t.st.add(Manual(consumer=a.consumer), f"{a.subject} runs in {a.where.user}'s own manager "
                                    f"({a.where.label()}), which did not answer when the "
                                    "volume was looked at (not running, or not reachable): "
                                    "it is not repointed or started; repoint it by hand to "
                                    f"{', '.join(i.migrate_to for i in used)} (systemctl "
-                                   "--user edit, in that user's session)", downtime=True,
-                         params=as_params(ManualParams(consumer=a.consumer)))
+                                   "--user edit, in that user's session)", downtime=True,)
                 continue
             if _own_root(t, a.where):
-                t.st.add("manual", f"{a.subject} runs in {a.where.label()}, which has a root "
+                t.st.add(Manual(consumer=a.consumer), f"{a.subject} runs in {a.where.label()}, which has a root "
                                    "of its own: how it spells "
                                    f"{', '.join(i.migrate_to for i in used)} is not known "
                                    "here, so it is not repointed or started; repoint it by "
                                    "hand (or plan from its host with --ct for a Proxmox "
-                                   "container)", downtime=True,
-                         params=as_params(ManualParams(consumer=a.consumer)))
+                                   "container)", downtime=True,)
                 continue
             if rest:
-                t.st.add("manual", f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
+                t.st.add(Manual(consumer=a.consumer), f"{a.subject} also names {', '.join(sorted(set(rest))[:3])}"
                                    " (not migrated, a directory above what is, or an "
                                    "environment file vacate cannot rewrite there): it is not "
                                    "repointed or started; repoint it by hand",
-                         downtime=True, params=as_params(ManualParams(consumer=a.consumer)))
+                         downtime=True,)
                 continue
             t.stopped_units.add(key)
             t.disabled.add(key)
@@ -156,7 +152,7 @@ def migrate_units(t: Teardown) -> None:
                     and c.attrs.get("unit") == a.subject
                     and verdict_place(c) == a.where.label()]
             at = manager_words(a.where)
-            stop = t.st.add("stop-unit", f"stop {a.subject} ({at})", action=a,
+            stop = t.st.add(StopUnit(), f"stop {a.subject} ({at})", action=a,
                             downtime=True, precondition=a.precondition,
                             postcondition={"active": False, "pids_gone": pids},
                             evidence=t.ev.get(a.consumer or "", ()))
@@ -167,13 +163,11 @@ def migrate_units(t: Teardown) -> None:
             repoint_config(t)        # an EnvironmentFile naming it, before the unit starts
             moves, away = _moves_for(t, a.where, used)
             into = tuple(n for _o, n in moves)
-            t.st.add("repoint-unit", f"repoint {a.subject} ({at}) to {', '.join(into)} by a "
+            t.st.add(RepointUnit(a.subject, stop.id, moves), f"repoint {a.subject} ({at}) to {', '.join(into)} by a "
                                      "drop-in",
-                     downtime=True, params=as_params(RepointParams(a.subject, stop.id, moves)),
-                     postcondition={"shows": list(into)})
-            t.st.add("start-unit", f"start {a.subject} ({at}) from {', '.join(into)}",
+                     downtime=True, postcondition={"shows": list(into)})
+            t.st.add(StartUnit(a.subject, stop.id, into, away), f"start {a.subject} ({at}) from {', '.join(into)}",
                      downtime=True,
-                     params=as_params(StartParams(a.subject, stop.id, into, away)),
                      postcondition={"active": True, "holds_under": list(into)})
 
 
@@ -230,12 +224,11 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
     if ct is not None and c.type not in IN_CT:
         return False
     if c.type == "cron" and any(_SHELL_WORD.fullmatch(n) is None for _o, n in moves):
-        t.st.add("manual", f"{a.get('file')}: a cron job names "
+        t.st.add(Manual(consumer=c.id), f"{a.get('file')}: a cron job names "
                            f"{', '.join(o for o, _n in moves)}, and in its shell command "
                            f"{', '.join(repr(n) for _o, n in moves)} would need quoting: "
                            "vacate does not rewrite the command; repoint it by hand",
-                 downtime=True, params=as_params(ManualParams(consumer=c.id)),
-                 evidence=c.evidence)
+                 downtime=True, evidence=c.evidence)
         return True
     if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
         lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
@@ -250,12 +243,11 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
             first = targets[0][0]
             x = Action("edit-config", f"{file}:{first}", consumer=c.id,
                        params={"file": file, "line": first})
-            t.st.add("repoint-config", f"repoint {c.type} {c.name} ({file}) to "
+            t.st.add(RepointConfig(file, first, targets[0][1],
+                                                 lines=targets if len(targets) > 1 else None,
+                                                 moves=spelled, ct=ct), f"repoint {c.type} {c.name} ({file}) to "
                                        f"{', '.join(n for _o, n in moves)}", action=x,
                      downtime=True,
-                     params=as_params(EditParams(file, first, targets[0][1],
-                                                 lines=targets if len(targets) > 1 else None,
-                                                 moves=spelled, ct=ct)),
                      postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
         return True
     if c.type == "symlink" and a.get("target"):
@@ -264,8 +256,7 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
         to = to or _new_path(a.get("resolved") or "", moves)
         if to is None:
             return False
-        t.st.add("repoint-link", f"point {c.name} to {to}", downtime=True,
-                 params=as_params(RelinkParams(c.name, raw, to)),
+        t.st.add(RepointLink(c.name, raw, to), f"point {c.name} to {to}", downtime=True,
                  postcondition={"points_to": to}, evidence=c.evidence)
         return True
     if c.type == "pve-container" and a.get("binds") and a.get("config"):
@@ -275,11 +266,10 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
             return False                  # it also uses the volume another way
         for key, value in sorted(a["binds"].items()):
             new_value = ",".join([news[key], *value.split(",")[1:]])
-            t.st.add("repoint-mount-point", f"pct set {a.get('vmid')} --{key} {new_value}" +
-                     (", then start it again" if a.get("running") else ""), downtime=True,
-                     params=as_params(MountPointParams(str(a.get("vmid")), a["config"], key,
+            t.st.add(RepointMountPoint(str(a.get("vmid")), a["config"], key,
                                                        value, new_value,
-                                                       bool(a.get("running")))),
+                                                       bool(a.get("running"))), f"pct set {a.get('vmid')} --{key} {new_value}" +
+                     (", then start it again" if a.get("running") else ""), downtime=True,
                      postcondition={key: new_value}, evidence=c.evidence)
         return True
     if c.type == "docker-container" and a.get("binds"):
@@ -288,12 +278,12 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
             if new is None:
                 continue
             ro = ",readonly" if mode == "ro" else ""
-            t.st.add("manual", f"docker container {c.name} binds {source} at {dest}: recreate "
+            t.st.add(Manual(consumer=c.id), f"docker container {c.name} binds {source} at {dest}: recreate "
                                f"it (vacate does not) with --mount type=bind,source={new},"
                                f"target={dest}{ro} in place of that bind: docker stop "
                                f"{c.name} && docker rm {c.name}, then docker run as it was "
                                f"made (docker inspect {c.name} shows how)", downtime=True,
-                     params=as_params(ManualParams(consumer=c.id)), evidence=c.evidence)
+                     evidence=c.evidence)
         return True
     return False
 

@@ -43,7 +43,7 @@ def _planned_actions(plan: Plan) -> dict[str, str]:
     """What the file's steps do to each item (the actions before the edit)."""
     out = {}
     for s in plan.steps:
-        item = s.params.get("item")
+        item = getattr(s.params, "item", None)      # Archive, Delete, Copy
         if s.kind in ("archive", "delete", "copy") and item and out.get(item) != "migrate":
             out[item] = "migrate" if s.kind == "copy" else s.kind
     return out

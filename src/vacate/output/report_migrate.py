@@ -25,13 +25,15 @@ def action_text(it: PlanItem) -> str:
 def _mine(it: PlanItem, step) -> bool:
     p = step.params
     if step.kind in ("copy", "verify-copy", "delete"):
-        return p.get("item") == it.path
+        return p.item == it.path
     if step.kind in ("repoint-unit", "repoint-config"):
-        return any(old == it.path or new == it.migrate_inside for old, new in p.get("moves", ()))
-    if step.kind in ("repoint-link", "repoint-mount-point"):
-        return str(p.get("to") or p.get("new") or "").startswith(it.migrate_to or "\0")
+        return any(old == it.path or new == it.migrate_inside for old, new in p.moves)
+    if step.kind == "repoint-link":
+        return p.to.startswith(it.migrate_to or "\0")
+    if step.kind == "repoint-mount-point":
+        return p.new.startswith(it.migrate_to or "\0")
     if step.kind == "start-unit":
-        return it.migrate_to in p.get("into", ()) or it.migrate_inside in p.get("into", ())
+        return it.migrate_to in p.into or it.migrate_inside in p.into
     return False
 
 

@@ -16,7 +16,7 @@ from vacate.observing.parsers.paths import is_under
 def archive_of(plan: Plan, item: str) -> str | None:
     """Where the plan archives ``item`` (None: it is not archived)."""
     return next((s.postcondition["archive"] for s in plan.steps
-                 if s.kind == "archive" and s.params.get("item") == item), None)
+                 if s.kind == "archive" and s.params.item == item), None)
 
 
 def parts_of(location: str) -> dict[str, str]:
@@ -43,7 +43,7 @@ def _fixed_by(plan: Plan, states: dict, at: str) -> str | None:
         st = states.get(s.id)
         if st is None or st.event != "outcome" or st.status not in ("ok", "skipped"):
             continue
-        if f"{s.params.get('file')}:{s.params.get('line')}" == at or \
+        if f"{s.params.file}:{s.params.line}" == at or \
                 any(e.source == at for e in s.evidence):
             return s.id
     return None

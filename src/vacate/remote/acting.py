@@ -138,7 +138,7 @@ class There:
     def bring_back(self, index: int) -> list[str]:
         from vacate.observing.model.window import window_of
 
-        units = [s.params.get("unit") for s in window_of(self.plan, index)]
+        units = [s.params.unit for s in window_of(self.plan, index)]
         if not units:
             return []
         try:

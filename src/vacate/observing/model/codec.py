@@ -6,7 +6,8 @@ type its field declares: a document that does not fit (a number where a path bel
 field, a list for an object) raises :class:`Malformed` naming the place, never a traceback
 from deep inside. Annotations are read as the strings ``from __future__ import annotations``
 leaves; the model's classes are found by name in :data:`CLASSES` (each model module registers
-its own). ``Any`` (a consumer's ``attrs``, a classification's ``details``) is any JSON value.
+its own); a ``Literal[...]`` field takes only the values it names. ``Any`` (a consumer's
+``attrs``, a classification's ``details``) is any JSON value.
 
 Paths are ``str`` decoded with ``surrogateescape``: Python's ``json`` writes the surrogates as
 ``\\udcXX`` escapes and reads them back as the same characters, so byte names survive.
@@ -112,6 +113,22 @@ def _split(s: str, sep: str) -> list[str]:
     return parts
 
 
+_LITERALS: dict[str, tuple] = {}
+
+
+def _literals(ann: str) -> tuple:
+    """The values a ``Literal[...]`` annotation allows."""
+    got = _LITERALS.get(ann)
+    if got is None:
+        import ast
+
+        got = ast.literal_eval(f"({ann[len('Literal['):-1]},)")
+        if len(got) == 1 and isinstance(got[0], tuple):
+            got = got[0]          # CPython 3.8 writes the annotation Literal[('a', 'b')]
+        _LITERALS[ann] = got
+    return got
+
+
 _SCALARS = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,)}
 _NAMES = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}
 
@@ -136,6 +153,13 @@ def _value(ann: str, v, where: str):
             raise Malformed(where, f"expected null, found {_kind(v)}")
         return None
     if ann == "Any":
+        return v
+    if ann.startswith("Literal["):
+        allowed = _literals(ann)
+        if isinstance(v, bool) or v not in allowed:
+            found = repr(v) if isinstance(v, (str, int)) else _kind(v)
+            raise Malformed(where, f"expected one of {', '.join(map(repr, allowed))}, "
+                                   f"found {found}")
         return v
     if ann in _SCALARS:
         ok = _SCALARS[ann]

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 from vacate.observing.compat import SLOTS
-from vacate.observing.model import codec
+from vacate.observing.model import codec, steps
 from vacate.observing.model.action import Action
 from vacate.observing.model.common import Problem
 from vacate.observing.model.observation import Observation
@@ -91,19 +91,40 @@ class PlanItem:
 class Step:
     """One step of the teardown. ``action``: the command and where it runs, for steps that
     run one (None for the steps vacate does itself: archive, verify, delete, snapshot,
-    lock-dir, check); ``params`` the kind's own fields (the item, the destination, the grace
-    period); ``precondition`` what must hold just before it acts, ``postcondition`` what
+    lock-dir, check); ``params`` the kind's own typed value (:mod:`steps`: the item, the
+    destination, the grace period; left out, a kind without fields of its own gets its
+    empty one); ``precondition`` what must hold just before it acts, ``postcondition`` what
     proves it done; ``evidence`` what led to it."""
 
     id: str
     kind: str
     summary: str
     action: Action | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: steps.Params | None = None
     precondition: dict[str, Any] = field(default_factory=dict)
     postcondition: dict[str, Any] = field(default_factory=dict)
     evidence: tuple[Evidence, ...] = ()
     downtime: bool = False                 # runs after the services were stopped
+
+    def __post_init__(self):
+        cls = steps.KINDS.get(self.kind)
+        if self.params is None:
+            if cls is not None and not any(
+                    f.default is MISSING and f.default_factory is MISSING
+                    for f in fields(cls)):
+                object.__setattr__(self, "params", cls())
+        elif type(self.params) is not cls:
+            raise TypeError(f"step {self.id}: {type(self.params).__name__} is not the "
+                            f"parameters of a {self.kind} step")
+
+    @classmethod
+    def decode_fields(cls, data, where: str) -> dict:
+        """The fields, ``params`` read as the kind's value (every field checked)."""
+        if not isinstance(data, dict):
+            raise codec.Malformed(where, f"expected an object for a step, found {data!r}")
+        out = codec.fields_of(cls, {k: v for k, v in data.items() if k != "params"}, where)
+        out["params"] = steps.decode(out["kind"], data.get("params", {}), f"{where}.params")
+        return out
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -20,7 +20,7 @@ def window_of(plan: Plan, failed_index: int) -> List[Step]:
     for i, s in enumerate(plan.steps):
         if s.kind != "start-unit" or i < failed_index:
             continue
-        stop = ids.get(s.params.get("stop_step"), len(plan.steps))
+        stop = ids.get(s.params.stop_step, len(plan.steps))
         if stop < failed_index:
             out.append(s)
     return out

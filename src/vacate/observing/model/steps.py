@@ -1,0 +1,286 @@
+"""What each kind of step is: one frozen, typed value per kind, its name on the class
+(``KIND``). decide builds them; act only reads them; a plan file keeps each as the step's
+``params`` object (fields left at their default left out, so a plan of the earlier code reads
+the same), and :mod:`codec` checks every field when one is read back.
+
+How a kind acts (``done`` / ``ready`` / ``run`` and its policy) is its act module's; what a
+step of it says is here. Adding a kind: its value here (one class and one line in
+:data:`KINDS`), its act module, one line of ``vacate.act.registry``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from vacate.observing.compat import SLOTS
+from vacate.observing.model import codec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+class Params:
+    """A step's parameters (each kind's own class below). ``KIND``: the step kind it is.
+
+    ``get`` and ``[]`` read a field as the plan file spells it (tuples as lists), for the
+    readers not moved to the attributes yet."""
+
+    __slots__ = ()
+    KIND = ""
+
+    def encode_fields(self) -> dict:
+        """The step's ``params`` object: fields left at their default are left out (an
+        older plan without them reads the same)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.default is not dataclasses.MISSING and v == f.default:
+                continue
+            if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+                continue
+            out[f.name] = codec.encode(v)
+        return out
+
+    def get(self, name: str, default=None):
+        if name in self.names():
+            return codec.encode(getattr(self, name))
+        return default
+
+    def __getitem__(self, name: str):
+        if name not in self.names():
+            raise KeyError(name)
+        return codec.encode(getattr(self, name))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+# -- steps that say everything in their action (the unit, the mount, the pid) ---------------
+def _action_only(name: str, kind: str, doc: str) -> type:
+    """A kind whose step says everything in its action: a value without fields."""
+    return dataclass(frozen=True, **SLOTS)(type(name, (Params,), {
+        "__doc__": doc, "__module__": __name__, "KIND": kind}))
+
+
+StopUnit = _action_only("StopUnit", "stop-unit", "Stop a systemd unit in its manager.")
+DisableUnit = _action_only("DisableUnit", "disable-unit", "Disable a systemd unit.")
+MaskUnit = _action_only("MaskUnit", "mask-unit", "Mask a unit that names what goes away.")
+StopContainer = _action_only("StopContainer", "stop-container",
+                             "Stop a container (or keep a docker one from coming back).")
+Swapoff = _action_only("Swapoff", "swapoff", "Stop swapping to a file or device of the volume.")
+DetachLoop = _action_only("DetachLoop", "detach-loop",
+                          "Detach a loop device backed by a file of the volume.")
+Unmount = _action_only("Unmount", "unmount", "Unmount a mount (the volume, or one on it).")
+Unexport = _action_only("Unexport", "unexport", "Stop exporting a path over NFS.")
+
+
+# -- steps with parameters of their own ---------------------------------------------------------
+@dataclass(frozen=True, **SLOTS)
+class Archive(Params):
+    """The item, the destination, the archive's name there, the sub-items left out."""
+
+    KIND = "archive"
+    item: str
+    to: str
+    name: str
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True, **SLOTS)
+class Verify(Params):
+    """The item, its archive's location, what it is checked against."""
+
+    KIND = "verify"
+    item: str
+    archive: str
+    against: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class Check(Params):
+    """What is looked at again: ``freed`` (the space) or ``retired`` (the volume, by its
+    device and source)."""
+
+    KIND = "check"
+    what: Literal["freed", "retired"]
+    mount_dev: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, **SLOTS)
+class EditConfig(Params):
+    """A line of a file with its sha256 (``lines``: every line of an smb share's section,
+    each ``(number, sha256)``); or, for ``do == "delete-disks"``, a guest's mount points
+    (``keys``) deleted through its tool."""
+
+    KIND = "edit-config"
+    file: str | None = None
+    line: int | None = None
+    line_sha256: str | None = None
+    lines: tuple[tuple[int, str], ...] | None = None
+    do: Literal["delete-disks"] | None = None
+    tool: Literal["pct", "qm"] | None = None
+    vmid: str | None = None
+    keys: tuple[str, ...] = ()
+    config: str | None = None
+    moves: tuple[tuple[str, str], ...] = ()
+    ct: str | None = None         # the file is inside this Proxmox container, as it spells it
+
+
+@dataclass(frozen=True, **SLOTS)
+class RepointConfig(EditConfig):
+    """Lines of a file (as :class:`EditConfig`) kept behind the marker, each followed by
+    itself with the migrated paths (``moves``: each ``(old, new)`` as the line spells it)."""
+
+    KIND = "repoint-config"
+
+
+@dataclass(frozen=True, **SLOTS)
+class Delete(Params):
+    """The item, and the sub-items left on the volume."""
+
+    KIND = "delete"
+    item: str
+    exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True, **SLOTS)
+class Snapshot(Params):
+    """The volume's filesystem, its dataset (ZFS) and the items about to be deleted."""
+
+    KIND = "snapshot"
+    fstype: Literal["zfs", "btrfs"]
+    dataset: str | None
+    items: tuple[str, ...]
+
+
+GPU_WAIT_S = 30.0
+
+
+@dataclass(frozen=True, **SLOTS)
+class ReleaseGpu(Params):
+    """The pids whose GPUs must be released, and how long to wait for the driver."""
+
+    KIND = "release-gpu"
+    pids: tuple[int, ...]
+    wait_s: float = GPU_WAIT_S
+
+
+@dataclass(frozen=True, **SLOTS)
+class LockDir(Params):
+    """The empty mount point to make immutable."""
+
+    KIND = "lock-dir"
+    path: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class Manual(Params):
+    """Where the person acts: a line of a file (with its sha256 when known), or the
+    consumer the step is about."""
+
+    KIND = "manual"
+    file: str | None = None
+    line: int | None = None
+    line_sha256: str | None = None
+    consumer: str | None = None
+
+
+@dataclass(frozen=True, **SLOTS)
+class Copy(Params):
+    """The item, its new path, and whether this is the pass after the stop."""
+
+    KIND = "copy"
+    item: str
+    to: str
+    final: bool
+
+
+@dataclass(frozen=True, **SLOTS)
+class VerifyCopy(Params):
+    """The item and the copy of it to read back."""
+
+    KIND = "verify-copy"
+    item: str
+    to: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class RepointUnit(Params):
+    """The unit; the step that stopped it (its manager is reached the same way); each
+    ``(old, new)`` path."""
+
+    KIND = "repoint-unit"
+    unit: str
+    stop_step: str
+    moves: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, **SLOTS)
+class StartUnit(Params):
+    """The unit, the step that stopped it, the new places its processes must use, the
+    volume they must not."""
+
+    KIND = "start-unit"
+    unit: str
+    stop_step: str
+    into: tuple[str, ...]
+    away: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class EndProcess(Params):
+    """How long to wait after TERM before KILL."""
+
+    KIND = "end-process"
+    grace_s: float
+
+
+@dataclass(frozen=True, **SLOTS)
+class RepointMountPoint(Params):
+    """A container's bind mount point repointed: its config, the key (``mp0``), the value
+    planned and the new one; ``start``: it ran when planned (the plan stops it), so it is
+    started again once repointed."""
+
+    KIND = "repoint-mount-point"
+    vmid: str
+    config: str
+    key: str
+    value: str
+    new: str
+    start: bool = False
+
+
+@dataclass(frozen=True, **SLOTS)
+class RepointLink(Params):
+    """The link (as the host spells it), the target it read when planned, the new one."""
+
+    KIND = "repoint-link"
+    link: str
+    target: str
+    to: str
+
+
+KINDS: dict[str, type] = {c.KIND: c for c in (
+    Archive, Check, Copy, Delete, DetachLoop, DisableUnit, EditConfig, EndProcess, LockDir,
+    Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink, RepointMountPoint, RepointUnit,
+    Snapshot, StartUnit, StopContainer, StopUnit, Swapoff, Unexport, Unmount, Verify,
+    VerifyCopy)}
+
+
+def decode(kind: str, data, where: str) -> Params:
+    """The ``kind`` step's parameters from the plan file's ``params`` object; every field
+    checked (:class:`codec.Malformed` naming it)."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise codec.Malformed(where.rsplit(".", 1)[0] + ".kind",
+                              f"not a step kind: {kind!r}")
+    return codec.decode(cls, data, where)
+
+
+codec.register(*KINDS.values())
