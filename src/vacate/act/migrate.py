@@ -163,12 +163,6 @@ def _manager(step: Step, ctx: Context):
     return units._Manager(units.place(_stop_step(step, ctx), ctx), ctx)
 
 
-def manager_words(where) -> str:
-    """A unit's manager in a few words: its place, and whose it is for a user's own."""
-    return f"{where.user}'s manager, {where.label()}" if where.user is not None else \
-        where.label()
-
-
 def _in_manager(m, argv, input: str | None = None, check: bool = True):
     return m.ctx.run(m.where.wrap(tuple(argv)), input=input, check=check)
 
@@ -190,7 +184,7 @@ def _user_unit_dir(m) -> str:
     for p in paths:
         if p.endswith("/systemd/user") and p + ".control" in paths:
             return p
-    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({manager_words(m.where)}) "
+    raise CommandFailed(m.where.wrap(argv), 1, f"the manager ({m.where.manager_words()}) "
                         "reports no unit directory of the user's own: "
                         f"{' '.join(paths)[:300]}")
 
@@ -331,7 +325,7 @@ def _loaded(step: Step, ctx: Context) -> tuple[dict | None, str | None]:
     except (units._NoManager, CommandFailed) as e:
         return None, str(e)
     if props.get("LoadState") != "loaded":
-        return None, f"the manager ({manager_words(m.where)}) has no unit {unit} loaded"
+        return None, f"the manager ({m.where.manager_words()}) has no unit {unit} loaded"
     return props, None
 
 
@@ -373,7 +367,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
-    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": path, "sha256": sha,
+    data = {"unit": p.unit, "manager": m.where.manager_words(), "dropin": path, "sha256": sha,
             "settings": keys, "before": {k: eff[k] for k in keys},
             "after": {k: [replaced(v, p.moves) for v in eff[k]] for k in keys},
             "undo": shlex.join(m.where.wrap(("rm", path))) + " && " +
@@ -493,7 +487,7 @@ def _start(step: Step, ctx: Context) -> Outcome:
     while missing and time.monotonic() < deadline:
         time.sleep(0.2)
         missing = _start_missing(step, ctx)
-    data = {"unit": p.unit, "manager": manager_words(m.where), "commands": [list(cmd)]}
+    data = {"unit": p.unit, "manager": m.where.manager_words(), "commands": [list(cmd)]}
     if missing:
         return Outcome("failed", f"{shlex.join(cmd)} ran, and " + "; ".join(missing), data)
     return Outcome("ok", f"{p.unit} runs again, from {', '.join(p.into)}", data)
@@ -527,7 +521,7 @@ def skipped(step: Step, ctx: Context) -> Outcome:
         ours = _ours(m.show(p.unit))
     except (units._NoManager, CommandFailed, OSError):
         return Outcome("skipped", "already done")
-    data = {"unit": p.unit, "manager": manager_words(m.where), "dropin": ours, "settings": []}
+    data = {"unit": p.unit, "manager": m.where.manager_words(), "dropin": ours, "settings": []}
     if ours is None:
         return Outcome("skipped", f"none of {p.unit}'s own settings names "
                                   f"{', '.join(o for o, _n in p.moves)}: no drop-in needed",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from vacate.act.migrate import manager_words
 from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
 from vacate.observing.model.plan import PlanItem
@@ -151,7 +150,7 @@ def migrate_units(t: Teardown) -> None:
             pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
                     and c.attrs.get("unit") == a.subject
                     and verdict_place(c) == a.where.label()]
-            at = manager_words(a.where)
+            at = a.where.manager_words()
             stop = t.st.add(StopUnit(), f"stop {a.subject} ({at})", action=a,
                             downtime=True, precondition=a.precondition,
                             postcondition={"active": False, "pids_gone": pids},

@@ -86,6 +86,12 @@ class Where:
             return f"{self.kind} of pid {self.pid}"
         return f"{self.kind} {self.name}"
 
+    def manager_words(self) -> str:
+        """A unit's manager here in a few words: its place, and whose it is for a user's
+        own."""
+        return f"{self.user}'s manager, {self.label()}" if self.user is not None else \
+            self.label()
+
 
 HOST = Where()
 
