@@ -62,7 +62,7 @@ def _not_one_of(doc):
 @pytest.mark.parametrize("edit", [_string_for_a_pid, _unknown_kind, _missing_field, _not_one_of],
                          ids=lambda f: f.__name__.strip("_"))
 def test_apply_refuses_a_step_edited_out_of_its_kind_naming_the_field(tmp_path, edit):
-    from vacate.act.journal import path_for
+    from vacate.observing.model.journal import path_for
 
     src = next(p for p in FIXTURES if '"release-gpu"' in _text(p) and '"archive"' in _text(p)
                and '"check"' in _text(p))

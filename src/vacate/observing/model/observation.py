@@ -11,6 +11,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -190,7 +191,18 @@ def _scan_decode(data, where: str) -> dict:
     return fields
 
 
+def _observation_fields(self: Observation) -> dict:
+    """An observation's fields, ``destinations`` left out when there are none: a document
+    made before they were recorded (an observation, a plan holding one) is written back
+    byte for byte."""
+    out = {f.name: codec.encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
+    if not out["destinations"]:
+        del out["destinations"]
+    return out
+
+
 ScanResult.encode_fields = _scan_fields          # (slots classes take class attributes)
+Observation.encode_fields = _observation_fields
 ScanResult.decode_fields = staticmethod(_scan_decode)
 codec.register(Mount, LoopBacking, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
                Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Destination,
