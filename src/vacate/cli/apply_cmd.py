@@ -109,7 +109,7 @@ def run(args, env: Env) -> int:
         with apply_view.progress(env) as progress:
             result = ap.apply(args.plan, host=env.host, dry_run=args.dry_run, loaded=loaded,
                               remote=args.remote, progress=progress,
-                              stall_s=None if args.stall_timeout is None else remote.stall_of(args),
+                              stall_s=remote.stall_of(args),
                               on_step=lambda r: apply_view.step_line(r, console))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) or type(e).__name__ == "_Terminated":

@@ -54,7 +54,7 @@ def differences(plan: Plan, now: Observation | None, identities: dict[str, Ident
         if c.type == "process" and c.attrs.get("unit") in stopped:
             continue     # its unit is stopped by the plan, whichever process it runs now
         out.append(f"a new user of the volume: {b.reason}")
-    touched = {s.params.get("item") for s in plan.steps if s.id in started}
+    touched = {getattr(s.params, "item", None) for s in plan.steps if s.id in started}
     for it in plan.items:
         if it.action in ("keep", "migrate") or it.path in touched:
             continue     # a migrate item may change: each pass copies what changed

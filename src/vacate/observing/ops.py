@@ -94,7 +94,7 @@ def write_entries(host: Host, path: str, *, dev: int, directory: str):
     return write_entries_file(path, dev=dev, directory=directory)
 
 
-PIECE = 4 << 20               # an entries file goes back in pieces this big
+PIECE = 4 << 20               # an entries file goes back in pieces this big at most
 _kept: dict = {}              # entries files recorded here, kept until their last piece
 
 
@@ -117,9 +117,9 @@ def entries_file(host: Host, path: str, *, dev: int) -> dict:
     return {"recorded": codec.encode(rec), "name": name, "size": buf.getbuffer().nbytes}
 
 
-def entries_piece(host: Host, name: str, offset: int) -> str:
-    """The bytes of a recorded entries file from ``offset``, at most :data:`PIECE`, base64;
-    the file is dropped here once its last piece is asked for."""
+def entries_piece(host: Host, name: str, offset: int, size: int = PIECE) -> str:
+    """The bytes of a recorded entries file from ``offset``, ``size`` of them (at most
+    :data:`PIECE`), base64; the file is dropped here once its last piece is asked for."""
     import base64
 
     buf = _kept.get(name)
@@ -129,8 +129,9 @@ def entries_piece(host: Host, name: str, offset: int) -> str:
         raise VacateError(f"no entries file {name} is kept here (record it again)")
     view = buf.getbuffer()
     try:
-        piece = base64.b64encode(view[offset:offset + PIECE]).decode("ascii")
-        last = offset + PIECE >= view.nbytes
+        size = max(1, min(size, PIECE))
+        piece = base64.b64encode(view[offset:offset + size]).decode("ascii")
+        last = offset + size >= view.nbytes
     finally:
         view.release()
     if last:

@@ -77,16 +77,14 @@ GRACE_S = 10.0      # after bye: how long the worker has to end before it is kil
 
 class _Out:
     """The worker's stdout: whole frames, never one inside another (a heartbeat comes from a
-    signal handler, which may run while a reply is being written: it then waits its turn)."""
+    signal handler, which may run while a reply is being written: that beat is skipped)."""
 
     def __init__(self, stream):
         self.stream = stream
         self.busy = False
         self.answering = False
 
-    def send(self, value) -> bool:
-        if self.busy:
-            return False
+    def send(self, value) -> None:
         self.busy = True
         try:
             text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
@@ -95,10 +93,9 @@ class _Out:
             self.stream.flush()
         finally:
             self.busy = False
-        return True
 
     def beat(self, *_) -> None:
-        if self.answering:
+        if self.answering and not self.busy:
             try:
                 self.send({"note": {"beat": beat.now()}})
             except OSError:
@@ -172,8 +169,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 beat.tell(None)
                 out.answering = False
-            while not out.send(reply):      # (only a heartbeat's write can be in the way)
-                pass
+            out.send(reply)
     finally:
         _out.pop()
 
@@ -277,15 +273,14 @@ def _relay(child: int, to_worker: int, from_worker: int, rest: bytes) -> int:
                         worker_open = False
                 elif fd == to_worker:
                     if ev & (select.POLLERR | select.POLLHUP):
-                        inbox.clear()            # the worker is gone: its end is read next
-                    else:
-                        del inbox[:os.write(to_worker, inbox[:select.PIPE_BUF])]
+                        raise BrokenPipeError()
+                    del inbox[:os.write(to_worker, inbox[:select.PIPE_BUF])]
                 elif fd == 1:
                     del outbox[:os.write(1, outbox[:select.PIPE_BUF])]
             except OSError:
-                if fd == 1 or fd == 0:
+                if fd != to_worker:
                     ended()                      # the connection is gone
-                raise
+                inbox.clear()                    # the worker is gone: its end is read next
         if not stdin_open and not inbox and to_worker >= 0:
             os.close(to_worker)                  # all of it passed on: the worker sees its end
             to_worker = -1

@@ -98,6 +98,9 @@ DECODE = {"observe": _decode_observation, "ct_view": _decode_ct_view, "target": 
           "file_stats": _decode_stats}
 
 
+ENTRIES_PIECE = 4 << 20      # an entries file is fetched in pieces this big
+
+
 class Remote:
     """The observing layer on another host through an ssh :class:`~vacate.remote.ssh.Session`
     (started on first use, ended by :meth:`close`)."""
@@ -155,7 +158,7 @@ class Remote:
         data = bytearray()           # asked for in pieces: no reply holds the whole file
         while True:
             piece = base64.b64decode(self.call("entries_piece", name=got["name"],
-                                               offset=len(data)))
+                                               offset=len(data), size=ENTRIES_PIECE))
             data += piece
             if len(data) >= size or not piece:
                 break
