@@ -1,5 +1,4 @@
 import os
-import sys
 
 import pytest
 
@@ -10,17 +9,7 @@ import pytest
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-# the tests are grouped by layer; some share helpers across the groups by module name
-for _layer in sorted(os.listdir(HERE)):
-    if os.path.isdir(os.path.join(HERE, _layer)) and _layer not in ("fixtures", "harness",
-                                                                    "__pycache__"):
-        sys.path.insert(1, os.path.join(HERE, _layer))
-
 from harness.volumes import can_loop_mount, make_volume
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def pytest_collection_modifyitems(config, items):

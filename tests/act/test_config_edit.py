@@ -6,11 +6,11 @@ since the plan is refused and nothing is written; twice is once."""
 import dataclasses
 import hashlib
 import os
-import re
 import subprocess
 from types import SimpleNamespace
 
 import pytest
+from harness.config_files import MARK, backups, put, read
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context
@@ -23,28 +23,12 @@ from vacate.observing.host import Host
 from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
-MARK = re.compile(rb"# vacate \d{4}-\d{2}-\d{2}: ")
 
 
-def put(root, path, data: bytes, mode=0o644, owner=(0, 0)):
-    local = os.path.join(root, path.lstrip("/"))
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    with open(local, "wb") as f:
-        f.write(data)
-    os.chmod(local, mode)
-    os.chown(local, *owner)
-    return local
 
 
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
-def backups(local):
-    d, base = os.path.split(local)
-    return sorted(os.path.join(d, n) for n in os.listdir(d)
-                  if n.lstrip(".").startswith(base + ".vacate-backup-"))
 
 
 @pytest.fixture

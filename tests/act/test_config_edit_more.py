@@ -12,7 +12,7 @@ import textwrap
 from types import SimpleNamespace
 
 import pytest
-from test_config_edit import backups, put, read
+from harness.config_files import backups, put, read
 
 from vacate.act import config_edit, manual
 from vacate.act.base import Context

@@ -8,8 +8,8 @@ import dataclasses
 import os
 
 import pytest
+from harness.config_files import MARK, backups, put, read
 from harness.volumes import can_loop_mount, make_volume
-from test_config_edit import MARK, backups, put, read
 
 from vacate.act import config_edit
 from vacate.act.base import Context

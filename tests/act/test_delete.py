@@ -11,78 +11,71 @@ import sys
 import time
 
 import pytest
+from harness.delete_trees import (
+    ODD,
+    big_item,
+    delete,
+    make_item,
+    put,
+    put_deep,
+    record,
+    tree,
+)
 
-from vacate.act.delete import DeleteResult, EntryList, Refused, delete_item, record_entries
+from vacate.act.delete import (
+    DeleteResult,
+    EntriesFile,
+    EntryList,
+    Refused,
+    delete_item,
+    record_entries,
+)
+from vacate.observing.entries import write_entries_file
 from vacate.output import jsonfmt
 
 pytestmark = pytest.mark.root
 
 
-@pytest.fixture(params=["ext4", "btrfs"])
-def vol(request):
-    from harness.volumes import can_loop_mount, make_volume
-    if not can_loop_mount():
-        pytest.skip("needs root and losetup")
-    v = make_volume(request.param, size_mb=256)
-    try:
-        yield v
-    finally:
-        v.close()
+@pytest.fixture(autouse=True)
+def record_way(request, monkeypatch, tmp_path):
+    """The record a test deletes from: in memory, or (where a test is marked
+    :data:`from_memory_and_entries_file`) also the entries file a plan writes beside itself,
+    each directory's rows read from it and checked against its index as that directory is
+    emptied. Through the file, each ``record(vol, rel)`` also writes the entries file at that
+    moment, before the test changes anything, and ``delete`` deletes from that file."""
+    if getattr(request, "param", "memory") == "memory":
+        yield
+        return
+    here = sys.modules[__name__]
+    written, used = {}, []
+    real_record = here.record
+
+    def record_to_file(v, rel):
+        item, rec = real_record(v, rel)
+        w = write_entries_file(item, dev=os.stat(v.mountpoint).st_dev, directory=str(tmp_path))
+        assert w.digest == rec.digest() and w.entries == len(rec)
+        written[(rec.item, rec.digest())] = w
+        return item, rec
+
+    def delete_from_file(v, item, rec, **kw):
+        w = written[(rec.item, rec.digest())]
+        with EntriesFile(os.path.join(str(tmp_path), w.file), sha256=w.sha256,
+                         index_at=w.index_at) as f:
+            used.append(w.file)
+            return delete_item(item, f, target_root=v.mountpoint,
+                               dev=os.stat(v.mountpoint).st_dev, **kw)
+
+    monkeypatch.setattr(here, "record", record_to_file)
+    monkeypatch.setattr(here, "delete", delete_from_file)
+    yield
+    assert used or not written, "the test deleted without its entries file"
 
 
-def put(path, data=b"x"):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
+# the delete-safety tests that run twice: from the record in memory and from the entries file
+from_memory_and_entries_file = pytest.mark.parametrize(
+    "record_way", ["memory", "entries-file"], indirect=True)
 
-
-def put_deep(base, depth=45):
-    """A file at the end of ``depth`` directories of 100-byte names below ``base`` (45:
-    ~4,600 bytes of path, past PATH_MAX), made one directory fd at a time."""
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("d" * 100, dir_fd=fd)
-            nfd = os.open("d" * 100, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"deep")
-    finally:
-        os.close(fd)
-
-
-def tree(root):
-    """Every path below ``root`` (bytes, relative), as ``find`` lists them."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
-        for n in dirnames + filenames:
-            out.append(os.path.relpath(os.path.join(dirpath, n), os.fsencode(root)))
-    return sorted(out)
-
-
-def record(v, rel):
-    item = os.path.join(v.mountpoint, rel)
-    return item, record_entries(item, dev=os.stat(v.mountpoint).st_dev)
-
-
-def delete(v, item, rec, **kw):
-    return delete_item(item, rec, target_root=v.mountpoint, dev=os.stat(v.mountpoint).st_dev,
-                       **kw)
-
-
-def make_item(v, rel="item"):
-    base = os.path.join(v.mountpoint, rel)
-    put(f"{base}/a/b/c/deep.bin", os.urandom(5000))
-    put(f"{base}/a/one.txt", b"one")
-    put(f"{base}/empty-file", b"")
-    os.makedirs(f"{base}/empty-dir")
-    os.symlink("a/one.txt", f"{base}/rel-link")
-    os.mkfifo(f"{base}/a/fifo")
-    os.link(f"{base}/a/one.txt", f"{base}/a/b/hardlink")
-    return base
-
-
+@from_memory_and_entries_file
 def test_a_recorded_tree_is_deleted_and_nothing_else(vol):
     make_item(vol)
     put(os.path.join(vol.mountpoint, "neighbour/keep.txt"))
@@ -102,6 +95,7 @@ def test_a_recorded_tree_is_deleted_and_nothing_else(vol):
     assert again.outcome == "ok" and again.gone and again.entries == 0
 
 
+@from_memory_and_entries_file
 def test_a_file_written_after_recording_is_kept_and_named(vol):
     base = make_item(vol)
     item, rec = record(vol, "item")
@@ -116,6 +110,7 @@ def test_a_file_written_after_recording_is_kept_and_named(vol):
         assert f.read() == b"written after the plan"
 
 
+@from_memory_and_entries_file
 def test_a_file_changed_after_recording_is_kept(vol):
     base = make_item(vol)
     put(f"{base}/same-size.txt", b"aaaa")
@@ -136,6 +131,7 @@ def test_a_file_changed_after_recording_is_kept(vol):
         assert f.read() == b"bbbb"
 
 
+@from_memory_and_entries_file
 def test_a_file_replaced_by_another_is_kept(vol):
     base = make_item(vol)
     item, rec = record(vol, "item")
@@ -147,6 +143,7 @@ def test_a_file_replaced_by_another_is_kept(vol):
     assert tree(base) == [b"empty-file"]
 
 
+@from_memory_and_entries_file
 def test_symlinks_are_removed_as_themselves_never_followed(vol, tmp_path):
     sentinel = tmp_path / "sentinel"
     (sentinel / "sub").mkdir(parents=True)
@@ -164,6 +161,7 @@ def test_symlinks_are_removed_as_themselves_never_followed(vol, tmp_path):
     assert (sentinel / "precious.txt").read_text() == "do not touch"
 
 
+@from_memory_and_entries_file
 def test_nothing_on_a_nested_mount_is_touched(vol):
     base = make_item(vol)
     nested = vol.mount_tmpfs("item/a/cache")
@@ -179,6 +177,7 @@ def test_nothing_on_a_nested_mount_is_touched(vol):
     assert tree(base) == [b"a", b"a/cache", b"a/cache/on-tmpfs.txt"]
 
 
+@from_memory_and_entries_file
 def test_a_bind_of_the_same_filesystem_is_not_entered(vol):
     base = make_item(vol)
     put(os.path.join(vol.mountpoint, "elsewhere/file.txt"), b"bound in")
@@ -191,6 +190,7 @@ def test_a_bind_of_the_same_filesystem_is_not_entered(vol):
     assert os.listdir(os.path.join(vol.mountpoint, "elsewhere")) == ["file.txt"]
 
 
+@from_memory_and_entries_file
 def test_what_a_nested_mount_hid_is_kept_when_it_goes_away(vol):
     base = make_item(vol)
     put(f"{base}/hid/under.txt", b"hidden by the mount")    # under the mount point
@@ -207,6 +207,7 @@ def test_what_a_nested_mount_hid_is_kept_when_it_goes_away(vol):
     assert tree(base) == [b"hid", b"hid/under.txt"]     # the empty mount point went
 
 
+@from_memory_and_entries_file
 def test_a_btrfs_subvolume_in_an_item_is_deleted_a_read_only_snapshot_is_manual(vol):
     if vol.fstype != "btrfs":
         pytest.skip("btrfs subvolumes")
@@ -242,10 +243,9 @@ def test_a_btrfs_subvolume_in_an_item_is_deleted_a_read_only_snapshot_is_manual(
     assert tree(base) == [b"ro", b"ro/data.txt"]
 
 
-ODD = [b"new\nline", b"latin1-\xe9\xff", b" sp ace ", b"-dash", b"emoji-\xe2\x98\x83",
-       b"back\\slash", b"tab\there", b"*?[glob]"]
 
 
+@from_memory_and_entries_file
 def test_odd_names_survive_a_json_round_trip_and_are_deleted(vol):
     base = os.fsencode(os.path.join(vol.mountpoint, "item"))
     for n in ODD:
@@ -265,6 +265,7 @@ def test_odd_names_survive_a_json_round_trip_and_are_deleted(vol):
     assert tree(base) == [ODD[1], ODD[1] + b"/late\xff"]
 
 
+@from_memory_and_entries_file
 def test_paths_longer_than_path_max(vol):
     base = os.path.join(vol.mountpoint, "item")
     os.makedirs(base)
@@ -308,6 +309,7 @@ def test_refusals_touch_nothing(vol, tmp_path):
     assert tree(vol.mountpoint) == before
 
 
+@from_memory_and_entries_file
 def test_wide_directories_with_few_fds(vol):
     base = os.path.join(vol.mountpoint, "item")
     for i in range(300):
@@ -333,6 +335,7 @@ def test_an_edited_entry_list_is_refused():
         EntryList.from_json(doc)
 
 
+@from_memory_and_entries_file
 def test_an_item_that_is_a_file_or_a_symlink(vol):
     put(os.path.join(vol.mountpoint, "model.bin"), b"weights")
     os.symlink("/etc/passwd", os.path.join(vol.mountpoint, "link"))
@@ -345,17 +348,9 @@ def test_an_item_that_is_a_file_or_a_symlink(vol):
     assert os.path.exists("/etc/passwd")
 
 
-def big_item(v, rel="big", dirs=60, files=200):
-    base = os.path.join(v.mountpoint, rel)
-    for d in range(dirs):
-        dd = os.path.join(base, f"top{d % 3}", f"mid{d}", "leaf")
-        os.makedirs(dd)
-        for i in range(files):
-            with open(os.path.join(dd, f"f{i}"), "wb") as f:
-                f.write(b"y" * (i % 7))
-    return base
 
 
+@from_memory_and_entries_file
 def test_the_workers_delete_what_one_process_would(vol):
     base = big_item(vol)                       # 12,000 files: split over the workers
     put(f"{base}/top1/mid4/leaf/late.txt")

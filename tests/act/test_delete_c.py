@@ -9,7 +9,11 @@ import os
 import shutil
 
 import pytest
-from test_delete import delete, put, tree, vol  # noqa: F401  (vol: the fixture)
+from harness.delete_trees import (
+    delete,
+    put,
+    tree,
+)
 
 from vacate.act import delete as deleting
 from vacate.act.delete import EntriesFile, record_entries
@@ -69,7 +73,7 @@ def outcome(r, base, aside):
 
 
 @pytest.mark.parametrize("where", ["memory", "file"])
-def test_the_c_loop_deletes_keeps_and_counts_as_the_python_loop(vol, monkeypatch, tmp_path,  # noqa: F811
+def test_the_c_loop_deletes_keeps_and_counts_as_the_python_loop(vol, monkeypatch, tmp_path,
                                                                  where):
     dev = os.stat(vol.mountpoint).st_dev
     results = {}

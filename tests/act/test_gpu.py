@@ -8,7 +8,8 @@ import sys
 from dataclasses import replace
 
 import pytest
-from test_procs_captured import FakeNVML as StoryNVML
+from harness.nvml import FakeNVML as StoryNVML
+from harness.paths import STORY
 
 from vacate.act import gpu
 from vacate.act.base import Context
@@ -18,8 +19,6 @@ from vacate.decide.plan import make_plan
 from vacate.decide.request import PlanRequest
 from vacate.observing.host import Host
 from vacate.observing.model.observation import Observation
-
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 
 
 class FakeNVML(StoryNVML):
@@ -68,7 +67,7 @@ def sleeper():
 def plan_for(procs):
     """The plan for the story's observation with its holder replaced by ``procs`` ((pid,
     start time) each, holding /dev/nvidia0): its release-gpu step, and the plan."""
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         obs = Observation.loads(f.read())
     base = next(c for c in obs.consumers if c.type == "process")
     held = [replace(base, id=f"process:{pid}:{st}",

@@ -14,24 +14,23 @@ import subprocess
 import sys
 
 import pytest
-from harness.retire import tree_hashes
-from test_migrate import (  # noqa: F401  (story is a fixture)
+from harness.migrate_box import (
     box_cmd,
     looked_at,
     mapped_under,
     plan_to,
     read,
-    story,
     unit_text,
-    wait_for,
 )
+from harness.paths import SRC
+from harness.retire import tree_hashes
+from harness.waiting import wait_for
 
 from vacate.act import migrate
 from vacate.observing.model.journal import path_for, read_records, states_of
 
 pytestmark = pytest.mark.root
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 SHARDS = 6
 KILLED = """
 import os, signal, sys
@@ -65,7 +64,7 @@ def vacate(*argv: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("story", [SHARDS], indirect=True)
 @pytest.mark.parametrize("where", ["mid-copy", "between-repoint-and-start"])
-def test_a_killed_migration_resumes_and_ends_as_an_uninterrupted_one(story, where):  # noqa: F811
+def test_a_killed_migration_resumes_and_ends_as_an_uninterrupted_one(story, where):
     b, v, vol, dest, work = story
     unit_before = unit_text(b)
     source = tree_hashes(f"{vol}/models/qwen")

@@ -14,14 +14,15 @@ import subprocess
 import sys
 
 import pytest
+from harness.migrate_box import mapped_under, model_box, read
+from harness.paths import SRC
 from harness.systemd_box import available
-from test_migrate import mapped_under, model_box, read, wait_for
+from harness.waiting import wait_for
 
 from vacate.act import migrate
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not available(), reason="needs root + systemd")]
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 PY = "/usr/bin/python3"
 USER_DIR = ".config/systemd/user"
 INSTALL = "[Install]\nWantedBy=default.target\n"

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from test_archive_support import (
+from harness.archives import (
     make_awkward_tree,
     needs_tools,
     run,

@@ -12,8 +12,7 @@ import stat as S
 import subprocess
 
 import pytest
-from harness.volumes import make_volume
-from test_archive_support import (
+from harness.archives import (
     needs_tools,
     run,
     sha256sum_check,
@@ -22,6 +21,7 @@ from test_archive_support import (
     stock_restore,
     vacate,
 )
+from harness.volumes import make_volume
 
 from vacate.archive import writer
 from vacate.archive.target import open_target

@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
+from harness.archives import needs_tools, sha256sum_check, stock_restore
 from harness.volumes import make_volume
-from test_archive_support import needs_tools, sha256sum_check, stock_restore
 
 from vacate.archive import writer
 from vacate.archive.target import LocalTarget, WriteError

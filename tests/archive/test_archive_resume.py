@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from test_archive_support import (
+from harness.archives import (
     needs_tools,
     run,
     sha256sum_check,

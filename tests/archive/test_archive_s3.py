@@ -11,7 +11,7 @@ import time
 
 import pytest
 from harness import extras, s3_server
-from test_archive_support import (
+from harness.archives import (
     make_awkward_tree,
     needs_tools,
     sha256sum_check,

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from test_archive_support import needs_tools
+from harness.archives import needs_tools
 
 from vacate.archive.target import open_target
 from vacate.archive.verify import manifest_sha256

@@ -9,8 +9,8 @@ import os
 import random
 
 import pytest
+from harness.archives import needs_tools, run, sha256sum_check, stock_restore, vacate
 from harness.volumes import can_loop_mount, make_volume
-from test_archive_support import needs_tools, run, sha256sum_check, stock_restore, vacate
 
 from vacate.archive import compress, stage
 from vacate.archive.target import LocalTarget

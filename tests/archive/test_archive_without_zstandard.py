@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from test_archive_support import (
+from harness.archives import (
     make_awkward_tree,
     needs_tools,
     sha256sum_check,
@@ -19,6 +19,7 @@ from test_archive_support import (
     snapshot_diff,
     stock_restore,
 )
+from harness.paths import SRC
 
 from vacate.archive import compress
 from vacate.archive.restore import restore
@@ -29,7 +30,6 @@ from vacate.archive.writer import archive, exit_code
 pytestmark = needs_tools("zstd", "tar", "sha256sum")
 
 PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3")
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 BLOCK = "import sys; sys.modules['zstandard'] = None\n"   # as if it were not installed
 
 # archive (when asked), verify against the source, restore everything: what each said

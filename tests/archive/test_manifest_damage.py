@@ -9,7 +9,7 @@ import os
 import time
 
 import pytest
-from archive_corpus import Outside, build, entry, read_manifest, restore, verify
+from harness.archive_corpus import Outside, build, entry, read_manifest, restore, verify
 
 # (what is changed, on the header or on the file entry)
 HEADER_EDITS = {

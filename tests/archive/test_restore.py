@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from test_archive_support import make_awkward_tree, needs_tools, snapshot, snapshot_diff, vacate
+from harness.archives import make_awkward_tree, needs_tools, snapshot, snapshot_diff, vacate
 
 pytestmark = needs_tools("zstd", "tar", "sha256sum")
 

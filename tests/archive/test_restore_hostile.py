@@ -8,7 +8,7 @@ import os
 import stat
 
 import pytest
-from archive_corpus import (
+from harness.archive_corpus import (
     Outside,
     assert_inside_only,
     build,
@@ -302,9 +302,9 @@ def test_directories_deeper_than_path_max(tmp_path, monkeypatch, openat2):
 
 def test_a_real_archive_still_restores_with_stock_tools_alongside(tmp_path):
     """The format is unchanged: what vacate restores equals what stock tar restores."""
-    from test_archive_support import make_awkward_tree, snapshot, snapshot_diff, stock_restore
+    from harness.archives import make_awkward_tree, snapshot, snapshot_diff, stock_restore
     src = make_awkward_tree(str(tmp_path), big_mb=1)
-    from archive_corpus import vacate
+    from harness.archive_corpus import vacate
     r = vacate("archive", src, "--to", str(tmp_path / "b"), "--no-progress")
     assert r.returncode == 0, r.stderr.decode()
     adir = str(tmp_path / "b" / "src")

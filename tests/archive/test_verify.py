@@ -8,7 +8,7 @@ import shutil
 import stat
 
 import pytest
-from test_archive_support import make_awkward_tree, needs_tools, run, vacate
+from harness.archives import make_awkward_tree, needs_tools, run, vacate
 
 pytestmark = needs_tools("zstd", "tar", "sha256sum")
 

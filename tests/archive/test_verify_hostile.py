@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 import zstandard
-from archive_corpus import (
+from harness.archive_corpus import (
     PART,
     Outside,
     build,
@@ -121,7 +121,7 @@ def test_decompression_bomb_is_cut_at_the_recorded_tar_size(tmp_path):
     comp = c.compress(tar) + c.compress(bytes(16 << 20)) * 256     # frames, back to back
     adir = build(str(tmp_path / "a"), [(e, b"x")], raw_part=comp)
     # the manifest records only the real tar stream's length
-    from archive_corpus import read_manifest, write_manifest
+    from harness.archive_corpus import read_manifest, write_manifest
     head, entries = read_manifest(adir)
     head["parts"][0]["tar_bytes"] = len(tar)
     write_manifest(adir, head, entries)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from archive_corpus import build, entry, member_bytes, restore, verify
+from harness.archive_corpus import build, entry, member_bytes, restore, verify
 
 from vacate.archive import tarfmt
 

@@ -12,10 +12,10 @@ import sys
 import tempfile
 
 import pytest
+from harness.paths import STORY
 
 from vacate.observing.errors import EXIT_ERROR
 
-STORY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 NOBODY = 65534
 
 # (command line with {} for the file read; what it takes)

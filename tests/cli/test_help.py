@@ -13,12 +13,10 @@ import subprocess
 import sys
 
 import pytest
+from harness.paths import ROOT, STORY
 
 from vacate.cli.env import Env
 from vacate.cli.main import COMMANDS, build_parser, main
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-STORY = os.path.join(ROOT, "tests", "fixtures", "observations", "story.json")
 
 
 def helps(name: str) -> str:

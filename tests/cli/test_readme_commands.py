@@ -7,8 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from harness.paths import ROOT
 
 
 def _first_commands() -> list[str]:

@@ -10,13 +10,13 @@ import os
 import re
 import time
 
+from harness.paths import README
+
 from vacate import demo
 from vacate.cli.archive_cmd import parse_size
 from vacate.cli.env import Env
 from vacate.cli.main import main
 from vacate.observing.units import human_bytes
-
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
 def test_a_size_typed_is_read_as_a_size_shown():

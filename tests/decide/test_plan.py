@@ -3,9 +3,9 @@ asks overriding it (deepest match wins, a literal beats a glob, ties and misses 
 the teardown's order."""
 
 import json
-import os
 
 import pytest
+from harness.paths import STORY
 
 from vacate.decide.plan import PlanRefused, make_plan
 from vacate.decide.request import PlanRequest
@@ -13,14 +13,13 @@ from vacate.observing.model.codec import Malformed
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 MODEL = "/data/models/Qwen3.5-397B-A17B-NVFP4"
 CUDA = "/data/cuda_13.0.1_580.82.07_linux.run"
 
 
 @pytest.fixture(scope="module")
 def obs():
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         return Observation.loads(f.read())
 
 

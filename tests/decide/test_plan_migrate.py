@@ -4,15 +4,12 @@ with the exact ``--mount`` to use; one that also binds what is not migrated is l
 rest of the teardown."""
 
 import dataclasses
-import os
 
-from vacate.decide.plan import make_plan
-from vacate.decide.request import PlanRequest
-from vacate.observing.model.observation import Destination, Observation
+from harness.migrate_plans import MODEL, plan_of
+from harness.paths import STORY
+
+from vacate.observing.model.observation import Observation
 from vacate.observing.model.usage import Consumer, Evidence
-
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
-MODEL = "/data/models/Qwen3.5-397B-A17B-NVFP4"
 
 
 def with_docker(obs: Observation, binds) -> Observation:
@@ -25,15 +22,10 @@ def with_docker(obs: Observation, binds) -> Observation:
     return dataclasses.replace(obs, consumers=(*obs.consumers, c))
 
 
-def plan_of(obs: Observation):
-    rel = "models/Qwen3.5-397B-A17B-NVFP4"
-    obs = dataclasses.replace(obs, destinations=(Destination("/shared/models", 1 << 50),))
-    return make_plan(obs, PlanRequest(archive_to="/backup", overrides=[("migrate", rel)],
-                                      migrations={rel: "/shared/models"}))
 
 
 def test_a_docker_bind_of_the_migrated_item_is_a_manual_step_with_its_mount():
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         obs = Observation.loads(f.read())
     plan = plan_of(with_docker(obs, [(MODEL, "/model", "ro")]))
     (step,) = [s for s in plan.steps if s.kind == "manual" and "sglang" in s.summary]
@@ -50,7 +42,7 @@ def test_a_docker_bind_of_the_migrated_item_is_a_manual_step_with_its_mount():
 
 
 def test_a_unit_of_a_users_manager_is_not_repointed_by_vacate_a_person_is_told():
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
         dataclasses.replace(c, attrs={**c.attrs, "unit": "sglang-qwen.service",

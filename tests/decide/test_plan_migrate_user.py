@@ -4,7 +4,8 @@ the unit when the volume was looked at; a manual step, saying why, when it did n
 
 import dataclasses
 
-from test_plan_migrate import FIXTURE, MODEL, plan_of
+from harness.migrate_plans import MODEL, plan_of
+from harness.paths import STORY
 
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.usage import Consumer
@@ -15,7 +16,7 @@ UNIT = "sglang-qwen.service"
 def alices(state_from: str | None) -> Observation:
     """The story with its server in alice's manager, and alice's unit file naming the model
     (its state from her manager, or from the unit files when ``state_from`` says so)."""
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
         dataclasses.replace(c, attrs={**c.attrs, "unit": UNIT, "user_manager": 1000,
@@ -59,7 +60,7 @@ def test_a_unit_of_a_users_manager_that_did_not_answer_is_a_persons_to_repoint()
 def test_a_unit_in_a_container_with_a_root_of_its_own_is_a_persons_to_repoint():
     """A unit in an LXC container (not the --ct one): how the container spells DEST is not
     known on the host, so nothing is repointed or started there from a host path."""
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
         dataclasses.replace(c, attrs={**c.attrs, "unit": UNIT,

@@ -3,22 +3,21 @@ given, a plan gives back the request it was made from, and what the machine says
 places a plan writes to is in the observation (and round-trips with it)."""
 
 import dataclasses
-import os
 
 import pytest
+from harness.paths import STORY
 
 from vacate.decide.plan import make_plan, rebuild
 from vacate.decide.request import PlanRequest, request_of
 from vacate.observing.model.observation import Destination, Observation
 from vacate.observing.model.plan import Plan
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 MODEL = "models/Qwen3.5-397B-A17B-NVFP4"
 
 
 @pytest.fixture(scope="module")
 def obs():
-    with open(FIXTURE) as f:
+    with open(STORY) as f:
         return Observation.loads(f.read())
 
 

@@ -17,6 +17,7 @@ import tempfile
 import time
 
 import pytest
+from harness.paths import SRC
 from harness.retire import Story, tree_hashes
 from harness.volumes import can_loop_mount
 
@@ -27,7 +28,6 @@ from vacate.observing.model.journal import path_for, read_records
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 APPLY = """
 import sys
 from vacate.cli.env import Env

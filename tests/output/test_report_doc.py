@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import time
+
+from harness.paths import STORY
 
 from vacate.cli.env import Env
 from vacate.cli.main import main
@@ -17,8 +18,6 @@ from vacate.output.html import treemap
 from vacate.output.html.page import render
 from vacate.output.report import report_of_observation
 from vacate.output.report_names import Hider, shown
-
-STORY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations", "story.json")
 
 
 def _story() -> Observation:

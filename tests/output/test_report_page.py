@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import pytest
 from harness import extras
+from harness.paths import HARNESS, STORY
 from harness.retire import Story, cli
 from harness.volumes import can_loop_mount
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 HOSTILE = ["<img src=x onerror=alert(1)>", '"><svg onload=alert(2)>', "{{7*7}}",
            "new\nline", "rtl-\u202egnp.exe", b"latin1-\xe9\xff"]
-BROWSER = os.path.join(os.path.dirname(__file__), "report_browser.py")
+BROWSER = os.path.join(HARNESS, "report_browser.py")
 
 
 def _browser_missing() -> str | None:
@@ -153,8 +154,7 @@ def test_the_page_of_a_saved_observation(tmp_path):
     from vacate.cli.env import Env
     from vacate.cli.main import main
 
-    src = os.path.join(os.path.dirname(__file__), "..", "fixtures", "observations",
-                       "story.json")
+    src = STORY
     page = os.path.join(tmp_path, "story.html")
     assert main(["report", src, "--html", page], Env()) == 0
     res = look(page, str(tmp_path))

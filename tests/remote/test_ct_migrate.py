@@ -19,8 +19,8 @@ import sys
 import time
 
 import pytest
+from harness.ct129 import MODEL, _wait_serving, container_129
 from harness.volumes import make_volume
-from test_ct import MODEL, _wait_serving, container_129
 
 VACATE = [sys.executable, "-m", "vacate"]
 SHARD = "model-00001-of-00001.safetensors"
@@ -28,7 +28,7 @@ UNIT = "sglang-qwen.service"
 
 
 def need_ct129() -> None:
-    from test_ct import why_not
+    from harness.ct129 import why_not
 
     why = why_not()
     if why:

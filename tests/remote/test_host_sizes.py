@@ -364,7 +364,7 @@ def test_one_stalled_host_costs_a_fleet_only_its_own_row(volume, server, tmp_pat
 def test_scan_and_check_through_ct_of_200k_entries(tmp_path):
     """The Proxmox host's own seat: ``--ct 129 /data`` walks the container's volume from the
     host, past the walk's thresholds, with its C loops and with the Python ones."""
-    from test_ct import _wait_serving, container_129
+    from harness.ct129 import _wait_serving, container_129
 
     with container_129(tmp_path, volume={"size_mb": 400, "inodes": ENTRIES + 30_000}) as got:
         vol, host, box, _conf = got

@@ -16,8 +16,9 @@ import zipfile
 
 import pytest
 from harness.observed import same_document
+from harness.paths import SRC
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "vacate")
+SRC = os.path.join(SRC, "vacate")
 OBSERVING = os.path.normpath(os.path.join(SRC, "observing"))
 VACATE = [sys.executable, "-m", "vacate"]
 PYTHONS = {

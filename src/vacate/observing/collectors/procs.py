@@ -28,7 +28,7 @@ Nothing here asks the filesystem a link points into: ``readlink`` of a ``/proc``
 ``O_PATH`` open of it and ``fdinfo`` are answered by the kernel from its own records, while a
 ``stat`` through the link asks that filesystem and blocks for as long as a stopped FUSE daemon
 or an unreachable hard-mounted NFS server does not answer (``lsof`` hangs there). Measured on
-FUSE (``tests/collectors/test_check_hang.py``); on NFS the ``O_PATH`` open (other namespaces' root, cwd
+FUSE (``tests/observing/collectors/test_check_hang.py``); on NFS the ``O_PATH`` open (other namespaces' root, cwd
 and exe; map_files) may still revalidate the file, which no test here can show (this kernel
 has no NFS client). A dead ``sshfs`` elsewhere on the host cannot hold up the check of
 another volume.
