@@ -19,7 +19,8 @@ mount stays (the same ``st_dev``), mounted with the kernel's caches off (``direc
 timeout 0, no ``kernel_cache``), so nothing from before the cut is served after it. Kill the
 programs writing first (``SIGKILL``, then wait for them): a cut with a writer still running is
 a crash that the writer survives, and its handles on dropped inodes then fail with ``EIO``.
-:meth:`LazyFS.pending` says, inode by inode, what a cut now would drop.
+:meth:`LazyFS.pending` says, inode by inode, what a cut now would drop. :meth:`LazyFS.arm`
+makes the cut itself, right after a given request: every crash point of a program, in turn.
 
 The backing directory holds the durable state at rest: its tree is loaded as durable when the
 filesystem is mounted, and rewritten with what is durable when it is unmounted (as if the
@@ -130,6 +131,18 @@ class LazyFS:
     def pending(self) -> list[dict]:
         """What a cut now would drop: ``{"path", "ino", "pending": [...]}`` per inode."""
         return self._ask("pending")["pending"]
+
+    def arm(self, step: int) -> None:
+        """Cut right after the ``step``-th request from now that changes something (a
+        write, a rename, an fsync, ...; 1 is the first), and then refuse every request with
+        EIO until :meth:`thaw`: the machine went down after that step. 0 disarms."""
+        self._ask(f"arm {int(step)}")
+
+    def thaw(self) -> dict:
+        """Serve again after an armed cut: ``{"steps": N, "cut": bool}``, how many changing
+        requests came since :meth:`arm` and whether the cut was made."""
+        got = self._ask("thaw")
+        return {"steps": got["steps"], "cut": got["cut"]}
 
     def close(self) -> None:
         """Unmount (the backing directory then holds what was durable) and stop the daemon;

@@ -9,7 +9,10 @@ uses its mount would deadlock on it); :class:`harness.lazyfs.LazyFS` starts and 
 FUSE requests are served by one thread (libfuse's ``-s``); the control socket has a thread of
 its own, and one lock keeps a command and a request from running at once, so a cut falls
 between two requests. The socket takes one line and answers one line of JSON: ``cut``
-(drop all that is not durable), ``pending`` (what a cut would drop), ``ping``.
+(drop all that is not durable), ``pending`` (what a cut would drop), ``ping``, ``arm N``
+(count the requests that change something from now on, cut right after the Nth and then
+fail every request with EIO, as a machine that went down would) and ``thaw`` (serve again;
+says how many such requests there were and whether the armed cut was made).
 
 libfuse 2 (through mfusepy): Debian's ``fuse`` package, which zfs-fuse needs, conflicts with
 ``fuse3``, whose ``fusermount3`` libfuse 3 needs to mount. libfuse 2 has no ``renameat2``
@@ -44,11 +47,28 @@ MOUNT_OPTIONS = {
 }
 
 
+# the requests that change something: each is a step an armed cut counts
+STEPS = frozenset({"chmod", "chown", "utimens", "truncate", "fsyncdir", "mkdir", "rmdir",
+                   "unlink", "rename", "link", "symlink", "mknod", "create", "write", "fsync"})
+
+
 def _locked(fn):
+    """The request under the lock; refused with EIO while frozen (after an armed cut: the
+    machine is down) but for closing handles; an armed cut made right after its step."""
+    name = fn.__name__
+
     @functools.wraps(fn)
     def run(self, *args):
         with self.lock:
-            return fn(self, *args)
+            if self.frozen and name not in ("release", "releasedir", "flush"):
+                raise oserror(errno.EIO, "lazyfs is frozen after a cut")
+            got = fn(self, *args)
+            if name in STEPS:
+                self.steps += 1
+                if self.steps == self.armed:
+                    self.s.cut()
+                    self.frozen = True
+            return got
     return run
 
 
@@ -62,6 +82,9 @@ class LazyOps(Operations):
         self.backing = backing
         self.sock_path = sock_path
         self.lock = threading.Lock()
+        self.steps = 0          # requests that changed something, since the last "arm"
+        self.armed = 0          # cut right after this step (0: not armed)
+        self.frozen = False
 
     # -- the control socket ---------------------------------------------------------------
 
@@ -79,8 +102,15 @@ class LazyOps(Operations):
                 try:
                     line = conn.makefile("rb").readline().decode().strip()
                     with self.lock:
+                        word, _, arg = line.partition(" ")
                         if line == "cut":
                             reply = {"ok": True, **self.s.cut()}
+                        elif word == "arm":
+                            self.steps, self.armed, self.frozen = 0, int(arg), False
+                            reply = {"ok": True}
+                        elif line == "thaw":
+                            reply = {"ok": True, "steps": self.steps, "cut": self.frozen}
+                            self.armed, self.frozen = 0, False
                         elif line == "pending":
                             reply = {"ok": True, "pending": self.s.pending()}
                         elif line == "ping":
