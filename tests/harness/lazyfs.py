@@ -51,16 +51,11 @@ import tempfile
 import time
 from typing import Self
 
-from harness.fusefs import can_fuse
+from harness.fusefs import can_fuse, is_mounted
 
 DAEMON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazyfs_daemon.py")
 
 __all__ = ["LazyFS", "can_fuse"]
-
-
-def _mounted(mnt: str) -> bool:
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        return any(line.split(" ")[4] == mnt for line in f)
 
 
 class LazyFS:
@@ -94,7 +89,7 @@ class LazyFS:
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             start_new_session=True)
         end = time.monotonic() + self.timeout
-        while not (_mounted(self.mountpoint) and os.path.exists(self.sock)):
+        while not (is_mounted(self.mountpoint) and os.path.exists(self.sock)):
             if self.proc.poll() is not None or time.monotonic() > end:
                 log = self.log()
                 self.close()
@@ -151,7 +146,7 @@ class LazyFS:
             return
         p, self.proc = self.proc, None
         end = time.monotonic() + self.timeout
-        while _mounted(self.mountpoint) and p.poll() is None and time.monotonic() < end:
+        while is_mounted(self.mountpoint) and p.poll() is None and time.monotonic() < end:
             r = subprocess.run(["fusermount", "-u", self.mountpoint], capture_output=True,
                                check=False)
             if r.returncode == 0:
@@ -163,7 +158,7 @@ class LazyFS:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
-        if _mounted(self.mountpoint):
+        if is_mounted(self.mountpoint):
             subprocess.run(["fusermount", "-u", "-z", self.mountpoint], capture_output=True,
                            check=False)
         if self._log is not None:

@@ -74,8 +74,13 @@ def test_data_written_over_a_durable_file_comes_back_unless_fsynced(seeded):
     m = seeded.mountpoint
     put(f"{m}/old", b"new, not synced")
     put(f"{m}/sub/kept", b"new and synced", fsync=True)
-    seeded.cut()
-    assert read(f"{m}/old") == b"old"
+    with open(f"{m}/old", "rb", buffering=0) as held:
+        assert held.read() == b"new, not synced"
+        seeded.cut()
+        held.seek(0)
+        assert held.read() == b"old"           # through a handle held over the cut too:
+    assert read(f"{m}/old") == b"old"          # no page cache serves what was dropped
+    assert os.stat(f"{m}/old").st_size == 3
     assert read(f"{m}/sub/kept") == b"new and synced"
 
 
