@@ -87,3 +87,17 @@ def lxc_boxes():
     yield made
     for b in made:
         b.close()
+
+
+@pytest.fixture
+def lazyfs(tmp_path):
+    """The LazyFS-like test filesystem (harness/lazyfs.py) over an empty backing directory:
+    ``lazyfs.mountpoint`` to write in, ``lazyfs.cut()`` the crash, ``lazyfs.backing`` (what
+    was durable, once the test ends)."""
+    from harness.lazyfs import LazyFS, can_fuse
+    if not can_fuse():
+        pytest.skip("needs root, /dev/fuse, fusermount and mfusepy")
+    (tmp_path / "backing").mkdir()
+    (tmp_path / "mnt").mkdir()
+    with LazyFS(str(tmp_path / "backing"), str(tmp_path / "mnt")) as fs:
+        yield fs

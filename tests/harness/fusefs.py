@@ -31,7 +31,8 @@ def can_fuse() -> bool:
     return True
 
 
-def _mounted(mnt: str) -> bool:
+def is_mounted(mnt: str) -> bool:
+    """Something is mounted at ``mnt`` (in this mount namespace)."""
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         return any(line.split(" ")[4] == mnt for line in f)
 
@@ -46,7 +47,7 @@ def fuse_mount(mnt: str):
                              stderr=log, start_new_session=True)
         try:
             end = time.monotonic() + 15
-            while not _mounted(mnt):
+            while not is_mounted(mnt):
                 if p.poll() is not None or time.monotonic() > end:
                     log.seek(0)
                     raise RuntimeError(f"FUSE daemon did not mount {mnt}: "
