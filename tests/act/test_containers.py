@@ -118,6 +118,7 @@ def test_docker_container_is_stopped_and_stays_stopped_after_a_daemon_restart(do
 
 
 # -- LXC, for real -----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.root
 def test_lxc_container_is_stopped_with_lxc_stop():
     from harness.lxc_box import LXCPATH, make_box, why_not
@@ -194,6 +195,7 @@ def _pve_consumer(kind, vmid):
                     evidence=(), attrs={"vmid": vmid, "keys": keys, "running": True})
 
 
+@pytest.mark.slow
 def test_pct_and_qm_shutdown_through_their_interface(pve, monkeypatch):
     guest, state = pve
     guest("pct", 101, "running")

@@ -350,6 +350,7 @@ def test_an_item_that_is_a_file_or_a_symlink(vol):
 
 
 
+@pytest.mark.slow
 @from_memory_and_entries_file
 def test_the_workers_delete_what_one_process_would(vol):
     base = big_item(vol)                       # 12,000 files: split over the workers
@@ -390,6 +391,7 @@ def processes_naming(text):
     return out
 
 
+@pytest.mark.slow
 def test_killed_midway_a_rerun_finishes(vol, tmp_path):
     base = big_item(vol, dirs=200)                    # 40,000 files
     os.link(f"{base}/top0/mid0/leaf/f1", f"{base}/top2/mid2/leaf/second-name")

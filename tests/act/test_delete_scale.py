@@ -76,6 +76,7 @@ def big(tmp_path):
         v.close()
 
 
+@pytest.mark.slow
 def test_a_200k_entry_item_is_planned_and_deleted_in_memory_bounded_by_directories(big,
                                                                                   tmp_path):
     v, item = big

@@ -73,6 +73,7 @@ def reported(plan_path: str, work: str) -> tuple[str, str]:
     return " ".join(out.getvalue().split()), " ".join(html.unescape(text).split())
 
 
+@pytest.mark.slow
 def test_the_service_moves_to_dest_and_the_volume_is_retired_then_undo(story):
     b, v, vol, dest, work = story
     unit_before = unit_text(b)
@@ -180,6 +181,7 @@ def test_a_copy_that_reads_back_wrong_stops_before_any_repointing(story, monkeyp
                 if n.endswith(migrate.DROPIN)]
 
 
+@pytest.mark.slow
 def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path(story,
                                                                                   monkeypatch):
     b, _v, vol, dest, work = story
@@ -211,6 +213,7 @@ def test_a_failure_between_stop_and_start_brings_the_unit_back_from_the_old_path
 
 
 
+@pytest.mark.slow
 def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_dest(story):
     from vacate.act import delete_step
     from vacate.act.base import Context
@@ -255,6 +258,7 @@ def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_d
         assert os.path.isdir(f"{look}/models")
 
 
+@pytest.mark.slow
 def test_migrate_without_delete_leaves_the_source_on_the_volume(story):
     _b, v, vol, dest, work = story
     plan_path = plan_to(vol, dest, work)

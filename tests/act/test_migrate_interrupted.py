@@ -62,6 +62,7 @@ def vacate(*argv: str) -> subprocess.CompletedProcess:
                           check=False, env=env, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("story", [SHARDS], indirect=True)
 @pytest.mark.parametrize("where", ["mid-copy", "between-repoint-and-start"])
 def test_a_killed_migration_resumes_and_ends_as_an_uninterrupted_one(story, where):

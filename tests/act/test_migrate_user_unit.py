@@ -78,6 +78,7 @@ def files_under(root: str) -> dict[str, bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
     b, v, vol, dest, work = user_story
     units = os.path.join(b.workdir, "root-home", USER_DIR)
@@ -149,6 +150,7 @@ def test_a_user_unit_and_a_template_instance_move_to_dest_then_undo(user_story):
     assert read(os.path.join(units, "qwen.service")) == before["qwen.service"].decode()
 
 
+@pytest.mark.slow
 def test_a_failed_start_brings_the_user_units_back_from_the_old_path(user_story, monkeypatch):
     from vacate.flow import apply as ap
     from vacate.flow.plan import plan as make_plan_file

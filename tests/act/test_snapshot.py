@@ -132,6 +132,7 @@ def test_other_filesystems_say_unsupported(ext4_volume):
         snapshot(resolve_target(ext4_volume.mountpoint, Host.local()), [], "no/slash")
 
 
+@pytest.mark.slow
 def test_zfs_snapshot_of_the_target_dataset(pool):
     mnt = pool.create("subvol-129-disk-0")
     put(f"{mnt}/item/weights.bin", b"on zfs")

@@ -106,6 +106,7 @@ def commands_run(ctx, since, verb):
     return [c for c in ctx.commands[since:] if verb in c]
 
 
+@pytest.mark.slow
 def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     b, vol = box
     obs = observe(vol, scan_tree=False)

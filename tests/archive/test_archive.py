@@ -170,6 +170,7 @@ def test_archive_written_inside_its_source_does_not_archive_itself(tmp_path):
     assert vacate("verify", os.path.join(src, "backups", "src")).returncode == 0
 
 
+@pytest.mark.slow
 def test_zstd_child_process_compressor_writes_the_same_format(tmp_path):
     """With VACATE_ZSTD=process a zstd child compresses; stock tools restore the result all
     the same."""

@@ -294,6 +294,7 @@ def test_level_out_of_range_is_a_usage_error_writing_nothing(tmp_path):
     assert r.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_full_target_disk_is_a_clear_error_and_leaves_nothing_behind(tmp_path):
     """A 64 MB ext4 target with 30 MB of it taken, 40 MB of incompressible data: exit 2 with
@@ -340,6 +341,7 @@ def test_full_target_disk_is_a_clear_error_and_leaves_nothing_behind(tmp_path):
         v.close()
 
 
+@pytest.mark.slow
 def test_huge_sparse_files_progress_lines_and_sums(tmp_path):
     """Two 1 GiB sparse files: without a terminal a progress line comes every
     --progress-every seconds; the holes are hashed (stock sha256sum -c passes)."""

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from harness.archives import (
     needs_tools,
     run,
@@ -52,6 +53,7 @@ def _assert_no_fake_complete_part(adir: str) -> None:
             assert t.returncode == 0, (n, t.stderr)
 
 
+@pytest.mark.slow
 def test_killed_archive_resumes_to_a_correct_result(tmp_path):
     src = _tree(str(tmp_path))
     before = snapshot(src)
@@ -118,6 +120,7 @@ def _killed_after_parts(src: str, dest: str, n: int) -> str:
     return adir
 
 
+@pytest.mark.slow
 def test_resume_skips_completed_parts(tmp_path):
     """Kill after some parts are done: the rerun reports them as resumed, not rewritten."""
     src = _tree(str(tmp_path))
@@ -145,6 +148,7 @@ def _as_earlier_vacate_wrote_it(side: str) -> None:
         f.write(json.dumps(doc))
 
 
+@pytest.mark.slow
 def test_a_run_interrupted_under_an_earlier_sidecar_form_resumes(tmp_path):
     """The interrupted run's sidecars hold their entries in one JSON object (vacate before
     the writer streamed them): the rerun resumes after its parts, to the archive one run

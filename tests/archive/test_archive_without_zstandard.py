@@ -68,6 +68,7 @@ def _far(src: str, loc: str, out: str, make: bool) -> dict:
 needs_38 = pytest.mark.skipif(not os.access(PY38, os.X_OK), reason="needs CPython 3.8")
 
 
+@pytest.mark.slow
 @needs_38
 def test_python38_without_zstandard_archives_verifies_and_restores_as_stock_tools_do(tmp_path):
     """On 3.8 without the library: archive, verify --against, restore; the same archive
@@ -89,6 +90,7 @@ def test_python38_without_zstandard_archives_verifies_and_restores_as_stock_tool
         assert 'zstd -dc "$p" | tar -xpf - -C OUT' in f.read()
 
 
+@pytest.mark.slow
 @needs_38
 def test_an_archive_made_either_way_verifies_and_restores_the_other_way(tmp_path):
     """One archive made with python-zstandard (raw blocks for incompressible data, frames

@@ -124,6 +124,7 @@ def _lines(adir):
     return head, entries
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(HEADER_EDITS))
 def test_header_types(good, tmp_path, what):
     head, entries = _lines(good)
@@ -132,6 +133,7 @@ def test_header_types(good, tmp_path, what):
     _damaged(good, lines, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(ENTRY_EDITS))
 def test_entry_types(good, tmp_path, what):
     head, entries = _lines(good)
@@ -142,6 +144,7 @@ def test_entry_types(good, tmp_path, what):
     _damaged(good, lines, tmp_path, ["line 3"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(DEVICE_EDITS))
 def test_device_numbers(good, tmp_path, what):
     head, entries = _lines(good)
@@ -190,6 +193,7 @@ def test_symlink_without_a_target_and_a_file_without_sha(good, tmp_path):
              tmp_path / "again", ["sha256"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mb", [1, 4, 50])
 def test_oversize_lines_are_damage_and_quick(good, tmp_path, mb):
     """A line of tens of MB (a path, a link, padding in the header) is refused at once: the
@@ -217,6 +221,7 @@ def test_oversize_lines_are_damage_and_quick(good, tmp_path, mb):
         assert "longer than" in msg or "characters long" in msg, msg
 
 
+@pytest.mark.slow
 def test_long_lines_within_the_bound_are_linear(good, tmp_path):
     """A header of many MB (within its bound) and a path as deep as PATH_MAX allows are
     parsed in time proportional to them; messages naming that path stay short."""

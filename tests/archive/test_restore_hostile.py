@@ -162,6 +162,7 @@ def test_absolute_and_escaping_symlinks_are_restored_verbatim(place, tmp_path):
     outside.check("out")
 
 
+@pytest.mark.slow
 def test_paths_that_climb_or_are_absolute(place, tmp_path):
     _base, out, outside = place
     for i, bad in enumerate(("../escaped", "/etc/vacate-escaped", "src/../../escaped",

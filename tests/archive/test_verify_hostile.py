@@ -230,6 +230,7 @@ STREAMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(STREAMS))
 def test_crafted_tar_streams(tmp_path, what):
     e = entry("src/f", data=b"x")

@@ -44,6 +44,7 @@ def odd_story() -> Observation:
 
 
 
+@pytest.mark.slow
 def test_navigation_into_and_up_and_sorting():
     app = Browse(Volume(story()), now=NOW)
 
@@ -81,6 +82,7 @@ def test_navigation_into_and_up_and_sorting():
     run(app, script)
 
 
+@pytest.mark.slow
 def test_the_action_menu_marks_by_first_letter_and_by_arrows():
     app = Browse(Volume(story(), archive_to="/mnt/backup"), now=NOW)
 
@@ -100,6 +102,7 @@ def test_the_action_menu_marks_by_first_letter_and_by_arrows():
     run(app, script)
 
 
+@pytest.mark.slow
 def test_a_delete_with_no_way_back_asks_and_the_default_is_no():
     app = Browse(Volume(story(), archive_to="/mnt/backup"), now=NOW)
 
@@ -155,6 +158,7 @@ def test_quitting_without_marks_does_not_ask():
     assert app.return_value == 0
 
 
+@pytest.mark.slow
 def test_odd_names_are_shown_escaped_and_never_obeyed():
     app = Browse(Volume(odd_story()), now=NOW)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from harness.browse_run import run, screen_text
 from harness.retire import cli
 
@@ -51,6 +52,7 @@ def _rows(files) -> list[tuple]:
     return [files.row(k) for k in range(len(files))]
 
 
+@pytest.mark.slow
 def test_browse_lists_every_file_and_marks_one(ext4_volume, tmp_path):
     obs = _observe(ext4_volume, tmp_path, "--files")
     assert os.path.exists(obs + ".files")

@@ -63,6 +63,7 @@ def _volume(obs: str) -> Volume:
         return Volume(Observation.loads(f.read()), archive_to="/mnt/backup", files=files)
 
 
+@pytest.mark.slow
 def test_a_directory_of_100000_files_is_columns_and_sorts_and_marks(flat):
     root, obs = flat
     vol = _volume(obs)

@@ -69,6 +69,7 @@ def actions(doc_or_plan) -> dict[str, str]:
     return {i["path"]: i["action"] for i in items}
 
 
+@pytest.mark.slow
 def test_the_written_plan_is_the_one_vacate_plan_makes_from_the_command_line(vol, tmp_path):
     out = str(tmp_path / "browse.plan")
     bk = str(tmp_path / "bk")
@@ -113,6 +114,7 @@ def test_the_written_plan_is_the_one_vacate_plan_makes_from_the_command_line(vol
     assert [s["kind"] for s in written["steps"]] == [s["kind"] for s in made["steps"]]
 
 
+@pytest.mark.slow
 def test_a_change_since_the_observation_is_named_before_writing(vol, tmp_path):
     out = str(tmp_path / "browse.plan")
     volume = Volume(observed(vol, tmp_path), archive_to=str(tmp_path / "bk"))
@@ -140,6 +142,7 @@ def test_a_change_since_the_observation_is_named_before_writing(vol, tmp_path):
         assert f"{vol}/new-since.txt" in actions(json.load(f))
 
 
+@pytest.mark.slow
 def test_marks_on_a_loaded_plan_edit_its_items_and_a_journal_is_never_rewritten(vol, tmp_path):
     first = str(tmp_path / "first.plan")
     rc, _, err = cli("plan", vol, "--archive-to", str(tmp_path / "bk"), "-o", first)
@@ -187,6 +190,7 @@ def test_without_a_terminal_it_refuses_with_a_hint(tmp_path):
     assert "terminal" in err.getvalue() and "vacate check" in err.getvalue()
 
 
+@pytest.mark.slow
 def test_the_script_line_is_copied_from_the_screen_whole(vol, tmp_path):
     """Issue 31: the "same plan in a script" command wrapped inside the dialog's border, so a
     copy from the terminal picked up box characters. It is shown without a border, in lines

@@ -97,6 +97,7 @@ def said_clearly(r, name: str) -> None:
 CASES = [(line, kind) for line, what in READS for kind in KINDS[what]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("line", "kind"), CASES, ids=[f"{ln.split()[0]}:{ln}:{k}"
                                                          for ln, k in CASES])
 def test_a_bad_file_to_read_is_one_line_and_exit_2(place, line, kind):

@@ -87,6 +87,7 @@ def test_demo_in_a_directory_cleans_up(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_demo_as_root_is_a_loop_mounted_ext4_volume_and_leaves_nothing():
     rc, out, err = run_demo()

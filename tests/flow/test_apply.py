@@ -33,6 +33,7 @@ def _apply(plan: str, *extra: str) -> tuple[int, dict | None, str]:
     return rc, (json.loads(out) if out.strip() else None), err
 
 
+@pytest.mark.slow
 def test_a_retirement_from_plan_to_unmounted(story):
     plan = story.make_plan()
     kinds = [s["kind"] for s in plan["steps"]]
@@ -184,6 +185,7 @@ def test_a_plan_edited_into_nonsense_is_refused(story, edit, says):
     _mounted_and_untouched(story)
 
 
+@pytest.mark.slow
 def test_on_btrfs_a_snapshot_holds_what_was_deleted(tmp_path):
     """Before the first delete, a read-only snapshot of the subvolume the deletes touch: the
     deleted files are still in it (the freed space expected is 0, said so), and the report

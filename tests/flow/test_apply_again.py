@@ -11,6 +11,7 @@ from harness.volumes import can_loop_mount
 pytestmark = pytest.mark.root
 
 
+@pytest.mark.slow
 def test_applying_again_keeps_the_space_freed_that_was_measured(tmp_path):
     if not can_loop_mount():
         pytest.skip("needs root and losetup")

@@ -39,6 +39,7 @@ def _edit(story, **actions) -> str:
     return story.plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edits", [
     {"runs": "keep"},                         # archive -> keep
     {"runs": "delete"},                       # archive -> delete

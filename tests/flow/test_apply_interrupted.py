@@ -20,6 +20,7 @@ pytestmark = pytest.mark.root
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_apply_names_its_step_and_the_resume_command(tmp_path, sig, code):
     if not can_loop_mount():

@@ -153,6 +153,7 @@ def test_ansible_inventory_is_found_beside_the_interpreter_without_path(tmp_path
     assert r.returncode == EXIT_UNKNOWN and "ansible_connection=local" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 @has_ansible
 def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
     (tmp_path / "group_vars").mkdir()
@@ -190,6 +191,7 @@ def test_ini_yaml_group_vars_host_vars_vault_and_limit(tmp_path):
     assert plain["web1"].target is not None
 
 
+@pytest.mark.slow
 @has_ansible
 def test_a_dynamic_inventory_script_and_a_vaulted_vars_file(tmp_path):
     script = tmp_path / "cloud.py"
@@ -283,6 +285,7 @@ def docs_by_host(r) -> dict:
     return {d["inventory_hostname"]: d for d in docs}
 
 
+@pytest.mark.slow
 @pytest.mark.root
 @has_ansible
 @has_sshd
@@ -352,6 +355,7 @@ def test_an_ini_inventory_with_group_vars_every_host_answered(servers, volume, t
     assert "3 in use, 3 could not tell, 0 safe" in table.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.root
 @has_ansible
 @has_sshd
@@ -447,6 +451,7 @@ def test_forks_run_hosts_side_by_side(servers, tmp_path):
     assert twenty < 12 * delay, (single, twenty)  # about 4x (+ the work); serial: > 20x
 
 
+@pytest.mark.slow
 @has_ansible
 @has_sshd
 def test_a_host_that_hangs_holds_up_only_its_own_slot(servers, tmp_path):
@@ -470,6 +475,7 @@ def test_a_host_that_hangs_holds_up_only_its_own_slot(servers, tmp_path):
     assert r.returncode in (EXIT_IN_USE, EXIT_UNKNOWN) and took < 30
 
 
+@pytest.mark.slow
 @has_ansible
 @has_sshd
 def test_an_interrupted_run_ends_its_sessions_and_starts_no_other_host(servers, tmp_path):

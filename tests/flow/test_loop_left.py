@@ -34,6 +34,7 @@ def retire(mnt: str, tmp: str) -> tuple[subprocess.CompletedProcess, dict]:
     return applied, json.loads(report.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_a_hand_attached_loop_device_is_named_with_its_command(tmp_path):
     if not can_loop_mount():
@@ -53,6 +54,7 @@ def test_a_hand_attached_loop_device_is_named_with_its_command(tmp_path):
         v.close()
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_an_autoclear_loop_device_goes_with_the_unmount(tmp_path):
     if not can_loop_mount():

@@ -237,6 +237,7 @@ def test_a_proxmox_container_mount_point_is_repointed_by_pct_and_undone(story, m
     assert s.read("pve/lxc/101.conf") == conf
 
 
+@pytest.mark.slow
 def test_an_lxc_mount_entry_is_repointed_and_the_container_starts_from_dest(story, lxc_boxes):
     from harness.lxc_box import make_box
 
@@ -282,6 +283,7 @@ def test_an_lxc_mount_entry_is_repointed_and_the_container_starts_from_dest(stor
         assert f.read() == before
 
 
+@pytest.mark.slow
 def test_an_lxc_mount_entry_edited_since_the_plan_is_not_repointed(story, lxc_boxes):
     from harness.lxc_box import make_box
 
@@ -301,6 +303,7 @@ def test_an_lxc_mount_entry_edited_since_the_plan_is_not_repointed(story, lxc_bo
     assert not [n for n in os.listdir(os.path.dirname(box.config)) if ".vacate-backup-" in n]
 
 
+@pytest.mark.slow
 def test_fstab_lines_name_the_new_place_with_its_escapes(story, lxc_boxes):
     """fstab and ``lxc.mount.entry`` spell a space in a path ``\\040``: the line names the
     new place the same way (a raw space would split the field), and a path in it so

@@ -57,6 +57,7 @@ def held(request):
         v.close()
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_check_from_a_saved_observation_is_check(held):
     v, _h = held

@@ -117,6 +117,7 @@ def far(tmp_path, server, monkeypatch):
     f.close()
 
 
+@pytest.mark.slow
 def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, server):
     plan = far.make_plan(server)
     assert plan["observation"]["host"]["ssh"] == "vacate-test"
@@ -144,6 +145,7 @@ def test_plan_and_apply_over_ssh_retire_a_volume_with_the_journal_here(far, serv
     assert not os.path.exists(f"/var/tmp/vacate/apply-{sha[:32]}")
 
 
+@pytest.mark.slow
 def test_apply_refuses_another_host_and_a_local_plan_given_a_host(far, server, tmp_path):
     far.make_plan(server)
     rc, _out, err = cli("apply", far.plan, "--yes", "--host", "127.0.0.1:1")
@@ -189,6 +191,7 @@ def _victim(apply_pid: int, which: str) -> int | None:
     return ppid(top[0]) if top else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["client", "sshd"])
 def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, server, which):
     plan = far.make_plan(server)
@@ -228,6 +231,7 @@ def test_a_dropped_connection_at_every_step_then_a_rerun_ends_retired(far, serve
     far.assert_retired()
 
 
+@pytest.mark.slow
 def test_a_second_worker_for_the_same_plan_is_refused_while_one_lives(far, server):
     """A survivor of a dropped connection (here: a far worker holding the plan, alive) keeps
     the plan's lock there: an apply meanwhile waits for it, then is refused, changing
@@ -251,6 +255,7 @@ def test_a_second_worker_for_the_same_plan_is_refused_while_one_lives(far, serve
         survivor.close()
 
 
+@pytest.mark.slow
 def test_a_far_host_without_zstd_is_named_when_the_plan_is_made(far, server, tmp_path):
     """The archive is written on the far host with its zstd command: where it has none the
     plan says so up front, blocked with the package to install, and apply refuses it before

@@ -59,6 +59,7 @@ def test_observing_imports_no_other_layer():
     assert not bad, bad
 
 
+@pytest.mark.slow
 def test_vermin_finds_nothing_newer_than_3_8():
     r = subprocess.run([sys.executable, "-c",
                         "import sys; from vermin.main import main; sys.exit(main())",
@@ -104,6 +105,7 @@ def test_every_module_imports_isolated_under_old_pythons(name, zipapp):
     assert r.stdout.split()[0] == str(count)
 
 
+@pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.parametrize("name", sorted(PYTHONS))
 def test_an_observation_made_under_old_pythons_decides_as_a_local_one(name, zipapp, volume,

@@ -83,6 +83,7 @@ def held():
         v.close()
 
 
+@pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.parametrize("python", far_pythons())
 def test_check_over_ssh_is_the_local_check(server, held, python):
@@ -113,6 +114,7 @@ def test_check_over_ssh_is_the_local_check(server, held, python):
     assert table.returncode == 1 and table.stdout.startswith("vacate-test: ")
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_scan_observe_and_plan_over_ssh(server, held, tmp_path):
     v, _h = held
@@ -184,6 +186,7 @@ def test_a_changed_host_key_is_refused_and_known_hosts_is_left_alone(server, tmp
         server.trust(server.host_pub)
 
 
+@pytest.mark.slow
 def test_a_host_that_does_not_answer_is_an_error_not_a_hang(tmp_path):
     """A listener that accepts and never speaks (a hung sshd, a blackholed port)."""
     with socket.socket() as s:
@@ -231,6 +234,7 @@ def noisy_server(tmp_path_factory):
     s.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_a_banner_and_a_pty_do_not_corrupt_the_reply(noisy_server, held):
     v, _h = held
@@ -291,6 +295,7 @@ def test_the_far_command_line_holds_no_argument_of_the_work():
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
+@pytest.mark.slow
 def test_payload_is_a_zipapp_of_the_observing_layer(tmp_path, volume):
     """``vacate payload -o FILE``: copied by hand, run by any python3 >= 3.8."""
     out = tmp_path / "vacate-observe.pyz"

@@ -107,6 +107,7 @@ def test_other_volume_no_scan(volume, dead_fuse):
     assert took < 15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["", "sub/dir"])
 def test_dead_filesystem_itself_cannot_be_told(dead_fuse, where):
     mnt, _ = dead_fuse
@@ -143,6 +144,7 @@ def test_dead_filesystem_nested_in_volume(volume):
     assert took < 15
 
 
+@pytest.mark.slow
 def test_loop_device_on_dead_fuse_is_a_warning(volume):
     """A loop device set up from another mount namespace (its path means nothing here) on a
     file of the dead filesystem: asking the kernel about its backing file would block; it

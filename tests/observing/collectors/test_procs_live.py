@@ -30,6 +30,7 @@ def test_whole_proc_read_with_only_expected_exceptions():
     assert any(c.attrs["pid"] == os.getppid() for c in found.consumers)
 
 
+@pytest.mark.slow
 def test_processes_exiting_while_read_are_skipped_silently():
     stop = threading.Event()
     spawned = []

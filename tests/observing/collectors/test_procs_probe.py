@@ -80,6 +80,7 @@ def _alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
+@pytest.mark.slow
 def test_c_look_and_python_look_agree(crowd_volume):
     """The C look (one thread and several) gives the Python look's candidates, namespaces and
     count over the whole real /proc: holders of every kind, kernel threads, a private mount

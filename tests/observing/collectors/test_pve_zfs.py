@@ -11,6 +11,7 @@ from vacate.observing.collectors.mounts import resolve_target
 from vacate.observing.host import Host
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_volume_ids_resolve_to_the_dataset_under_audit(pool, tmp_path):
     mnt = pool.create("subvol-129-disk-0")

@@ -89,6 +89,7 @@ def assert_same(walked_dir, a, alone_dir, b):
     assert os.path.getsize(os.path.join(walked_dir, a.file)) == a.bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c", LOOPS)
 @pytest.mark.parametrize(("workers", "inline"), [(1, 10**9), (1, 0), (3, 0), (3, 3000)],
                          ids=["breadth-first", "one-process", "forked", "forked-after-3000"])
@@ -202,6 +203,7 @@ def test_a_directory_the_walk_cannot_read_is_recorded_alone(vol, tmp_path):
                                    directory=str(tmp_path / "alone")))
 
 
+@pytest.mark.slow
 def test_plan_takes_the_walks_record_and_falls_back_where_it_must(vol, tmp_path,
                                                                    monkeypatch):
     """``vacate plan --delete``: the item recorded by the observation's walk (no second

@@ -161,6 +161,7 @@ def test_user_units_with_state_from_the_user_manager(box):
     assert by_id["systemd-unit:nspawn:box:user:root:later.service"].paths == (f"{vol}/notebooks",)
 
 
+@pytest.mark.slow
 def test_check_decides_the_same_from_a_saved_observation(box):
     """The whole check of the volume the box's units use (processes in the booted systemd,
     its units through the container's root) equals the one decided from a saved

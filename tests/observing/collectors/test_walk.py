@@ -35,6 +35,7 @@ def make_tree(root: str, dirs: int = 60, files: int = 40) -> None:
             first = first or p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("send_dirs", [walk_loops.SEND_DIRS, 2])
 def test_workers_agree_with_one_process_and_du(tmp_path, monkeypatch, send_dirs):
     # send_dirs=2: the walkers send what they found in many pieces during the walk
@@ -120,6 +121,7 @@ def _children(pid: int) -> set[int]:
     return kids
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_walk_leaves_no_worker_behind(tmp_path):
     """`vacate scan` stopped by SIGTERM while its walkers run: exit 143, and every walker
     process it started is gone (none orphaned to keep reading the volume)."""
@@ -347,6 +349,7 @@ def test_c_descent_closes_its_directories(tmp_path):
     assert fds() == before
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(walk_descent.fastwalk is None, reason="the C loop was not built")
 def test_c_descent_stops_for_a_signal_inside_a_huge_directory(tmp_path):
     """^C (here SIGALRM's handler) is honoured within a directory of 60,000 entries, between

@@ -31,6 +31,7 @@ def kinds(items) -> dict[str, tuple[str, str | None]]:
     return {n: (i.classification.kind, i.classification.recoverable) for n, i in items.items()}
 
 
+@pytest.mark.slow
 def test_disk_images_made_by_qemu_img(tmp_path):
     need("qemu-img", "sfdisk")
     vol = tmp_path / "vol"
