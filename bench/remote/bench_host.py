@@ -1,7 +1,7 @@
 """`vacate check --host` over a real sshd on 127.0.0.1 against a local `vacate check` without
 the C modules (what the far side runs), and one ssh round trip (`ssh HOST true`), on a small
 real volume: medians of N rounds, the order rotating each round; and the bytes sent per run
-(the stage on the command line, the payload and the request on stdin).
+(the bootstrap on the command line, the payload and the request on stdin).
 
     sudo python3 bench/remote/bench_host.py --rounds 9 [--python /usr/bin/python3] [--scan]
 

@@ -6,7 +6,7 @@ directories on the volume the whole time, so every walk races it.
 
 The code measured is HEAD's ``src/`` (copied once, with the C modules built in the working
 tree), whatever is being edited meanwhile. For each run: its wall time, its exit code and the load average (``os.getloadavg``, 1 min)
-before and after it; after each run, the far processes still alive (the stage's command line
+before and after it; after each run, the far processes still alive (the bootstrap's command line
 is their mark). The report: the runs past the stall deadline (a stall's exit, or a run longer
 than ``--stall-timeout``), the runs within 2x the median (issue 30 asks at least 98 of 100),
 median / p95 / max, and the load.

@@ -12,7 +12,7 @@ import pytest
 from harness.archives import needs_tools, run, sha256sum_check, stock_restore, vacate
 from harness.volumes import can_loop_mount, make_volume
 
-from vacate.archive import compress, stage
+from vacate.archive import compress, gather
 from vacate.archive.target import LocalTarget
 from vacate.archive.writer import _Lane
 
@@ -61,7 +61,7 @@ def test_stager_gathers_the_exact_stream_and_its_sha256(tmp_path, buffered):
     if buffered:
         sink.buffered_from_now()
     lane, wlane = _Lane(), _Lane()
-    st = stage.Stager(sink, lane, wlane, stage.pool())
+    st = gather.Stager(sink, lane, wlane, gather.pool())
     want = []
     try:
         for _ in range(40):
@@ -95,7 +95,7 @@ def test_stager_reads_files_straight_into_raw_blocks(tmp_path):
     t = LocalTarget(str(tmp_path / "t"))
     sink = t.create("p")
     lane, wlane = _Lane(), _Lane()
-    st = stage.Stager(sink, lane, wlane, stage.pool())
+    st = gather.Stager(sink, lane, wlane, gather.pool())
     want, got_file, ended = [], [], []
     fd = os.open(src, os.O_RDONLY)
     try:
@@ -105,7 +105,7 @@ def test_stager_reads_files_straight_into_raw_blocks(tmp_path):
             want.append(b"hdr%d" % k)
             slots, holds, short = st.read_raw(fd, k)
             h = hashlib.sha256()
-            lane.call(stage.hash_slices, h, slots, holds)
+            lane.call(gather.hash_slices, h, slots, holds)
             lane.drain()
             piece = data[pos:pos + k].ljust(k, b"\0")
             got_file.append(h.digest() == hashlib.sha256(piece).digest())

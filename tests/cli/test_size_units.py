@@ -16,7 +16,7 @@ from vacate import demo
 from vacate.cli.archive_cmd import parse_size
 from vacate.cli.env import Env
 from vacate.cli.main import main
-from vacate.observing.units import human_bytes
+from vacate.observing.human import human_bytes
 
 
 def test_a_size_typed_is_read_as_a_size_shown():

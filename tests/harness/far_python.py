@@ -1,5 +1,5 @@
 """A far interpreter that watches what vacate's far side does: given to ``--python`` through
-a small shell script (:func:`harness.far_watch.wrapper`), it runs the stage exactly as ``python3 -I -S -c
+a small shell script (:func:`harness.far_watch.wrapper`), it runs the bootstrap exactly as ``python3 -I -S -c
 STAGE`` would, in the real interpreter named, after setting up what the test asks:
 
 - every ``os.fork`` is logged (who forked, which child, from which module), so a test can
@@ -15,7 +15,7 @@ STAGE`` would, in the real interpreter named, after setting up what the test ask
 - ``slow-walk``: each directory the walk lists costs 20 ms more, so that a walk of a small
   tree lasts long enough to be watched;
 - the process's own resource use and its children's (CPU time, largest resident set) are
-  logged when the stage's process ends.
+  logged when the bootstrap's process ends.
 
 Log lines are JSON objects, one a line, appended to the log file (``O_APPEND``: processes
 share it). Standard library only; runs under every CPython vacate's far side supports.

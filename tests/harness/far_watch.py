@@ -1,7 +1,7 @@
 """Watching vacate's far side from a test: :func:`wrapper` makes a ``--python`` that runs the
 far side under :mod:`harness.far_python` (forks, warnings, resource use logged; a worker
 stopped or a walk slowed on request), :func:`events` reads its log, and :func:`far_processes`
-finds far-side processes still alive on this machine (the stage's command line marks them).
+finds far-side processes still alive on this machine (the bootstrap's command line marks them).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def descends(pid: int, ancestor: int) -> bool:
 
 
 def far_processes(mark: str | None = None, under: int | None = None) -> list[int]:
-    """The far-side processes alive here (supervisor, worker, walkers: the stage's command
+    """The far-side processes alive here (supervisor, worker, walkers: the bootstrap's command
     line is their mark; not the ssh client that carries it); with ``mark``, only those whose
     command line also holds it (a :func:`wrapper`'s log: one test's, not another run's);
     with ``under``, only those started under that process (a test's own sshd)."""

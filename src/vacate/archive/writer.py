@@ -21,7 +21,7 @@ sidecars) and carries on. The manifest and SHA256SUMS are copied from the sideca
 manifest's presence marks the archive complete.
 
 Threads: the main thread walks, reads and feeds zstd (whose workers compress), and gathers
-the part's bytes in stage buffers (``stage.Stager``; incompressible chunks are read straight
+the part's bytes in stage buffers (``gather.Stager``; incompressible chunks are read straight
 into their raw blocks there); the hash lanes, one per CPU, hash the files side by side, each
 file in one lane (its holes in one call, so a huge sparse file keeps one core busy while the
 next files are read and hashed on the others); the output lane hashes each stage buffer (the
@@ -57,7 +57,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from vacate import __version__
-from vacate.archive import changes, compress, partial, source, stage, tarfmt
+from vacate.archive import changes, compress, gather, partial, source, tarfmt
 from vacate.archive import manifest as mf
 from vacate.archive.catalog import Catalog
 from vacate.archive.source import SourceEntry, arc_roots, walk
@@ -186,7 +186,7 @@ class _Part:
                  wlane: _Lane, buffers: compress.BufferPool):
         self.name = name
         self.sink = target.create(name)
-        self.out = stage.Stager(self.sink, lane, wlane, buffers)
+        self.out = gather.Stager(self.sink, lane, wlane, buffers)
         self.lane = lane
         self.wlane = wlane
         try:                           # the stager is fed by a zstd child's output pump, or
@@ -325,7 +325,7 @@ class _Writer:
         self.out_lane = _Lane()
         self.write_lane = _Lane()
         self.read_pool = compress.BufferPool(CHUNK)
-        self.stage_pool = stage.pool()
+        self.stage_pool = gather.pool()
         self.finisher = _Lane(depth=1)    # finished parts waiting for their commit
 
     # -- parts -----------------------------------------------------------------------------
@@ -510,7 +510,7 @@ class _Writer:
                         part.z.raw_begin()
                         slots, holds, ended = part.out.read_raw(fd, n)
                         self._read_ahead()
-                        lane.call(self._hashed, stage.hash_slices, h, slots, holds)
+                        lane.call(self._hashed, gather.hash_slices, h, slots, holds)
                         part.tar_bytes += n
                         short = short or ended
                         left -= n

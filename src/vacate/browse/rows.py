@@ -12,8 +12,8 @@ from rich.style import Style
 from rich.text import Text
 
 from vacate.browse.model import About, Entry, View, Volume, ages
+from vacate.observing.human import human_bytes
 from vacate.observing.model.sentence import render as render_actions
-from vacate.observing.units import human_bytes
 from vacate.output.report_names import shown
 
 STATUS_STYLE = {"active": Style(color="red", bold=True), "referenced": Style(color="yellow"),

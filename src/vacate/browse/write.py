@@ -121,8 +121,8 @@ class Writer:
             return self._prepare_edit(volume)
         from vacate.flow.plan import plan
 
-        with self.reach() as where:
-            made = plan(volume.root, where=where, archive_to=volume.archive_to,
+        with self.reach() as reach:
+            made = plan(volume.root, reach=reach, archive_to=volume.archive_to,
                         overrides=volume.overrides(), outputs=(self.output,))
         return Prepared(made, tuple(changes(volume.obs, made.observation)))
 

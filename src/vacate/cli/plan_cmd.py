@@ -75,8 +75,8 @@ def run(args, env: Env) -> int:
         migrations[src] = os.path.normpath(dest)
     from vacate.cli.scan_cmd import reaching
 
-    with reaching(args, env) as where:
-        result = plan(args.path, where=where, archive_to=args.archive_to,
+    with reaching(args, env) as reach:
+        result = plan(args.path, reach=reach, archive_to=args.archive_to,
                       overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
                       outputs=(args.output,) if args.output else (),
                       mask_references=args.mask_references, migrations=migrations)

@@ -42,7 +42,7 @@ def progress_on_stderr(env: Env, enabled: bool | None, what: str):
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from vacate.observing.units import human_bytes
+    from vacate.observing.human import human_bytes
 
     console = env.console(stderr=True)
     # no refresh thread: the walk forks worker processes, so draw from the callback instead

@@ -102,8 +102,8 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
 
     label = h.target.label
     start = time.monotonic()
-    where = Remote(h.target if stall_s is None else replace(h.target, stall_s=stall_s))
-    watch = _Watch(where, timeout_s)
+    reach = Remote(h.target if stall_s is None else replace(h.target, stall_s=stall_s))
+    watch = _Watch(reach, timeout_s)
     if live is not None and not live.add(watch):
         return HostCheck(h.name, label, error=f"{label}: not looked at (interrupted)",
                          kind="error")
@@ -113,7 +113,7 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
                          unanswered=unanswered, elapsed_s=time.monotonic() - start)
     try:
         watch.start()
-        obs = where.observe(path, scan_tree=scan_tree, configured=configured)
+        obs = reach.observe(path, scan_tree=scan_tree, configured=configured)
         result = verdict.check(obs)
     except VacateError as e:
         if watch.expired:
@@ -132,7 +132,7 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
         return failed("error", f"{label}: {type(e).__name__}: {e}{at}")
     finally:
         watch.stop()
-        where.close()
+        reach.close()
         if live is not None:
             live.discard(watch)
     return HostCheck(h.name, label, result=result, elapsed_s=time.monotonic() - start)
@@ -170,8 +170,8 @@ class _Watch:
     """Ends a host's ssh session when ``timeout_s`` passes (the read waiting on it then ends
     and the host is reported as timed out), or when the run is interrupted."""
 
-    def __init__(self, where, timeout_s: float | None):
-        self.where = where
+    def __init__(self, reach, timeout_s: float | None):
+        self.reach = reach
         self.timeout_s = timeout_s
         self.expired = False
         self.aborted = False
@@ -183,7 +183,7 @@ class _Watch:
             self._timer = threading.Timer(self.timeout_s, self._expire)
             self._timer.daemon = True
             self._timer.start()
-        _ = self.where.session   # started now (ssh runs), so there is a process to end
+        _ = self.reach.session   # started now (ssh runs), so there is a process to end
         with self._lock:
             if self.expired or self.aborted:
                 self._kill()
@@ -200,8 +200,8 @@ class _Watch:
             self._kill()
 
     def _kill(self) -> None:
-        if self.where._session is not None:
-            self.where._session.end()
+        if self.reach._session is not None:
+            self.reach._session.end()
 
     def stop(self) -> None:
         if self._timer is not None:

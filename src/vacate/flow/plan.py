@@ -28,10 +28,10 @@ from vacate.observing.model.plan import Identity, Plan
 from vacate.observing.store import entries_store
 
 
-def on_target(where, path: str, target) -> bool:
+def on_target(reach, path: str, target) -> bool:
     """Whether ``path`` (or the directory it would be made in) lies on the target's
-    filesystem, as the machine ``where`` looks at sees it."""
-    m = where.call("target", path=path, nearest=True).mount
+    filesystem, as the machine ``reach`` looks at sees it."""
+    m = reach.call("target", path=path, nearest=True).mount
     return (m.major, m.minor) == (target.mount.major, target.mount.minor)
 
 
@@ -42,33 +42,33 @@ def identity_of(rec) -> Identity:
                     newest_ctime_ns=rec.newest_ctime_ns, digest=rec.digest)
 
 
-def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | None = None,
+def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | None = None,
          overrides: list[tuple[str, str]] = (), grace_s: float = 10.0, snapshot: bool = True,
          outputs: tuple[str, ...] = (), mask_references: bool = False,
          migrations: dict[str, str] | None = None) -> Plan:
-    """The plan to retire the volume mounted at ``path``, looked at through ``where`` (a
+    """The plan to retire the volume mounted at ``path``, looked at through ``reach`` (a
     :mod:`vacate.remote` reach: this machine's ``host`` by default, or another over ssh).
     ``outputs``: files the plan and its journal will be written to here (refused on the
     volume itself when it is this machine's, like ``archive_to``). With a container
-    (``where.ct``), each destination of ``migrations`` is spelled as the container spells
+    (``reach.ct``), each destination of ``migrations`` is spelled as the container spells
     it, like ``path``: the copy goes where the host has it, and the container's units are
     repointed to it as the container sees it."""
     from vacate.remote import Local
 
-    where = where or Local(host)
-    target = where.call("target", path=path, ct=where.ct)
-    refuse_running_system(path, target, where.call("system_devices"))
+    reach = reach or Local(host)
+    target = reach.call("target", path=path, ct=reach.ct)
+    refuse_running_system(path, target, reach.call("system_devices"))
     if target.path != target.mountpoint:
         raise UsageError(f"{path} is not a mount point (it is on {target.mountpoint}): a plan "
                          "retires a whole volume", hint=f"vacate plan {target.mountpoint}")
     local_dest = archive_to if archive_to and "://" not in archive_to else None
-    here = isinstance(where, Local) and where.ct is None
+    here = isinstance(reach, Local) and reach.ct is None
     store = os.path.dirname(os.path.abspath(outputs[0])) if outputs else entries_store()
     migrations = dict(migrations or {})
     inside: dict[str, str] = {}
-    if where.ct is not None:        # DEST as the container spells it: the host's path of it
+    if reach.ct is not None:        # DEST as the container spells it: the host's path of it
         for p, d in list(migrations.items()):
-            migrations[p] = where.call("ct_view", ctid=where.ct, path=d).host_path
+            migrations[p] = reach.call("ct_view", ctid=reach.ct, path=d).host_path
             inside[migrations[p]] = d
     overrides = [*overrides, *(("migrate", p) for p in migrations
                                if ("migrate", p) not in overrides)]
@@ -78,7 +78,7 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
         checks += [("the plan file", o) for o in outputs] + [("the entries files' directory",
                                                               store)]
     for what, p in checks:
-        if p and on_target(where, p, target):
+        if p and on_target(reach, p, target):
             raise UsageError(f"{what} {p} is on the volume being retired")
     with contextlib.ExitStack() as stack:
         walked = None
@@ -89,8 +89,8 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
                 os.makedirs(store, exist_ok=True)
                 walked = WalkRecords(named, directory=store, dev=target.st_dev)
                 stack.callback(walked.close)      # what the plan did not take is removed
-        obs = carve(where.observe(path, **({} if walked is None else {"records": walked})),
-                    list(overrides), stat_file=lambda p: where.call("file_stats", path=p))
+        obs = carve(reach.observe(path, **({} if walked is None else {"records": walked})),
+                    list(overrides), stat_file=lambda p: reach.call("file_stats", path=p))
         asked = PlanRequest(archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                             snapshot=snapshot, mask_references=mask_references,
                             migrations=migrations)
@@ -101,22 +101,22 @@ def plan(path: str, *, host: Host | None = None, where=None, archive_to: str | N
         identities, entries = {}, {}
         for it in first.items:
             if it.action == "archive":
-                identities[it.path] = identity_of(where.call("record_item", path=it.path,
+                identities[it.path] = identity_of(reach.call("record_item", path=it.path,
                                                              dev=target.st_dev))
             elif deleted(it):
                 os.makedirs(store, exist_ok=True)
                 rec = walked.recorded(it.path) if walked is not None else None
                 if rec is None:
-                    rec = where.write_entries(it.path, dev=target.st_dev, directory=store)
+                    rec = reach.write_entries(it.path, dev=target.st_dev, directory=store)
                 identities[it.path] = identity_of(rec)
                 entries[it.path] = rec.reference()
-        free = {d: where.call("free_bytes", path=d) for d in set(migrations.values())}
+        free = {d: reach.call("free_bytes", path=d) for d in set(migrations.values())}
         dests = {d: Destination(d, free[d], inside.get(d, "")) for d in free}
         if local_dest:
-            tools = None if isinstance(where, Local) else \
-                where.call("commands", names=["zstd"]).get("zstd") or ""
+            tools = None if isinstance(reach, Local) else \
+                reach.call("commands", names=["zstd"]).get("zstd") or ""
             dests[local_dest] = replace(dests.get(local_dest, Destination(local_dest)),
-                                        free_bytes=where.call("free_bytes", path=local_dest),
+                                        free_bytes=reach.call("free_bytes", path=local_dest),
                                         zstd=tools)
         return make_plan(replace(obs, destinations=tuple(dests.values())),
                          replace(asked, identities=identities, entries=entries,

@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import typing
 
-READY = b"VACATE-READY"      # the stage's first line: send nothing before it
+READY = b"VACATE-READY"      # the bootstrap's first line: send nothing before it
 BOOT = b"VACATE-BOOT"
 REQUEST = b"VACATE-REQ"
 REPLY = b"VACATE-REP"

@@ -23,14 +23,14 @@ worker is not running (stopped, stuck in the kernel on a dead filesystem, or gon
 the asking side calls a stall (``--stall-timeout``).
 
 Each request is ``{"op": NAME, "args": {...}}`` (:data:`vacate.observing.ops.OPS`, and the
-acting half's operations where the stage was sent them); each reply
+acting half's operations where the bootstrap was sent them); each reply
 ``{"ok": VALUE}`` with the value as the model's JSON, or ``{"error": {...}}`` carrying a
 :class:`~vacate.observing.errors.VacateError`'s message, hint and exit code, or an
 unexpected exception's type and traceback. Its own stderr is closed to the stream (a
 pseudo-terminal merges it into stdout); what would have gone there goes into the error
 replies. While a request is answered, :func:`note` may send ``{"note": VALUE}`` frames before
-its reply (the progress of a long step). Standard library only; started by the stage
-(``vacate.remote.stage``) from memory.
+its reply (the progress of a long step). Standard library only; started by the bootstrap
+(``vacate.remote.bootstrap``) from memory.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
 
 
 def serve(ops=None, rest: bytes = b"") -> int:
-    """The far side's process (the stage calls it, with ``rest``: what it read of stdin past
+    """The far side's process (the bootstrap calls it, with ``rest``: what it read of stdin past
     the payload): fork the worker now, while this process runs no other thread, then relay
     between ssh and it (:func:`_relay`) until both are done."""
     from vacate.observing.collectors.forking import die_with_parent

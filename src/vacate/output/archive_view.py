@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from vacate.observing.units import human_bytes
+from vacate.observing.human import human_bytes
 
 
 @contextlib.contextmanager

@@ -8,9 +8,9 @@ import os
 from rich.markup import escape
 from rich.table import Table
 
+from vacate.observing.human import human_age, human_bytes
 from vacate.observing.model.sentence import render as render_actions
 from vacate.observing.model.usage import CheckResult, Consumer
-from vacate.observing.units import human_age, human_bytes
 
 STATUS_STYLE = {"active": "bold red", "referenced": "yellow", "cold": "cyan",
                 "disposable": "green", "artifact": "dim"}

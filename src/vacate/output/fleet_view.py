@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from vacate.observing.units import human_bytes
+from vacate.observing.human import human_bytes
 from vacate.output.check_view import _who
 
 VERDICTS = {False: ("in use", "bold red"), None: ("could not tell", "bold yellow"),

@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from vacate.decide.inside import inside
+from vacate.observing.human import human_bytes, human_duration
 from vacate.observing.model.plan import Plan
 from vacate.observing.model.sentence import command
-from vacate.observing.units import human_bytes, human_duration
 from vacate.output.report_migrate import action_text
 
 ACTION_STYLE = {"keep": "cyan", "archive": "yellow", "delete": "red", "migrate": "green"}

@@ -11,7 +11,7 @@ import time
 from rich.table import Table
 from rich.text import Text
 
-from vacate.observing.units import human_age, human_bytes, human_duration
+from vacate.observing.human import human_age, human_bytes, human_duration
 from vacate.output.report_names import shown
 
 NO_DROPIN = "no drop-in (none of its own settings names it)"

@@ -7,8 +7,8 @@ import os
 from rich.markup import escape
 from rich.table import Table
 
+from vacate.observing.human import human_age, human_bytes
 from vacate.observing.model.inventory import ScanResult
-from vacate.observing.units import human_age, human_bytes
 
 
 def _shown(name: str) -> str:

@@ -1,5 +1,5 @@
 """The observing layer as one zip: what ``--host`` sends to a far ``python3`` (imported there
-from memory by the stage) and what ``vacate payload`` writes as a zipapp to copy by hand.
+from memory by the bootstrap) and what ``vacate payload`` writes as a zipapp to copy by hand.
 
 Only ``.py`` sources: ``vacate/__init__.py`` and ``vacate/observing/`` (no C modules, which a
 zip cannot load; the far side runs the Python loops). The zip is deterministic (sorted names,
@@ -64,8 +64,8 @@ def build(zipapp: bool = False, act: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def stage() -> str:
-    """The stage's source (``stage.py`` beside this module)."""
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "stage.py"),
+def bootstrap() -> str:
+    """The bootstrap's source (``bootstrap.py`` beside this module)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py"),
               encoding="utf-8") as f:
         return f.read()

@@ -5,7 +5,7 @@
 writes or bypasses ``known_hosts``.
 
 Nothing is installed on the far host. The command line ssh hands to the far shell is fixed:
-``python3 -I -S -c 'import base64;exec(base64.b64decode("..."))'`` (the stage, base64, so no
+``python3 -I -S -c 'import base64;exec(base64.b64decode("..."))'`` (the bootstrap, base64, so no
 character of it means anything to a shell), preceded by ``sudo -n`` with ``become``. Every
 argument of the work travels in framed requests on stdin (:mod:`vacate.observing.wire`), none
 on that command line. The host name is passed after ``--``; one that begins with ``-`` is
@@ -126,8 +126,8 @@ class SshTarget:
         return f"{text}:{self.port}" if self.port else text
 
     def remote_command(self) -> str:
-        """What the far login shell runs: the stage, base64."""
-        code = base64.b64encode(payload.stage().encode("utf-8")).decode("ascii")
+        """What the far login shell runs: the bootstrap, base64."""
+        code = base64.b64encode(payload.bootstrap().encode("utf-8")).decode("ascii")
         argv = [self.python, "-I", "-S", "-c", f'import base64;exec(base64.b64decode("{code}"))']
         if self.become:
             argv = ["sudo", "-n"] + (["-u", self.become_user] if self.become_user else []) \
@@ -183,7 +183,7 @@ class Session:
         self.beat: dict = {}
 
     def _start(self) -> None:
-        """Wait for the stage to be ready, then send the payload (once)."""
+        """Wait for the bootstrap to be ready, then send the payload (once)."""
         if self._boot is None:
             return
         try:

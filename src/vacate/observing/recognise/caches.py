@@ -3,9 +3,9 @@ torch inductor / extension builds: all regenerable."""
 
 from __future__ import annotations
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs
-from vacate.observing.units import human_bytes
 
 
 def _c(ctx: Ctx, what: str, ev: str, conf: float = 0.9) -> Classification:

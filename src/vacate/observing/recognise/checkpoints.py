@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise import hf_model
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
 from vacate.observing.recognise.safetensors_header import human_params
-from vacate.observing.units import human_bytes
 
 CKPT_NAME = re.compile(
     r"^(checkpoint[-_]?(?P<a>\d+)|global_step(?P<b>\d+)|(epoch[_-]?\d+[_-])?step[_-]?(?P<c>\d+)"

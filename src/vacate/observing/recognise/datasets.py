@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
-from vacate.observing.units import human_bytes
 
 DATA_EXT = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet", ".arrow", ".csv", ".tsv",
             ".json", ".tfrecord", ".npy")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs, files, list_dir
 from vacate.observing.recognise.formats.text import conda_export, pyvenv_cfg, requirements
-from vacate.observing.units import human_bytes
 
 TEXTY = re.compile(r"(\.txt|\.in|\.lock|\.pip|freeze|requirements|constraints)$", re.IGNORECASE)
 DIST = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<ver>[^-]+)\.dist-info$")

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from vacate.observing.collectors.special import special_file
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification, Item, Stats
 from vacate.observing.recognise import base
 from vacate.observing.recognise.base import Ctx, Node
 from vacate.observing.recognise.read import Reader
-from vacate.observing.units import human_bytes
 
 MAX_DEPTH = 6
 SUBDIRS_PER_DIR = 32    # subdirectories looked into per directory, largest first, plus

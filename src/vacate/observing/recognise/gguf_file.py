@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, files
 from vacate.observing.recognise.formats import FormatError, Truncated, gguf
 from vacate.observing.recognise.safetensors_header import human_params
-from vacate.observing.units import human_bytes
 
 FIRST = 1024 * 1024
 CAP = 64 * 1024 * 1024    # tokenizer vocabularies make headers of a few MB at most

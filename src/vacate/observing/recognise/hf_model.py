@@ -8,13 +8,13 @@ import os
 import re
 from collections import Counter
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise import draft_model, quant
 from vacate.observing.recognise.base import Ctx, Listing, cls, dirs
 from vacate.observing.recognise.formats.text import LFS_HEAD, front_matter, lfs_pointer
 from vacate.observing.recognise.read import INDEX_CAP, Reader
 from vacate.observing.recognise.safetensors_header import dtype_summary, human_params, read_header
-from vacate.observing.units import human_bytes
 
 SHARD = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.(?P<ext>safetensors|bin)$")
 BIN = re.compile(r"^(pytorch_model|model|adapter_model).*\.bin$")

@@ -7,11 +7,11 @@ import os
 import re
 from collections.abc import Iterable
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise import hf_model
 from vacate.observing.recognise.base import Ctx, claims, cls, composite, dirs, list_dir
 from vacate.observing.recognise.read import open_noatime
-from vacate.observing.units import human_bytes
 
 REPO_DIR = re.compile(r"^(models|datasets|spaces)--(.+)$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -3,9 +3,9 @@ images (qcow2, vmdk, vdi, vhdx, raw disks with a partition table)."""
 
 from __future__ import annotations
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
-from vacate.observing.units import human_bytes
 
 VM_MAGIC = ((0, b"QFI\xfb", "qcow2"), (0, b"KDMV", "vmdk"), (0, b"vhdxfile", "vhdx"),
             (64, b"\x7f\x10\xda\xbe", "vdi"), (0, b"conectix", "vhd"))

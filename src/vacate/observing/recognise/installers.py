@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
-from vacate.observing.units import human_bytes
 
 CUDA_RUN = re.compile(r"^cuda_(?P<ver>\d+\.\d+(?:\.\d+)?)_(?P<drv>\d+\.\d+(?:\.\d+)?)"
                       r"_(?P<plat>linux(?:_sbsa|_ppc64le|_aarch64)?)\.run$")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, dirs, files
-from vacate.observing.units import human_bytes
 
 
 @files

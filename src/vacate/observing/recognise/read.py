@@ -12,9 +12,9 @@ from bisect import bisect_left
 from typing import Any
 
 from vacate.observing.fsio import open_noatime  # (recognisers import it from here too)
+from vacate.observing.human import human_bytes
 from vacate.observing.model.common import Problem
 from vacate.observing.recognise.formats import loads
-from vacate.observing.units import human_bytes
 
 JSON_CAP = 1024 * 1024          # config.json, hf_quant_config.json, trainer_state.json, ...
 INDEX_CAP = 64 * 1024 * 1024    # model.safetensors.index.json of the biggest models: a few MB

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, cls, files
 from vacate.observing.recognise.formats import FormatError, safetensors
 from vacate.observing.recognise.formats.text import LFS_HEAD, lfs_pointer
 from vacate.observing.recognise.read import Reader
-from vacate.observing.units import human_bytes
 
 HEAD = 64 * 1024      # one read covers the header of most shards; longer ones get a second
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.parsers.redact import redact_text
 from vacate.observing.recognise.base import Ctx, cls, dirs
-from vacate.observing.units import human_bytes
 
 KNOWN = {"specforge": "SpecForge", "sglang": "SGLang", "vllm": "vLLM", "eagle": "EAGLE",
          "transformers": "transformers", "llama.cpp": "llama.cpp", "megatron-lm": "Megatron-LM",

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import re
 
+from vacate.observing.human import human_bytes
 from vacate.observing.model.inventory import Classification
 from vacate.observing.recognise.base import Ctx, Node, cls, composite, dirs, list_dir
-from vacate.observing.units import human_bytes
 
 HIDDEN_NAME = re.compile(r"(hidden[_-]?states?|hs[_-]cache|aux[_-]hidden)", re.IGNORECASE)
 TENSOR_EXT = (".ckpt", ".pt", ".pth", ".npy", ".npz", ".safetensors", ".bin", ".arrow")

@@ -18,7 +18,7 @@ import os
 import time
 from importlib import resources
 
-from vacate.observing.units import human_age, human_bytes, human_duration
+from vacate.observing.human import human_age, human_bytes, human_duration
 from vacate.output.html import treemap
 from vacate.output.report_names import Hider, shown
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import squarify
 
-from vacate.observing.units import human_bytes
+from vacate.observing.human import human_bytes
 
 W, H = 1600.0, 900.0       # the canvas, in layout units (percentages are taken of it)
 HEADER = 18.0              # a directory's label strip, above its children
