@@ -76,7 +76,7 @@ def edit_steps(obs, dest):
 def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_path):
     files = tree.files
     plan, steps = edit_steps(tree.obs, str(tmp_path))
-    assert sorted((s.params["file"], s.params["line"]) for s in steps) == [
+    assert sorted((s.params.file, s.params.line) for s in steps) == [
         ("/etc/crontab", 3), ("/etc/fstab", 3), ("/var/spool/cron/crontabs/alice", 2)]
     ctx = Context(plan, host=tree.host)
     files = {f: p for f, p in files.items() if f != "/etc/exports"}
@@ -89,7 +89,7 @@ def test_each_line_is_commented_out_with_a_backup_and_twice_is_once(tree, tmp_pa
         assert config_edit.done(s, ctx)
     assert ctx.commands == []          # no systemd runs this tree: nothing to reload
     for f, local in files.items():
-        n = next(s.params["line"] for s in steps if s.params["file"] == f)
+        n = next(s.params.line for s in steps if s.params.file == f)
         old, new = before[f].split(b"\n"), read(local).split(b"\n")
         assert len(old) == len(new)
         assert [x for i, x in enumerate(new) if i != n - 1] == \
@@ -123,7 +123,7 @@ def test_a_line_changed_since_the_plan_is_refused_and_nothing_is_written(tree, t
     files = tree.files
     plan, steps = edit_steps(tree.obs, str(tmp_path))
     ctx = Context(plan, host=tree.host)
-    by = {s.params["file"]: s for s in steps}
+    by = {s.params.file: s for s in steps}
     fs = files["/etc/fstab"]
     changed = read(fs).replace(b"nofail 0 2", b"defaults 0 2")
     with open(fs, "wb") as f:
@@ -163,7 +163,7 @@ def test_fstab_edit_reloads_systemd_where_it_runs_the_host(tree, tmp_path):
     os.makedirs(os.path.join(tree.root, "run/systemd/system"))
     plan, steps = edit_steps(tree.obs, str(tmp_path))
     ctx = Context(plan, host=tree.host)
-    (s,) = [s for s in steps if s.params["file"] == "/etc/fstab"]
+    (s,) = [s for s in steps if s.params.file == "/etc/fstab"]
     out = carry_out(s, ctx)
     assert ctx.commands == [("systemctl", "daemon-reload")]
     if out.status == "failed":
@@ -174,13 +174,13 @@ def test_fstab_edit_reloads_systemd_where_it_runs_the_host(tree, tmp_path):
     else:
         assert out.status == "ok" and "systemd reloaded" in out.detail
     line = read(files["/etc/fstab"]).split(b"\n")[2]
-    assert hashlib.sha256(line[MARK.match(line).end():]).hexdigest() == s.params["line_sha256"]
+    assert hashlib.sha256(line[MARK.match(line).end():]).hexdigest() == s.params.line_sha256
 
 
 def test_a_config_vacate_does_not_edit_is_a_manual_step_saying_what_to_do(tree, tmp_path):
     plan, _steps = edit_steps(tree.obs, str(tmp_path))
     (step,) = [s for s in plan.steps if s.kind == "manual"
-               and s.action and s.action.params.get("file") == "/etc/exports"]
+               and s.action and s.action.params.file == "/etc/exports"]
     ctx = Context(plan, host=tree.host)
     before = read(tree.files["/etc/exports"])
     assert not manual.done(step, ctx) and manual.ready(step, ctx) is None

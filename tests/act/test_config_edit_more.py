@@ -145,13 +145,13 @@ def only_marked(before: bytes, after: bytes, n: int) -> bool:
 
 def test_the_plan_edits_what_it_can_check_and_leaves_the_rest_manual(tree, tmp_path):
     plan, steps = plan_of(tree, str(tmp_path))
-    got = sorted((s.params.get("file") or s.params.get("config"), s.params.get("line"),
-                  s.params.get("do")) for s in steps)
+    got = sorted((s.params.file or s.params.config, s.params.line,
+                  s.params.do) for s in steps)
     assert got == [("/etc/exports", 3, None), ("/etc/pve/lxc/101.conf", None, "delete-disks"),
                    ("/var/lib/lxc/web/config", 4, None), ("/var/lib/lxc/web/config", 6, None)]
-    (pct,) = [s for s in steps if s.params.get("do")]
+    (pct,) = [s for s in steps if s.params.do]
     assert pct.action.argv == ("pct", "set", "101", "--delete", "mp0,mp2")
-    assert pct.params["keys"] == ["mp0", "mp2"]
+    assert pct.params.keys == ("mp0", "mp2")
     manual_at = sorted(s.action.subject for s in plan.steps if s.kind == "manual"
                        and s.action is not None and s.action.kind == "edit-config")
     # an export continued on the next line, and the hook: a person's
@@ -165,7 +165,7 @@ def test_the_plan_edits_what_it_can_check_and_leaves_the_rest_manual(tree, tmp_p
 
 def test_an_export_is_commented_out_with_a_backup_and_exports_are_re_read(tree, tmp_path):
     plan, steps = plan_of(tree, str(tmp_path))
-    (s,) = [s for s in steps if s.params.get("file") == "/etc/exports"]
+    (s,) = [s for s in steps if s.params.file == "/etc/exports"]
     local = tree.files["/etc/exports"]
     before, st0 = read(local), os.stat(local)
     ctx = Context(plan, host=tree.host)
@@ -188,7 +188,7 @@ def test_an_export_is_commented_out_with_a_backup_and_exports_are_re_read(tree, 
 
 def test_a_changed_export_line_is_refused_and_nothing_is_written(tree, tmp_path):
     plan, steps = plan_of(tree, str(tmp_path))
-    (s,) = [s for s in steps if s.params.get("file") == "/etc/exports"]
+    (s,) = [s for s in steps if s.params.file == "/etc/exports"]
     local = tree.files["/etc/exports"]
     changed = read(local).replace(b"203.0.113.7(rw)", b"203.0.113.8(rw)")
     with open(local, "wb") as f:
@@ -202,8 +202,8 @@ def test_a_changed_export_line_is_refused_and_nothing_is_written(tree, tmp_path)
 def test_lxc_mount_entries_are_commented_out_and_the_detail_says_a_running_one_keeps_it(
         tree, tmp_path):
     plan, steps = plan_of(tree, str(tmp_path))
-    lx = sorted((s for s in steps if s.params.get("file") == "/var/lib/lxc/web/config"),
-                key=lambda s: s.params["line"])
+    lx = sorted((s for s in steps if s.params.file == "/var/lib/lxc/web/config"),
+                key=lambda s: s.params.line)
     local = tree.files["/var/lib/lxc/web/config"]
     before = read(local)
     ctx = Context(plan, host=tree.host)
@@ -230,7 +230,7 @@ def test_lxc_mount_entries_are_commented_out_and_the_detail_says_a_running_one_k
 
 def test_a_planned_lxc_line_that_moved_is_refused(tree, tmp_path):
     plan, steps = plan_of(tree, str(tmp_path))
-    s = next(s for s in steps if s.params.get("file") == "/var/lib/lxc/web/config")
+    s = next(s for s in steps if s.params.file == "/var/lib/lxc/web/config")
     local = tree.files["/var/lib/lxc/web/config"]
     moved = b"# a comment put in above\n" + read(local)
     with open(local, "wb") as f:
@@ -243,7 +243,7 @@ def test_a_planned_lxc_line_that_moved_is_refused(tree, tmp_path):
 def test_pct_deletes_the_mount_points_of_a_stopped_container(tree, tmp_path):
     (tree.state / "pct-101").write_text("stopped\n")
     plan, steps = plan_of(tree, str(tmp_path))
-    (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
+    (s,) = [s for s in steps if s.params.do == "delete-disks"]
     ctx = Context(plan, host=tree.host)
     assert not config_edit.done(s, ctx) and config_edit.ready(s, ctx) is None
     out = carry_out(s, ctx)
@@ -260,7 +260,7 @@ def test_pct_deletes_the_mount_points_of_a_stopped_container(tree, tmp_path):
 def test_pct_on_a_running_container_is_pending_until_it_restarts(tree, tmp_path):
     (tree.state / "pct-101").write_text("running\n")
     plan, steps = plan_of(tree, str(tmp_path))
-    (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
+    (s,) = [s for s in steps if s.params.do == "delete-disks"]
     ctx = Context(plan, host=tree.host)
     out = carry_out(s, ctx)
     assert out.status == "ok", out
@@ -279,7 +279,7 @@ def test_pct_that_leaves_a_key_fails_the_step(tree, tmp_path):
     taken at its word: the file is read again."""
     (tree.state / "pct-101").write_text("stopped\n")
     plan, steps = plan_of(tree, str(tmp_path))
-    (s,) = [s for s in steps if s.params.get("do") == "delete-disks"]
+    (s,) = [s for s in steps if s.params.do == "delete-disks"]
     os.environ["FAKE_PVE_ROOT"] = str(tmp_path / "elsewhere")
     put(str(tmp_path / "elsewhere"), "/etc/pve/lxc/101.conf", b"arch: amd64\n")
     out = carry_out(s, Context(plan, host=tree.host))

@@ -63,7 +63,7 @@ def _step(obs, dest):
 def test_the_share_section_is_commented_out_whole(share, tmp_path):
     host, obs, conf, _m = share
     plan, s = _step(obs, str(tmp_path))
-    assert [n for n, _h in s.params["lines"]] == [7, 9, 10]     # header and parameters
+    assert [n for n, _h in s.params.lines] == [7, 9, 10]     # header and parameters
     before = read(conf)
     ctx = Context(plan, host=host)
     assert config_edit.ready(s, ctx) is None and not config_edit.done(s, ctx)

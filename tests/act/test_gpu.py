@@ -77,7 +77,7 @@ def plan_for(procs):
     obs = replace(obs, consumers=tuple(held) + tuple(c for c in obs.consumers if c != base))
     plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     step = next(s for s in plan.steps if s.kind == "release-gpu")
-    assert step.params["pids"] == [pid for pid, _ in procs]
+    assert step.params.pids == tuple(pid for pid, _ in procs)
     return step, plan
 
 

@@ -18,6 +18,7 @@ from vacate.act.base import Context
 from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
 from vacate.decide.request import PlanRequest
+from vacate.observing.model.conditions import Backing, Immutable, Unmounted
 from vacate.observing.observe import observe
 
 pytestmark = pytest.mark.root
@@ -98,7 +99,7 @@ def test_the_kernel_steps_release_everything_and_twice_is_once(setup):
     plan = plan_for(m, setup.dest)
     steps = kernel_steps(plan)
     target = steps[-1]
-    assert target.precondition.get("dev") and target.postcondition == {"mounted": False}
+    assert target.precondition.dev and target.postcondition == Unmounted(False)
     kinds = {(s.kind, s.action.argv[-1], s.action.where.kind) for s in steps}
     assert {("swapoff", f"{m}/swap file", "host"), ("detach-loop", dev, "host"),
             ("unmount", f"{m}/lmnt", "host"), ("unmount", f"{m}/scratch", "host"),
@@ -173,7 +174,8 @@ def test_what_stands_in_the_way_is_refused_and_nothing_lazy_happens(setup):
     assert carry_out(scratch, ctx).status == "ok" and not mounted_at(f"{m}/scratch")
 
     # the volume's own unmount is refused while mounts remain on it
-    target = next(s for s in plan.steps if s.id.endswith("unmount") and s.postcondition)
+    target = next(s for s in plan.steps if s.id.endswith("unmount")
+                  and isinstance(s.postcondition, Unmounted))
     assert "mounted on " + m in kernel.ready(target, ctx)
 
     # the namespace's only process ended: the namespace and its mounts went with it
@@ -194,7 +196,7 @@ def test_a_loop_device_backed_by_another_file_is_not_ours_and_a_missing_swap_is_
     loop = by[("detach-loop", dev)]
 
     def planned_as(path):
-        a = dataclasses.replace(loop.action, precondition={"backing_file": path})
+        a = dataclasses.replace(loop.action, precondition=Backing(path))
         return dataclasses.replace(loop, action=a, precondition=a.precondition)
 
     with open(f"{m}/images/other.img", "wb") as f:
@@ -218,7 +220,7 @@ def lock_step(path):
     from vacate.observing.model.plan import Step
     from vacate.observing.model.steps import LockDir
     return Step(id="19-lock-dir", kind="lock-dir", summary=f"make the empty {path} immutable",
-                downtime=True, params=LockDir(path), postcondition={"immutable": True})
+                downtime=True, params=LockDir(path), postcondition=Immutable(True))
 
 
 def test_lock_dir_never_on_a_mount_point_or_a_directory_with_something_in_it(ext4_volume):

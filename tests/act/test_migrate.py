@@ -230,7 +230,7 @@ def test_migrate_and_delete_deletes_the_source_only_once_the_service_runs_from_d
     assert "deleted once what used it runs from there" in item.get_back
     kinds = [s.kind for s in plan.steps]
     (delete,) = [s for s in plan.steps if s.kind == "delete"]
-    assert delete.params["item"] == item.path
+    assert delete.params.item == item.path
     # the delete comes after the unit runs from DEST (start-unit checks it came back)
     assert kinds.index("start-unit") < kinds.index("delete") < len(kinds) - 1 - \
         kinds[::-1].index("unmount")                       # the volume's own unmount
@@ -291,7 +291,7 @@ def test_an_edited_plan_marking_a_migrated_item_delete_too_is_made_again(story):
     (item,) = [i for i in got.plan.items if i.action == "migrate"]
     assert item.delete_source and item.entries is not None
     assert item.migrate_to == f"{dest}/qwen"
-    assert [s.params["item"] for s in got.plan.steps if s.kind == "delete"] == [item.path]
+    assert [s.params.item for s in got.plan.steps if s.kind == "delete"] == [item.path]
 
 
 def test_a_unit_whose_environment_file_vacate_cannot_rewrite_is_not_started_from_the_copy():

@@ -19,6 +19,7 @@ from vacate.decide.plan import make_plan
 from vacate.decide.request import PlanRequest
 from vacate.observing.host import Host
 from vacate.observing.model.action import Action
+from vacate.observing.model.conditions import Gone, Process
 from vacate.observing.model.plan import Step
 from vacate.observing.model.steps import EndProcess
 from vacate.observing.observe import observe
@@ -41,10 +42,10 @@ def held(ext4_volume):
 
 def step_for(pid, start, grace_s=5.0):
     """An end-process step as decide/plan.py teardown builds it."""
-    pre = {"pid": pid, "start_time": start}
+    pre = Process(pid, start)
     a = Action("end-process", f"pid {pid}", ("kill", "-TERM", str(pid)), precondition=pre)
     return Step(id="05-end-process", kind="end-process", summary=f"end pid {pid}", action=a,
-                params=EndProcess(grace_s), precondition=pre, postcondition={"gone": True},
+                params=EndProcess(grace_s), precondition=pre, postcondition=Gone(True),
                 downtime=True)
 
 
@@ -70,7 +71,7 @@ def test_a_process_that_ends_on_term(held):
     plan = make_plan(observe(vol, scan_tree=False),
                      PlanRequest(archive_to="/var/tmp/vacate-test-archive"))
     step = next(s for s in plan.steps if s.kind == "end-process")
-    assert step.precondition["pid"] == pid
+    assert step.precondition.pid == pid
     ctx = Context(plan=plan)
     assert processes.done(step, ctx) is False and processes.ready(step, ctx) is None
     out = carry_out(step, ctx)
@@ -178,7 +179,7 @@ def test_a_dry_run_signals_nothing(held, ctx):
 
 
 def test_a_step_without_an_identity_fails(ctx):
-    step = replace(step_for(os.getpid(), None), precondition={"pid": os.getpid()})
+    step = replace(step_for(os.getpid(), None), precondition=Process(os.getpid(), None))
     assert "no pid and start time" in processes.ready(step, ctx)
     assert processes.done(step, ctx) is False
     assert carry_out(step, ctx).status == "failed"

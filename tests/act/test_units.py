@@ -19,6 +19,7 @@ from vacate.act.kind import carry_out
 from vacate.decide.plan import make_plan
 from vacate.decide.request import PlanRequest
 from vacate.observing.model.action import Action, Where
+from vacate.observing.model.conditions import Unit
 from vacate.observing.model.plan import Step
 from vacate.observing.observe import observe
 
@@ -97,9 +98,9 @@ def box_step(b, kind, unit, plan_steps=()):
             "mask-unit": ("systemctl", "mask", unit)}[kind]
     # (a mask is not among the Action kinds yet: the step's kind says what is done)
     a = Action("disable-unit", unit, argv, Where("pid-namespace", pid=b.pid1),
-               precondition={"unit": unit})
+               precondition=Unit(unit))
     return Step(id=f"9{len(plan_steps)}-{kind}", kind=kind, summary=f"{kind} {unit}", action=a,
-                precondition={"unit": unit}, downtime=True)
+                downtime=True)
 
 
 def commands_run(ctx, since, verb):
@@ -114,7 +115,7 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     stop = next(s for s in plan.steps if s.kind == "stop-unit")
     assert stop.action.subject == "llm.service"
     assert stop.action.where.kind == "pid-namespace"         # the box's manager
-    first = stop.precondition["pid"]
+    first = stop.precondition.pid
     assert holders(vol) == {first}
 
     # killing the process alone: Restart=always brings it back
@@ -142,7 +143,8 @@ def test_stop_where_kill_does_not_then_disable_with_its_timer(box):
     # disable: the unit, and the timer that would start it again
     dis = replace(box_step(b, "disable-unit", "llm.service"),
                   action=replace(stop.action, kind="disable-unit",
-                                 argv=("systemctl", "disable", "llm.service")))
+                                 argv=("systemctl", "disable", "llm.service"),
+                                 precondition=Unit("llm.service")))
     assert enabled(b, "llm.service") == "enabled" and wants_link(b, "llm.service")
     assert units.done(dis, ctx) is False and units.ready(dis, ctx) is None
     out = carry_out(dis, ctx)

@@ -6,6 +6,7 @@ import pytest
 from vacate.decide.actions import actions_for, container_place
 from vacate.observing.model.action import Action, Where
 from vacate.observing.model.codec import Malformed
+from vacate.observing.model.conditions import UnitProcess
 from vacate.observing.model.sentence import render
 from vacate.observing.model.usage import Consumer, Evidence
 
@@ -50,7 +51,7 @@ def test_container_places(ct, kind, name):
 
 def test_actions_round_trip_and_refuse_what_they_are_not():
     a = Action("stop-unit", "x.service", STOP, Where("pct", name="129"),
-               precondition={"unit": "x.service", "pid": 5, "start_time": 77}, consumer="p")
+               precondition=UnitProcess("x.service", 5, 77), consumer="p")
     assert Action.from_json(a.to_json()) == a
     with pytest.raises(ValueError):
         Action("rm-rf", "/", ("rm", "-rf", "/"))
@@ -69,7 +70,7 @@ def _c(cid, ctype, live=False, **attrs):
 def test_sentences_are_rendered_from_the_values():
     fstab = _c("fstab:/etc/fstab:3", "fstab")
     (edit,) = actions_for(fstab, {})
-    assert (edit.kind, edit.params["file"], edit.params["line"]) == ("edit-config",
+    assert (edit.kind, edit.params.file, edit.params.line) == ("edit-config",
                                                                      "/etc/thing", 3)
     assert render((edit,)) == ("remove or comment out the entry at /etc/thing:3 "
                                "(then: systemctl daemon-reload)")

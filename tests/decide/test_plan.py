@@ -10,6 +10,7 @@ from harness.paths import STORY
 from vacate.decide.plan import PlanRefused, make_plan
 from vacate.decide.request import PlanRequest
 from vacate.observing.model.codec import Malformed
+from vacate.observing.model.conditions import Process
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import Plan
 
@@ -55,7 +56,7 @@ def test_the_deepest_match_wins_and_the_rest_of_its_item_keeps_its_action(obs):
     # models/ holds nothing else: nothing is left to archive, so no step is spent on it
     assert by["/data/models"].action == "keep" and by["/data/models"].exclude == (MODEL,)
     assert "nothing is left in it to archive" in by["/data/models"].reason
-    assert not any(s.params.get("item") == "/data/models" for s in plan.steps)
+    assert not any(getattr(s.params, "item", None) == "/data/models" for s in plan.steps)
     # a literal beats a glob at the same depth; deeper beats shallower
     plan = make_plan(obs, PlanRequest(archive_to="/backup", overrides=[
         ("delete", "models/*"), ("keep", "models/Qwen3.5-397B-A17B-NVFP4"), ("delete", "eagle3"),
@@ -83,18 +84,18 @@ def test_the_teardown_archives_what_nothing_uses_before_the_downtime(obs):
     plan = make_plan(obs, PlanRequest(archive_to="/backup"))
     kinds = [s.kind for s in plan.steps]
     first_down = next(i for i, s in enumerate(plan.steps) if s.downtime)
-    early = {s.params["item"] for s in plan.steps[:first_down] if s.kind == "archive"}
+    early = {s.params.item for s in plan.steps[:first_down] if s.kind == "archive"}
     assert early == {"/data/eagle3", "/data/ml-env-backup-cuda128.txt"}   # nothing runs there
     assert plan.steps[first_down].kind == "end-process"                  # the mmap holder
-    late = [s.params["item"] for s in plan.steps[first_down:] if s.kind == "archive"]
+    late = [s.params.item for s in plan.steps[first_down:] if s.kind == "archive"]
     assert late == ["/data/models"]                                        # after it ended
     assert kinds.index("delete") > max(i for i, k in enumerate(kinds) if k == "verify")
     assert kinds[-3:] == ["unmount", "lock-dir", "check"]
     proc = next(c for c in obs.consumers if c.type == "process")
     end = plan.steps[first_down]
-    assert end.precondition == {"pid": proc.attrs["pid"], "start_time": proc.attrs["start_time"]}
+    assert end.precondition == Process(proc.attrs["pid"], proc.attrs["start_time"])
     assert end.evidence == proc.evidence
-    assert plan.steps[-3].precondition["mount_id"] == obs.target.mount.mount_id
+    assert plan.steps[-3].precondition.mount_id == obs.target.mount.mount_id
 
 
 def test_a_plan_round_trips_and_an_edited_action_is_checked(obs):

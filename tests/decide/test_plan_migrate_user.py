@@ -41,7 +41,7 @@ def test_a_unit_of_a_users_manager_that_answered_is_repointed_there():
     assert stop.action.command[:4] == ("systemctl", "--user", "-M", "alice@")
     for s in (stop, repoint, start):
         assert f"{UNIT} (alice's manager, host)" in s.summary
-    assert repoint.params["moves"] == [[MODEL, "/shared/models/Qwen3.5-397B-A17B-NVFP4"]]
+    assert repoint.params.moves == ((MODEL, "/shared/models/Qwen3.5-397B-A17B-NVFP4"),)
     assert not [s for s in plan.steps if s.kind == "manual" and UNIT in s.summary]
     assert not [s for s in plan.steps if s.kind == "disable-unit" and
                 s.action.subject == UNIT]                 # it keeps running, from the copy

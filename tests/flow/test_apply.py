@@ -14,6 +14,7 @@ import pytest
 from harness.retire import Story, cli
 from harness.volumes import can_loop_mount
 
+from vacate.observing.model.conditions import NOTHING
 from vacate.observing.model.journal import path_for, read_records
 
 pytestmark = pytest.mark.root
@@ -264,7 +265,8 @@ def test_a_dry_run_sees_that_a_holder_left_to_a_person_would_keep_it_mounted(sto
     plan, _sha = load(story.plan)
     rc, _out, err = cli("apply", story.plan, "--dry-run", "--json")
     assert rc == 0, err
-    steps = [dataclasses.replace(s, kind="manual", params=None) if s.kind == "end-process" else s
+    steps = [dataclasses.replace(s, kind="manual", params=None, precondition=NOTHING,
+                                 postcondition=NOTHING) if s.kind == "end-process" else s
              for s in plan.steps]
     edited = dataclasses.replace(plan, steps=tuple(steps))
     here = Here(edited, Context(plan=edited, host=Host.local(), dry_run=True,

@@ -13,6 +13,7 @@ from vacate.cli.env import Env
 from vacate.cli.main import main
 from vacate.decide.verdict import attribute, statuses, verdict
 from vacate.observing.model.common import Problem
+from vacate.observing.model.conditions import UnitProcess
 from vacate.observing.model.inventory import Classification, Item, Stats
 from vacate.observing.model.sentence import render
 from vacate.observing.model.usage import Consumer, Evidence
@@ -177,8 +178,7 @@ def test_verdict_rules():
     assert [(a.kind, a.argv) for a in proc_steps] == [
         ("stop-unit", ("systemctl", "stop", "sglang-qwen.service")),
         ("disable-unit", ("systemctl", "disable", "sglang-qwen.service"))]
-    assert proc_steps[0].precondition == {"unit": "sglang-qwen.service", "pid": 9,
-                                          "start_time": None}
+    assert proc_steps[0].precondition == UnitProcess("sglang-qwen.service", 9, None)
     assert set(actions) == {enabled.id, proc.id, fstab.id}
     assert actions[proc.id] == ("systemctl stop sglang-qwen.service && "
                                 "systemctl disable sglang-qwen.service")

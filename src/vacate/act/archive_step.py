@@ -30,7 +30,7 @@ def _target(location: str):
 
 def _location(step: Step) -> str:
     """Where the item's archive is: the plan wrote it into the step."""
-    return step.params.archive if step.kind == "verify" else step.postcondition["archive"]
+    return step.params.archive if step.kind == "verify" else step.postcondition.archive
 
 
 def manifest_sha256(location: str) -> str | None:
@@ -107,7 +107,7 @@ def _archive(step: Step, ctx: Context, target, loc: str) -> Outcome:
     from vacate.archive.writer import archive, exit_code
 
     p = step.params
-    r = archive([p["item"]], target, p["name"], exclude=list(p.get("exclude") or ()),
+    r = archive([p.item], target, p.name, exclude=list(p.exclude),
                 progress=lambda n, total: ctx.tell(step, n, total, "archiving"))
     data = {"location": loc, "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
             "files": r.files, "up_to_date": r.up_to_date,

@@ -4,7 +4,7 @@ The driver knows host pids only, so this asks NVML from the host (``ctx.nvml``: 
 with pynvml's functions, the ``pynvml`` module when it is installed) which processes have a
 context on each GPU. It never signals anything: a process is never ended only because it holds
 ``/dev/nvidia*`` (persistenced, X, exporters and other tenants do); the processes were ended
-by the steps before, and this one waits (up to ``params["wait_s"]``, 30 s unless given) for
+by the steps before, and this one waits (up to ``params.wait_s``, 30 s unless given) for
 the driver to tear their contexts down.
 
 A pid NVML lists counts when it is the planned process (same start time) or no process at

@@ -25,6 +25,7 @@ from vacate.observing.collectors.kernel import _loop_status
 from vacate.observing.collectors.mounts import read_mounts
 from vacate.observing.compat import cut_prefix, cut_suffix
 from vacate.observing.fsio import read_bounded
+from vacate.observing.model.conditions import MountPin
 from vacate.observing.model.mount import Mount
 from vacate.observing.model.plan import Step
 from vacate.observing.model.usage import Consumer
@@ -127,8 +128,7 @@ def _loop_state(step: Step, ctx: Context) -> tuple[str, str]:
     """``("gone", "")`` when the device has no backing file, ``("same", text)`` when it is
     backed by the planned file, ``("other", text)`` by another one, ``("unknown", why)``."""
     dev = _loop_dev(step)
-    planned = step.action.precondition.get("backing_file") or \
-        step.precondition.get("backing_file")
+    planned = step.action.precondition.backing_file or step.precondition.backing_file
     bf = ctx.host.sys_path("block", os.path.basename(dev), "loop", "backing_file")
     try:
         text = _table(bf)
@@ -204,8 +204,12 @@ def _mount_point(step: Step) -> str:
     return step.action.argv[-1]
 
 
-def _pre(step: Step) -> dict:
-    return {**step.action.precondition, **step.precondition}
+def _pin(step: Step) -> tuple[int | None, str | None]:
+    """The planned mount's id and device (the step's precondition, else its action's)."""
+    for pre in (step.precondition, step.action.precondition):
+        if isinstance(pre, MountPin):
+            return pre.mount_id, pre.dev
+    return None, None
 
 
 def _recorded_ns(step: Step, ctx: Context) -> str | None:
@@ -261,7 +265,7 @@ def _planned(step: Step, ctx: Context, mounts: tuple[Mount, ...]) -> list[Mount]
     """The planned mount: by its recorded id (and device: the kernel gives an unmounted
     mount's id to the next mount, which is not the planned one); without one (a loop
     device's mounts), what is mounted at the mount point from that device."""
-    mid, dev = _pre(step).get("mount_id"), _pre(step).get("dev")
+    mid, dev = _pin(step)
     if mid is not None:
         return [m for m in mounts if m.mount_id == mid and (not dev or m.dev == dev)]
     mp = _mount_point(step)
@@ -287,12 +291,12 @@ def _unmount_ready(step: Step, ctx: Context) -> str | None:
     found = _planned(step, ctx, mounts)
     if not found:
         return f"the planned mount is not at {mp}"
-    pre = _pre(step)
+    dev = _pin(step)[1]
     for m in found:
         if m.mountpoint != mp:
             return f"mount {m.mount_id} is at {m.mountpoint} now, not at {mp}"
-        if pre.get("dev") and m.dev != pre["dev"]:
-            return f"the mount at {mp} is of device {m.dev}, not {pre['dev']} as planned"
+        if dev and m.dev != dev:
+            return f"the mount at {mp} is of device {m.dev}, not {dev} as planned"
         on = [x.mountpoint for x in mounts if x.parent_id == m.mount_id]
         if on:
             return f"mounted on {mp} still: {', '.join(on)} (unmount those first)"

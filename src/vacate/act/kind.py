@@ -83,7 +83,7 @@ def carry_out(step: Step, ctx: Context) -> Outcome:
     out = mod.run(step, ctx)
     if out.status == "ok" and not k.proves_itself and not mod.done(step, ctx):
         return Outcome("failed", f"{out.detail}; but afterwards it does not hold "
-                                 f"({step.postcondition})", out.data)
+                                 f"({codec.encode(step.postcondition)})", out.data)
     return out
 
 

@@ -134,9 +134,7 @@ def _cmdline(pid: int, host: Host) -> str:
 # -- the step ---------------------------------------------------------------------------------
 def _identity(step: Step) -> tuple[int | None, int | None]:
     pre = step.precondition
-    pid, start = pre.get("pid"), pre.get("start_time")
-    return (int(pid) if isinstance(pid, int) else None,
-            int(start) if isinstance(start, int) else None)
+    return pre.pid, pre.start_time
 
 
 def done(step: Step, ctx: Context) -> bool:
@@ -252,7 +250,7 @@ def not_ready(step: Step, ctx: Context, why: str) -> Outcome:
 
 
 def run(step: Step, ctx: Context) -> Outcome:
-    """TERM, wait ``params["grace_s"]``, KILL if it is still there; the identity re-checked
+    """TERM, wait ``params.grace_s``, KILL if it is still there; the identity re-checked
     before each signal."""
     pid, start = _identity(step)
     grace = params(step).grace_s

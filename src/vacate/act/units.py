@@ -12,7 +12,7 @@ process while it is still the planned one (same start time), else taken from the
   that trigger it (a trigger left running starts it again; stopping does not disable them).
   A ``Restart=always`` unit brings a killed process back; a stopped one stays stopped. Done:
   the unit and its triggers are not active in that manager, and each process the plan saw in
-  it (``postcondition["pids_gone"]``) is gone or is another process now.
+  it (``postcondition.pids_gone``) is gone or is another process now.
 - ``disable-unit``: the unit's triggers are stopped and disabled, then the unit is disabled
   (``disable`` removes every ``[Install]`` link to it under ``/etc``; ``--runtime`` the ones
   under ``/run``). What still pulls it in afterwards (``WantedBy``, ``RequiredBy``,
@@ -46,6 +46,7 @@ from vacate.act.processes import (
 )
 from vacate.observing.compat import cut_suffix
 from vacate.observing.model.action import Where
+from vacate.observing.model.conditions import NOTHING, Process, UnitActive, UnitProcess
 from vacate.observing.model.plan import Step
 
 KINDS = (Kind("stop-unit"), Kind("disable-unit"), Kind("mask-unit"))
@@ -83,6 +84,15 @@ def _consumer_ns(step: Step, ctx: Context, pid: int) -> str | None:
     return None
 
 
+def _process_seen(step: Step) -> tuple[int | None, int | None]:
+    """The pid and start time of the process the plan saw in the unit (the step's
+    precondition, else its action's), or Nones."""
+    for pre in (step.precondition, step.action.precondition if step.action else NOTHING):
+        if isinstance(pre, (UnitProcess, Process)):
+            return pre.pid, pre.start_time
+    return None, None
+
+
 def place(step: Step, ctx: Context) -> Where:
     """The Where the unit's manager is entered through now (see the module's docstring);
     :class:`_NoManager` when there is none."""
@@ -92,8 +102,8 @@ def place(step: Step, ctx: Context) -> Where:
     if w.kind != "pid-namespace":
         return w
     pid = w.pid
-    pre = step.precondition or step.action.precondition
-    planned = pre.get("start_time") if pre.get("pid") == pid else None
+    pid_seen, start_seen = _process_seen(step)
+    planned = start_seen if pid_seen == pid else None
     ns = None
     if pid is not None and same_process(pid, planned, ctx.host) and \
             (planned is not None or is_namespace_init(pid, ctx.host)):
@@ -214,10 +224,12 @@ def _pids(step: Step, ctx: Context) -> dict[int, int | None]:
     """The processes the plan saw in the unit: pid -> start time (None: not known)."""
     starts = {c.attrs.get("pid"): c.attrs.get("start_time")
               for c in ctx.plan.observation.consumers if c.type == "process"}
-    pre = step.precondition
-    if isinstance(pre.get("pid"), int) and pre.get("start_time") is not None:
-        starts[pre["pid"]] = pre["start_time"]
-    return {int(p): starts.get(int(p)) for p in step.postcondition.get("pids_gone", [])}
+    pid, start = _process_seen(step)
+    if pid is not None and start is not None:
+        starts[pid] = start
+    post = step.postcondition
+    gone = post.pids_gone if isinstance(post, UnitActive) else None
+    return {p: starts.get(p) for p in gone or ()}
 
 
 def _left(step: Step, ctx: Context) -> list[int]:

@@ -10,6 +10,18 @@ Where a unit's manager is reached (the host's, a user's, a container's) is decid
 from __future__ import annotations
 
 from vacate.observing.model.action import HOST, Action, Where
+from vacate.observing.model.conditions import (
+    Backing,
+    DisableNow,
+    Engine,
+    MountPin,
+    Process,
+    Running,
+    Todo,
+    Unit,
+    UnitProcess,
+    UnitState,
+)
 from vacate.observing.model.usage import Consumer
 
 DEFAULT_LXCPATH = "/var/lib/lxc"
@@ -60,7 +72,8 @@ def _at(c: Consumer) -> str:
     return c.evidence[0].source if c.evidence else c.name
 
 
-def _file_line(at: str) -> dict:
+def file_line(at: str) -> dict:
+    """``file:line`` as the fields of a :class:`Todo` (a file alone without a line)."""
     path, sep, line = at.rpartition(":")
     if sep and line.isdigit():
         return {"file": path, "line": int(line)}
@@ -69,7 +82,7 @@ def _file_line(at: str) -> dict:
 
 def _edit(c: Consumer, do: str, **params) -> Action:
     at = _at(c)
-    return Action("edit-config", at, params={"do": do, **_file_line(at), **params},
+    return Action("edit-config", at, params=Todo(do, **file_line(at), **params),
                   consumer=c.id)
 
 
@@ -78,27 +91,27 @@ def process_actions(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ..
     ct = a.get("container")
     unit = a.get("unit")
     pid = a.get("pid")
-    pre = {"pid": pid, "start_time": a.get("start_time")}
+    pre = Process(pid, a.get("start_time"))
     if a.get("lxc_monitor") and ct:
         if ct.get("ctid") is not None:
             return (Action("stop-container", str(ct["ctid"]), ("pct", "stop", str(ct["ctid"])),
-                           precondition=pre, params={"engine": "pct"}, consumer=c.id),)
+                           precondition=pre, params=Engine("pct"), consumer=c.id),)
         return (Action("stop-container", ct["name"], ("lxc-stop", "-n", ct["name"]),
-                       precondition=pre, params={"engine": "lxc"}, consumer=c.id),)
+                       precondition=pre, params=Engine("lxc"), consumer=c.id),)
     if ct and ct.get("type") == "docker":
         name = ct.get("docker_name") or ct["name"][:12]
         return (Action("stop-container", name, ("docker", "stop", name), precondition=pre,
-                       params={"engine": "docker"}, consumer=c.id),)
+                       params=Engine("docker"), consumer=c.id),)
     if unit and unit.endswith(".service"):
         place = unit_place(c)
         out = [Action("stop-unit", unit, ("systemctl", "stop", unit), place,
-                      precondition={"unit": unit, **pre}, consumer=c.id)]
+                      precondition=UnitProcess(unit, pre.pid, pre.start_time), consumer=c.id)]
         where = f"{ct['type']}:{ct['name']}" if ct else None
         for cid in (f"systemd-unit:{unit}", f"systemd-unit:{where}:{unit}"):
             u = by_id.get(cid)
             if u is not None and u.attrs.get("enabled") is not False:
                 out.append(Action("disable-unit", unit, ("systemctl", "disable", unit), place,
-                                  precondition={"unit": unit}, consumer=cid))
+                                  precondition=Unit(unit), consumer=cid))
                 break
         return tuple(out)
     return (Action("end-process", f"pid {pid}", ("kill", "-TERM", str(pid)), precondition=pre,
@@ -121,9 +134,8 @@ def _unit_actions(c: Consumer) -> tuple[Action, ...]:
     else:
         place = HOST
     return (Action("disable-unit", c.name, argv, place,
-                   precondition={"unit": c.name, "active": a.get("active"),
-                                 "enabled": a.get("enabled")},
-                   params={"now": now}, consumer=c.id),)
+                   precondition=UnitState(c.name, a.get("active"), a.get("enabled")),
+                   params=DisableNow(now), consumer=c.id),)
 
 
 def _lxc_actions(c: Consumer) -> tuple[Action, ...]:
@@ -133,12 +145,12 @@ def _lxc_actions(c: Consumer) -> tuple[Action, ...]:
     out = []
     if a.get("running") is not False:
         out.append(Action("stop-container", c.name, ("lxc-stop", *p, "-n", c.name),
-                          precondition={"running": a.get("running")},
-                          params={"engine": "lxc"}, consumer=c.id))
+                          precondition=Running(a.get("running")),
+                          params=Engine("lxc"), consumer=c.id))
     rel = a.get("relations") or []
     if "rootfs" in rel or "container-dir" in rel:
         out.append(Action("manual", c.name, ("lxc-destroy", *p, "-n", c.name),
-                          params={"do": "move-or-destroy"}, consumer=c.id))
+                          params=Todo("move-or-destroy"), consumer=c.id))
     else:
         out.append(_edit(c, "change-entry", autostart=bool(a.get("autostart"))))
     return tuple(out)
@@ -153,11 +165,11 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
     keys, pending = list(a.get("keys") or []), list(a.get("pending_keys") or [])
     if not keys and pending:
         return (Action("edit-config", vmid, (tool, "set", vmid, "--revert", ",".join(pending)),
-                       params={"do": "revert-pending"}, consumer=c.id),)
+                       params=Todo("revert-pending"), consumer=c.id),)
     if not keys:
         snaps = list(a.get("snapshots") or [])
         return tuple(Action("manual", f"{vmid}@{s}", (tool, "delsnapshot", vmid, s),
-                            params={"do": "delete-snapshot", "last": i == len(snaps) - 1},
+                            params=Todo("delete-snapshot", last=i == len(snaps) - 1),
                             consumer=c.id) for i, s in enumerate(snaps))
     out = []
     movable = [k for k in keys if pve_config.is_disk_key(k)]
@@ -166,24 +178,24 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
         # it runs (its own mount of the volume is unmounted inside it), and a restart, when
         # a person chooses, applies it
         out.append(Action("edit-config", vmid, (tool, "set", vmid, "--delete", ",".join(movable)),
-                          params={"do": "delete-disks", "keys": movable}, consumer=c.id))
+                          params=Todo("delete-disks", keys=tuple(movable)), consumer=c.id))
         if a.get("running") is not False:
             out.append(Action("manual", vmid, (tool, "reboot", vmid),
-                              params={"do": "restart-container", "keys": movable},
+                              params=Todo("restart-container", keys=tuple(movable)),
                               consumer=c.id))
         return tuple(out)
     if a.get("running") is not False:
         out.append(Action("stop-container", vmid, (tool, "shutdown", vmid),
-                          precondition={"running": a.get("running")},
-                          params={"engine": tool}, consumer=c.id))
+                          precondition=Running(a.get("running")),
+                          params=Engine(tool), consumer=c.id))
     if "rootfs" in keys:
         out.append(Action("manual", vmid, (tool, "move-volume", vmid, "rootfs", "OTHER-STORAGE"),
-                          params={"do": "move-root-disk"}, consumer=c.id))
+                          params=Todo("move-root-disk"), consumer=c.id))
         return tuple(out)
     movable = [k for k in keys if pve_config.is_disk_key(k)]
     if movable:
         out.append(Action("edit-config", vmid, (tool, "set", vmid, "--delete", ",".join(movable)),
-                          params={"do": "delete-disks", "keys": movable}, consumer=c.id))
+                          params=Todo("delete-disks", keys=tuple(movable)), consumer=c.id))
         return tuple(out)
     out.append(_edit(c, "change-entry"))
     return tuple(out)
@@ -193,10 +205,10 @@ def _docker_actions(c: Consumer) -> tuple[Action, ...]:
     out = []
     if c.attrs.get("running"):
         out.append(Action("stop-container", c.name, ("docker", "stop", c.name),
-                          precondition={"running": True}, params={"engine": "docker"},
+                          precondition=Running(True), params=Engine("docker"),
                           consumer=c.id))
     out.append(Action("remove-container", c.name, ("docker", "rm", c.name),
-                      params={"engine": "docker", "or": "recreate it without the volume"},
+                      params=Engine("docker", instead="recreate it without the volume"),
                       consumer=c.id))
     return tuple(out)
 
@@ -206,7 +218,7 @@ def _loop_actions(c: Consumer) -> tuple[Action, ...]:
     out = [Action("unmount", mp, ("umount", mp), consumer=c.id)
            for mp in reversed(c.attrs.get("mounted_at") or [])]
     out.append(Action("detach-loop", dev, ("losetup", "-d", dev),
-                      precondition={"backing_file": c.attrs.get("backing_file")},
+                      precondition=Backing(c.attrs.get("backing_file")),
                       consumer=c.id))
     return tuple(out)
 
@@ -217,7 +229,7 @@ def _mount_actions(c: Consumer) -> tuple[Action, ...]:
     place = HOST if a.get("namespace", "host") == "host" or a.get("pid") is None \
         else Where("mount-namespace", pid=a["pid"])
     return (Action("unmount", mp, ("umount", mp), place,
-                   precondition={"mount_id": a.get("mount_id")}, consumer=c.id),)
+                   precondition=MountPin(a.get("mount_id")), consumer=c.id),)
 
 
 def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
@@ -253,10 +265,10 @@ def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
     if t == "docker-container":
         return _docker_actions(c)
     if t == "symlink":
-        return (Action("manual", c.name, ("rm", c.name), params={"do": "remove-link"},
+        return (Action("manual", c.name, ("rm", c.name), params=Todo("remove-link"),
                        consumer=c.id),)
     if t == "config-file" and a.get("storage"):
         st = str(a["storage"])
         return (Action("manual", st, ("pvesm", "remove", st),
-                       params={"do": "remove-storage", "storage": st}, consumer=c.id),)
+                       params=Todo("remove-storage", storage=st), consumer=c.id),)
     return (_edit(c, "change-config"),)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 
 from vacate.decide import verdict
+from vacate.observing.model.conditions import MountPin
 from vacate.observing.model.observation import Observation
-from vacate.observing.model.plan import Identity, Plan
+from vacate.observing.model.plan import Identity, Plan, Step
 from vacate.observing.parsers.paths import is_under
 
 OWN_NAMES = (".vacate-snapshots",)     # what apply itself puts on the volume
@@ -24,8 +25,14 @@ OWN_NAMES = (".vacate-snapshots",)     # what apply itself puts on the volume
 def unmounted_by_us(plan: Plan, started: set[str]) -> bool:
     """Whether an earlier run of this apply began the volume's own unmount (after which its
     path shows another filesystem, by our doing)."""
-    return any(s.id in started for s in plan.steps if s.kind == "unmount"
-               and s.precondition.get("mount_id") == plan.mount_id)
+    return any(s.id in started for s in plan.steps if own_unmount(s, plan))
+
+
+def own_unmount(step: Step, plan: Plan) -> bool:
+    """Whether ``step`` unmounts the volume itself (its precondition pins the plan's
+    mount)."""
+    return step.kind == "unmount" and isinstance(step.precondition, MountPin) and \
+        step.precondition.mount_id == plan.mount_id
 
 
 def differences(plan: Plan, now: Observation | None, identities: dict[str, Identity | None],

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from vacate.decide.actions import _file_line, container_place
+from vacate.decide.actions import container_place, file_line
 from vacate.decide.teardown_migrate import (
     migrate_live,
     migrate_rest,
@@ -26,6 +26,23 @@ from vacate.decide.teardown_migrate import (
     verdict_place,
 )
 from vacate.observing.model.action import Action
+from vacate.observing.model.conditions import (
+    Archived,
+    DisableNow,
+    Enabled,
+    Engine,
+    Exists,
+    Gone,
+    Held,
+    Immutable,
+    ItemKnown,
+    MountPin,
+    ReadBack,
+    Running,
+    Unit,
+    UnitActive,
+    Unmounted,
+)
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import PlanItem, Step
 from vacate.observing.model.steps import (
@@ -92,11 +109,11 @@ def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
         where = archive_location(archive_to, it)
         st.add(Archive(it.path, archive_to, archive_name(it),
                                               it.exclude), f"archive {it.path} to {archive_to}", downtime=downtime,
-               precondition={"identity": it.identity is not None},
-               postcondition={"archive": where, "complete": True})
+               precondition=ItemKnown(it.identity is not None),
+               postcondition=Archived(where, True))
         st.add(Verify(it.path, where, it.path), f"verify the archive of {it.path} read back from {archive_to}",
                downtime=downtime,
-               postcondition={"mismatches": 0})
+               postcondition=ReadBack(0))
 
 
 def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
@@ -115,7 +132,7 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
     a = c.attrs
     own = x.kind == "edit-config" and not a.get("container")
     if own and c.type in LINE_EDITS and a.get("line_sha256"):
-        st.add(EditConfig(x.params.get("file"), x.params.get("line"),
+        st.add(EditConfig(x.params.file, x.params.line,
                                            a["line_sha256"]), f"{c.type} {c.name}", action=x, downtime=True,
                evidence=c.evidence)
         return
@@ -129,8 +146,9 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
         rest = tuple(v for v in c.evidence if v.source not in lines)
         if not rest:
             return
-        x = replace(x, subject=rest[0].source, params={**x.params, **_file_line(rest[0].source)})
-        st.add(Manual(x.params.get("file"), x.params.get("line")), f"{c.type} {c.name}", action=x, downtime=True,
+        x = replace(x, subject=rest[0].source,
+                    params=replace(x.params, **file_line(rest[0].source)))
+        st.add(Manual(x.params.file, x.params.line), f"{c.type} {c.name}", action=x, downtime=True,
                evidence=rest)
         return
     if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
@@ -139,8 +157,8 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
                                            lines=a["section_lines"]), f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
                evidence=c.evidence)
         return
-    keys = list(x.params.get("keys") or [])
-    if own and c.type == "pve-container" and x.params.get("do") == "delete-disks" and keys \
+    keys = list(x.params.keys or [])
+    if own and c.type == "pve-container" and x.params.do == "delete-disks" and keys \
             and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
         # mpN only: deleting an unusedN key destroys the volume it names
         st.add(EditConfig(do="delete-disks", tool="pct",
@@ -149,7 +167,7 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
                downtime=True,
                evidence=c.evidence)
         return
-    st.add(Manual(x.params.get("file"), x.params.get("line"),
+    st.add(Manual(x.params.file, x.params.line,
                                          a.get("line_sha256")), f"{c.type} {c.name}", action=x, downtime=True,
            evidence=c.evidence)
 
@@ -201,7 +219,7 @@ def stop_units(t: Teardown) -> None:
                         and verdict_place(c) == a.where.label()]
                 t.st.add(StopUnit(), f"stop {a.subject} ({a.where.label()})", action=a,
                          downtime=True, precondition=a.precondition,
-                         postcondition={"active": False, "pids_gone": pids},
+                         postcondition=UnitActive(False, tuple(pids)),
                          evidence=t.ev.get(a.consumer or "", ()))
 
 
@@ -213,20 +231,20 @@ def disable_units(t: Teardown) -> None:
             if a.kind != "disable-unit":
                 continue
             key = (a.subject, a.where.label())
-            if a.params.get("now") and key not in t.stopped_units:
+            if isinstance(a.params, DisableNow) and a.params.now and key not in t.stopped_units:
                 stop = Action("stop-unit", a.subject, ("systemctl", "stop", a.subject),
-                              a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                              a.where, precondition=Unit(a.subject), consumer=a.consumer)
                 t.stopped_units.add(key)
                 t.st.add(StopUnit(), f"stop {a.subject} ({a.where.label()})", action=stop,
-                         downtime=True, postcondition={"active": False},
+                         downtime=True, postcondition=UnitActive(False),
                          evidence=t.ev.get(a.consumer or "", ()))
             if key in t.disabled:
                 continue
             t.disabled.add(key)
             dis = Action("disable-unit", a.subject, tuple(x for x in a.argv if x != "--now"),
-                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                         a.where, precondition=Unit(a.subject), consumer=a.consumer)
             t.st.add(DisableUnit(), f"disable {a.subject} ({a.where.label()})", action=dis,
-                     downtime=True, postcondition={"enabled": False},
+                     downtime=True, postcondition=Enabled(False),
                      evidence=t.ev.get(a.consumer or "", ()))
 
 
@@ -242,9 +260,9 @@ def disable_stopped(t: Teardown) -> None:
         if key not in t.disabled:
             t.disabled.add(key)
             dis = Action("disable-unit", a.subject, ("systemctl", "disable", a.subject),
-                         a.where, precondition={"unit": a.subject}, consumer=a.consumer)
+                         a.where, precondition=Unit(a.subject), consumer=a.consumer)
             t.st.add(DisableUnit(), f"disable {a.subject} ({a.where.label()})", action=dis,
-                     downtime=True, postcondition={"enabled": False}, evidence=step.evidence)
+                     downtime=True, postcondition=Enabled(False), evidence=step.evidence)
 
 
 def end_holders(t: Teardown) -> None:
@@ -262,7 +280,7 @@ def end_holders(t: Teardown) -> None:
         for x in acts:
             if x.kind == "stop-container":
                 t.st.add(StopContainer(), f"stop container {x.subject}", action=x,
-                         downtime=True, postcondition={"running": False},
+                         downtime=True, postcondition=Running(False),
                          evidence=c.evidence)
             elif x.kind == "end-process":
                 if pid == 1 or pid in inits or a.get("lxc_monitor"):
@@ -273,7 +291,7 @@ def end_holders(t: Teardown) -> None:
                 t.st.add(EndProcess(t.grace_s), f"end {c.name} (pid {pid}): TERM, wait "
                                         f"{t.grace_s:g} s, KILL", action=x, downtime=True,
                          precondition=x.precondition,
-                         postcondition={"gone": True}, evidence=c.evidence)
+                         postcondition=Gone(True), evidence=c.evidence)
 
 
 def release_gpus(t: Teardown) -> None:
@@ -282,7 +300,7 @@ def release_gpus(t: Teardown) -> None:
             if c.type == "process" and c.attrs.get("gpus")]
     if pids:
         t.st.add(ReleaseGpu(tuple(pids)), f"confirm no GPU is held by pid {', '.join(map(str, pids))}",
-                 downtime=True, postcondition={"held": []})
+                 downtime=True, postcondition=Held(()))
 
 
 def stop_containers(t: Teardown) -> None:
@@ -298,7 +316,7 @@ def stop_containers(t: Teardown) -> None:
             elif x.kind == "remove-container":
                 x = Action("stop-container", x.subject,
                            ("docker", "update", "--restart=no", x.subject),
-                           params={"engine": "docker", "restart_policy": "no"},
+                           params=Engine("docker", "no"),
                            consumer=x.consumer)
                 t.st.add(StopContainer(), f"no restart for docker container {x.subject}",
                          action=x, downtime=True, evidence=c.evidence)
@@ -359,14 +377,14 @@ def snapshot_and_delete(t: Teardown) -> None:
     if deletes and t.snapshot and fstype in SNAPSHOT_FS:
         t.st.add(Snapshot(fstype, t.obs.target.zfs_dataset,
                                                  tuple(i.path for i in deletes)), f"snapshot before deleting ({fstype})", downtime=True,
-                 postcondition={"exists": True})
+                 postcondition=Exists(True))
     for it in deletes:
         moved = it.action == "migrate"
         t.st.add(Delete(it.path, it.exclude), f"delete {it.path} ({it.files} files)" + (
                      f", migrated to {it.migrate_to}" if moved else ""), downtime=True,
-                 precondition={"identity": it.identity is not None,
-                               **({"migrated_to": it.migrate_to} if moved else {})},
-                 postcondition={"gone": True})
+                 precondition=ItemKnown(it.identity is not None,
+                                        it.migrate_to if moved else None),
+                 postcondition=Gone(True))
     if deletes:
         t.st.add(Check("freed"), "compare the space freed with what was expected", downtime=True,)
 
@@ -400,7 +418,7 @@ def mask_references(t: Teardown) -> None:
             continue
         place = container_place(c.attrs.get("container"), c.attrs.get("user"))
         x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
-                   precondition={"unit": c.name}, consumer=c.id)
+                   precondition=Unit(c.name), consumer=c.id)
         t.st.add(MaskUnit(), f"mask {c.name} ({place.label()}): it names what goes away",
                  action=x, downtime=True, evidence=c.evidence)
 
@@ -410,11 +428,11 @@ def retire(t: Teardown) -> None:
     tg = t.obs.target
     t.st.add(Unmount(), f"unmount {tg.mountpoint}", downtime=True,
              action=Action("unmount", tg.mountpoint, ("umount", tg.mountpoint),
-                           precondition={"mount_id": tg.mount.mount_id}),
-             precondition={"mount_id": tg.mount.mount_id, "dev": tg.mount.dev},
-             postcondition={"mounted": False})
+                           precondition=MountPin(tg.mount.mount_id)),
+             precondition=MountPin(tg.mount.mount_id, tg.mount.dev),
+             postcondition=Unmounted(False))
     t.st.add(LockDir(tg.mountpoint), f"make the empty {tg.mountpoint} immutable (chattr +i)",
-             downtime=True, postcondition={"immutable": True})
+             downtime=True, postcondition=Immutable(True))
     t.st.add(Check("retired", tg.mount.dev, tg.mount.source), "look again by the recorded mount identity: nothing uses it, nothing "
                       "mounts it again", downtime=True,)
 

@@ -12,6 +12,16 @@ import re
 
 from vacate.decide.actions import container_place
 from vacate.observing.model.action import Action
+from vacate.observing.model.conditions import (
+    CopyOf,
+    MountPointSet,
+    Names,
+    PointsTo,
+    ReadBack,
+    Shows,
+    Todo,
+    UnitActive,
+)
 from vacate.observing.model.plan import PlanItem
 from vacate.observing.model.steps import (
     Copy,
@@ -44,9 +54,9 @@ def verdict_place(c: Consumer) -> str:
 def _copy_steps(t: Teardown, it: PlanItem, final: bool) -> None:
     what = "copy again what changed in" if final else "copy"
     t.st.add(Copy(it.path, it.migrate_to, final), f"{what} {it.path} to {it.migrate_to}", downtime=final,
-             postcondition={"copy_of": it.path})
+             postcondition=CopyOf(it.path))
     t.st.add(VerifyCopy(it.path, it.migrate_to), f"read {it.migrate_to} back from the disk against {it.path}",
-             downtime=final, postcondition={"mismatches": 0})
+             downtime=final, postcondition=ReadBack(0))
 
 
 def migrate_live(t: Teardown) -> None:
@@ -153,7 +163,7 @@ def migrate_units(t: Teardown) -> None:
             at = a.where.manager_words()
             stop = t.st.add(StopUnit(), f"stop {a.subject} ({at})", action=a,
                             downtime=True, precondition=a.precondition,
-                            postcondition={"active": False, "pids_gone": pids},
+                            postcondition=UnitActive(False, tuple(pids)),
                             evidence=t.ev.get(a.consumer or "", ()))
             for it in used:
                 if it.path not in t.moved:
@@ -164,10 +174,10 @@ def migrate_units(t: Teardown) -> None:
             into = tuple(n for _o, n in moves)
             t.st.add(RepointUnit(a.subject, stop.id, moves), f"repoint {a.subject} ({at}) to {', '.join(into)} by a "
                                      "drop-in",
-                     downtime=True, postcondition={"shows": list(into)})
+                     downtime=True, postcondition=Shows(into))
             t.st.add(StartUnit(a.subject, stop.id, into, away), f"start {a.subject} ({at}) from {', '.join(into)}",
                      downtime=True,
-                     postcondition={"active": True, "holds_under": list(into)})
+                     postcondition=UnitActive(True, holds_under=into))
 
 
 def _own_root(t: Teardown, where) -> bool:
@@ -241,13 +251,13 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
         for file, targets in lines:
             first = targets[0][0]
             x = Action("edit-config", f"{file}:{first}", consumer=c.id,
-                       params={"file": file, "line": first})
+                       params=Todo(file=file, line=first))
             t.st.add(RepointConfig(file, first, targets[0][1],
                                                  lines=targets if len(targets) > 1 else None,
                                                  moves=spelled, ct=ct), f"repoint {c.type} {c.name} ({file}) to "
                                        f"{', '.join(n for _o, n in moves)}", action=x,
                      downtime=True,
-                     postcondition={"names": [n for _o, n in moves]}, evidence=c.evidence)
+                     postcondition=Names(tuple(n for _o, n in moves)), evidence=c.evidence)
         return True
     if c.type == "symlink" and a.get("target"):
         raw = a["target"]
@@ -256,7 +266,7 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
         if to is None:
             return False
         t.st.add(RepointLink(c.name, raw, to), f"point {c.name} to {to}", downtime=True,
-                 postcondition={"points_to": to}, evidence=c.evidence)
+                 postcondition=PointsTo(to), evidence=c.evidence)
         return True
     if c.type == "pve-container" and a.get("binds") and a.get("config"):
         news = {k: _new_path(v.split(",", 1)[0], moves) for k, v in a["binds"].items()}
@@ -269,7 +279,7 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
                                                        value, new_value,
                                                        bool(a.get("running"))), f"pct set {a.get('vmid')} --{key} {new_value}" +
                      (", then start it again" if a.get("running") else ""), downtime=True,
-                     postcondition={key: new_value}, evidence=c.evidence)
+                     postcondition=MountPointSet(key, new_value), evidence=c.evidence)
         return True
     if c.type == "docker-container" and a.get("binds"):
         for source, dest, mode in a["binds"]:

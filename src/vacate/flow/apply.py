@@ -340,7 +340,7 @@ def _dry(plan_path: str, plan: Plan, states, actor) -> ApplyResult:
                                   before.detail, earlier=True))
             continue
         why, note = None, "checked"
-        if step.kind == "unmount" and step.precondition.get("mount_id") == plan.mount_id:
+        if stale.own_unmount(step, plan):
             left = [c for cid, c in live.items() if cid not in ended]
             if left:
                 why = "would fail: still used by " + ", ".join(

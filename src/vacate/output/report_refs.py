@@ -15,7 +15,7 @@ from vacate.observing.parsers.paths import is_under
 
 def archive_of(plan: Plan, item: str) -> str | None:
     """Where the plan archives ``item`` (None: it is not archived)."""
-    return next((s.postcondition["archive"] for s in plan.steps
+    return next((s.postcondition.archive for s in plan.steps
                  if s.kind == "archive" and s.params.item == item), None)
 
 

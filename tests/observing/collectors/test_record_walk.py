@@ -245,7 +245,7 @@ def test_plan_takes_the_walks_record_and_falls_back_where_it_must(vol, tmp_path,
         sorted(i["entries"]["file"] for i in doc["items"] if i.get("entries"))
     plan, _ = apply.load(plan_file)
     step = next(s for s in plan.steps if s.kind == "delete" and
-                s.params.get("item") == os.path.join(m, "item"))
+                s.params.item == os.path.join(m, "item"))
     done = delete_step.run(step, Context(plan=plan, plan_path=plan_file))
     assert done.status == "ok", done.detail
     assert not os.path.lexists(os.path.join(m, "item"))

@@ -1,8 +1,8 @@
 """The plan file's format: plans written by earlier code (``tests/fixtures/plans/v1``, made by
-vacate before the steps became typed values) still load, every step's parameters as its
-kind's typed value, and write back byte for byte (the format did not move); a hand-edited
-plan whose step does not fit its kind is refused by ``vacate apply``, naming the field, before
-anything acts."""
+vacate before the steps became typed values) still load, every step's parameters, its
+conditions and its action's as typed values, and write back byte for byte (the format did not
+move); a hand-edited plan whose step does not fit its kind (its parameters, a condition, its
+action's) is refused by ``vacate apply``, naming the field, before anything acts."""
 
 from __future__ import annotations
 
@@ -60,7 +60,40 @@ def _not_one_of(doc):
     return f"steps[{i}].params.what: expected one of 'freed', 'retired', found 'everything'"
 
 
-@pytest.mark.parametrize("edit", [_string_for_a_pid, _unknown_kind, _missing_field, _not_one_of],
+def _string_for_a_mount_id(doc):
+    i, s = _first(doc, "unmount")
+    s["precondition"]["mount_id"] = str(s["precondition"]["mount_id"])
+    return f"steps[{i}].precondition.mount_id: expected a number, found a string"
+
+
+def _string_for_a_flag(doc):
+    i, s = _first(doc, "lock-dir")
+    s["postcondition"]["immutable"] = "yes"
+    return f"steps[{i}].postcondition.immutable: expected a boolean, found a string"
+
+
+def _list_for_a_start_time(doc):
+    i, s = _first(doc, "end-process")
+    s["action"]["precondition"]["start_time"] = [s["action"]["precondition"]["start_time"]]
+    return f"steps[{i}].action.precondition.start_time: expected a number, found a list"
+
+
+def _field_not_of_its_condition(doc):
+    i, s = _first(doc, "delete")
+    s["precondition"]["force"] = True
+    return f"steps[{i}].precondition.force: not a field here"
+
+
+def _condition_missing_a_field(doc):
+    i, s = _first(doc, "archive")
+    del s["postcondition"]["complete"]
+    return f"steps[{i}].postcondition.complete: missing"
+
+
+@pytest.mark.parametrize("edit", [_string_for_a_pid, _unknown_kind, _missing_field, _not_one_of,
+                                  _string_for_a_mount_id, _string_for_a_flag,
+                                  _list_for_a_start_time, _field_not_of_its_condition,
+                                  _condition_missing_a_field],
                          ids=lambda f: f.__name__.strip("_"))
 def test_apply_refuses_a_step_edited_out_of_its_kind_naming_the_field(tmp_path, edit):
     from vacate.observing.model.journal import path_for

@@ -5,7 +5,8 @@ An :class:`Action` is data, never a sentence: ``kind`` says what it does, ``argv
 as it runs *inside* ``where`` (``["systemctl", "stop", "x.service"]``), ``where`` the place
 (:class:`Where`: the host, a container's manager, a mount namespace), ``precondition`` the
 facts the action relies on (a process's pid and start time, a unit's state, a mount's id), and
-``params`` its kind's own fields. :meth:`Where.wrap` is the one place that decides how a
+``params`` its kind's own fields: each a typed value of :mod:`conditions`, one of those its
+kind may hold (:data:`ACTION_PRE`, :data:`ACTION_PARAMS`). :meth:`Where.wrap` is the one place that decides how a
 container's manager is reached; ``model/sentence.py`` renders the sentence a person reads.
 
 Standard library only.
@@ -13,20 +14,29 @@ Standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
 from vacate.observing.model import codec
+from vacate.observing.model import conditions as cd
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-# What an action does. ``manual``: only a person can do it (``params["do"]`` says what).
+# What an action does. ``manual``: only a person can do it (``params.do`` says what).
 ACTION_KINDS = (
     "stop-unit", "disable-unit", "mask-unit", "end-process", "stop-container", "remove-container",
     "swapoff", "detach-loop", "unmount", "unexport", "edit-config", "manual",
 )
+
+# What each kind may rely on, and its own fields (the rest: nothing).
+ACTION_PRE = {
+    "stop-unit": (cd.UnitProcess, cd.Unit), "disable-unit": (cd.Unit, cd.UnitState), "mask-unit": (cd.Unit,),
+    "end-process": (cd.Process,), "stop-container": (cd.Running, cd.Process, cd.Nothing),
+    "detach-loop": (cd.Backing,), "unmount": (cd.MountPin, cd.Nothing),
+}
+ACTION_PARAMS = {
+    "stop-container": (cd.Engine,), "remove-container": (cd.Engine,),
+    "disable-unit": (cd.DisableNow, cd.Nothing), "edit-config": (cd.Todo,), "manual": (cd.Todo,),
+}
+_NONE = (cd.Nothing,)
 
 # How each kind of place is entered, for a command run inside it.
 WHERE_KINDS = ("host", "pid-namespace", "mount-namespace", "machine", "pct", "lxc", "docker")
@@ -106,8 +116,8 @@ class Action:
     subject: str
     argv: tuple[str, ...] = ()
     where: Where = HOST
-    precondition: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
+    precondition: cd.Condition = cd.NOTHING
+    params: cd.Condition = cd.NOTHING
     consumer: str | None = None
 
     def __post_init__(self):
@@ -115,6 +125,29 @@ class Action:
             raise ValueError(f"unknown action kind {self.kind!r}")
         if self.where.kind not in WHERE_KINDS:
             raise ValueError(f"unknown place kind {self.where.kind!r}")
+        if self.params is cd.NOTHING and ACTION_PARAMS.get(self.kind) == (cd.Todo,):
+            object.__setattr__(self, "params", cd.Todo())
+        for name, allowed in (("precondition", ACTION_PRE.get(self.kind, _NONE)),
+                              ("params", ACTION_PARAMS.get(self.kind, _NONE))):
+            got = type(getattr(self, name))
+            if got not in allowed:
+                raise TypeError(f"{got.__name__} is not the {name} of a {self.kind} action")
+
+    @classmethod
+    def decode_fields(cls, data, where: str) -> dict:
+        """The fields, the conditions read as the kind says (every field checked)."""
+        if not isinstance(data, dict):
+            raise codec.Malformed(where, f"expected an object for an action, found "
+                                         f"{codec.kind_of(data)}")
+        out = codec.fields_of(cls, {k: v for k, v in data.items()
+                                    if k not in ("precondition", "params")}, where)
+        if out["kind"] not in ACTION_KINDS:
+            raise codec.Malformed(f"{where}.kind", f"unknown action kind {out['kind']!r}")
+        for name, table in (("precondition", ACTION_PRE), ("params", ACTION_PARAMS)):
+            if name in data:
+                out[name] = cd.decode(table.get(out["kind"], _NONE), data[name],
+                                      f"{where}.{name}")
+        return out
 
     @property
     def command(self) -> tuple[str, ...]:

@@ -98,6 +98,9 @@ def _kind(v) -> str:
             int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
+kind_of = _kind
+
+
 def _split(s: str, sep: str) -> list[str]:
     """``s`` split at ``sep`` outside brackets."""
     parts, depth, start = [], 0, 0
@@ -139,6 +142,9 @@ def _value(ann: str, v, where: str):
     if len(alts) > 1:
         if v is None and "None" in alts:
             return None
+        some = [alt for alt in alts if alt != "None"]
+        if len(some) == 1:            # X | None: what is wrong inside X, named where it is
+            return _value(some[0], v, where)
         errors = []
         for alt in alts:
             if alt == "None":

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, fields
 
 from vacate.observing.compat import SLOTS
-from vacate.observing.model import codec, steps
+from vacate.observing.model import codec, conditions, steps
 from vacate.observing.model.action import Action
 from vacate.observing.model.common import Problem
 from vacate.observing.model.observation import Observation
@@ -94,15 +94,17 @@ class Step:
     lock-dir, check); ``params`` the kind's own typed value (:mod:`steps`: the item, the
     destination, the grace period; left out, a kind without fields of its own gets its
     empty one); ``precondition`` what must hold just before it acts, ``postcondition`` what
-    proves it done; ``evidence`` what led to it."""
+    proves it done (each one of the kind's ``PRE`` / ``POST``: :mod:`conditions`, or
+    nothing);
+    ``evidence`` what led to it."""
 
     id: str
     kind: str
     summary: str
     action: Action | None = None
     params: steps.Params | None = None
-    precondition: dict[str, Any] = field(default_factory=dict)
-    postcondition: dict[str, Any] = field(default_factory=dict)
+    precondition: conditions.Condition = conditions.NOTHING
+    postcondition: conditions.Condition = conditions.NOTHING
     evidence: tuple[Evidence, ...] = ()
     downtime: bool = False                 # runs after the services were stopped
 
@@ -116,15 +118,30 @@ class Step:
         elif type(self.params) is not cls:
             raise TypeError(f"step {self.id}: {type(self.params).__name__} is not the "
                             f"parameters of a {self.kind} step")
+        for name, allowed in (("precondition", cls.PRE if cls else None),
+                              ("postcondition", cls.POST if cls else None)):
+            got = type(getattr(self, name))
+            if allowed is not None and got is not conditions.Nothing and got not in allowed:
+                raise TypeError(f"step {self.id}: {got.__name__} is not a {name} of a "
+                                f"{self.kind} step")
 
     @classmethod
     def decode_fields(cls, data, where: str) -> dict:
-        """The fields, ``params`` read as the kind's value (every field checked)."""
+        """The fields, ``params`` read as the kind's value and the conditions as those the
+        kind may hold (every field checked)."""
         if not isinstance(data, dict):
             raise codec.Malformed(where, f"expected an object for a step, found {data!r}")
-        out = codec.fields_of(cls, {k: v for k, v in data.items() if k != "params"}, where)
-        out["params"] = steps.decode(out["kind"], data.get("params", {}), f"{where}.params")
+        out = codec.fields_of(cls, {k: v for k, v in data.items() if k not in _BY_KIND}, where)
+        params = out["params"] = steps.decode(out["kind"], data.get("params", {}),
+                                              f"{where}.params")
+        for name, allowed in (("precondition", params.PRE), ("postcondition", params.POST)):
+            if name in data:
+                out[name] = conditions.decode(allowed + (conditions.Nothing,), data[name],
+                                              f"{where}.{name}")
         return out
+
+
+_BY_KIND = ("params", "precondition", "postcondition")    # read as the step's kind says
 
 
 @dataclass(frozen=True, **SLOTS)

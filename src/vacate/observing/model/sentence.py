@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from vacate.observing.model.action import Action
+from vacate.observing.model.conditions import Engine, Todo
 
 # what a person is asked to do for an edit or a manual step, by its ``do``
 _SAY = {
@@ -37,26 +38,31 @@ def command(a: Action) -> str:
     return shlex.join(a.command)
 
 
+def _do(a: Action) -> str | None:
+    """What a person is asked to do (an edit's or a manual step's), or None."""
+    return a.params.do if isinstance(a.params, Todo) else None
+
+
 def sentence(a: Action) -> str:
     """One action in words: its command, or what a person must do."""
     p = a.params
-    do = p.get("do")
+    do = _do(a)
     if do is None:
         s = command(a)
-        if p.get("or"):
-            s += f" (or {p['or']})"
+        if isinstance(p, Engine) and p.instead:
+            s += f" (or {p.instead})"
         return s
+    at = a.subject if a.kind != "edit-config" else \
+        (f"{p.file}:{p.line}" if p.line is not None else p.file or a.subject)
     s = _SAY.get(do, "{at}: " + str(do)).format(
-        at=a.subject if a.kind != "edit-config" else
-        (f"{p['file']}:{p['line']}" if "line" in p else p.get("file", a.subject)),
-        cmd=command(a), **{k: v for k, v in p.items() if k not in ("at", "cmd")})
-    if do == "change-entry" and p.get("autostart"):
+        at=at, cmd=command(a), storage=p.storage)
+    if do == "change-entry" and p.autostart:
         s += "; set lxc.start.auto = 0 meanwhile"
-    if do == "comment-out" and p.get("then"):
-        s += f" (then: {p['then']})"
-    elif p.get("then"):
-        s += f", then {p['then']}"
-    if do == "delete-snapshot" and p.get("last"):
+    if do == "comment-out" and p.then:
+        s += f" (then: {p.then})"
+    elif p.then:
+        s += f", then {p.then}"
+    if do == "delete-snapshot" and p.last:
         s += " (only snapshots still name the volume)"
     return s
 
@@ -70,9 +76,9 @@ def render(actions: tuple[Action, ...]) -> str:
         s = sentence(a)
         if prev is None:
             out = s
-        elif a.params.get("do") == "delete-snapshot" and prev.params.get("do") == a.params["do"]:
+        elif _do(a) == "delete-snapshot" and _do(prev) == _do(a):
             out += "; " + s
-        elif a.params.get("do") is not None or a.kind == "remove-container":
+        elif _do(a) is not None or a.kind == "remove-container":
             out += ", then " + s
         else:
             out += " && " + s

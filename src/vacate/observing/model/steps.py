@@ -17,6 +17,29 @@ from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
 from vacate.observing.model import codec
+from vacate.observing.model.conditions import (
+    Archived,
+    Backing,
+    CopyOf,
+    Enabled,
+    Exists,
+    Gone,
+    Held,
+    Immutable,
+    ItemKnown,
+    MountPin,
+    MountPointSet,
+    Names,
+    Nothing,
+    PointsTo,
+    Process,
+    ReadBack,
+    Running,
+    Shows,
+    UnitActive,
+    UnitProcess,
+    Unmounted,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,13 +47,14 @@ if TYPE_CHECKING:
 
 
 class Params:
-    """A step's parameters (each kind's own class below). ``KIND``: the step kind it is.
-
-    ``get`` and ``[]`` read a field as the plan file spells it (tuples as lists), for the
-    readers not moved to the attributes yet."""
+    """A step's parameters (each kind's own class below). ``KIND``: the step kind it is;
+    ``PRE`` and ``POST``: the conditions (:mod:`conditions`) its steps may rely on and be
+    proved by."""
 
     __slots__ = ()
     KIND = ""
+    PRE: tuple = (Nothing,)
+    POST: tuple = (Nothing,)
 
     def encode_fields(self) -> dict:
         """The step's ``params`` object: fields left at their default are left out (an
@@ -45,37 +69,32 @@ class Params:
             out[f.name] = codec.encode(v)
         return out
 
-    def get(self, name: str, default=None):
-        if name in self.names():
-            return codec.encode(getattr(self, name))
-        return default
-
-    def __getitem__(self, name: str):
-        if name not in self.names():
-            raise KeyError(name)
-        return codec.encode(getattr(self, name))
-
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
 
 # -- steps that say everything in their action (the unit, the mount, the pid) ---------------
-def _action_only(name: str, kind: str, doc: str) -> type:
+def _action_only(name: str, kind: str, doc: str, pre: tuple = (Nothing,),
+                 post: tuple = (Nothing,)) -> type:
     """A kind whose step says everything in its action: a value without fields."""
     return dataclass(frozen=True, **SLOTS)(type(name, (Params,), {
-        "__doc__": doc, "__module__": __name__, "KIND": kind}))
+        "__doc__": doc, "__module__": __name__, "KIND": kind, "PRE": pre, "POST": post}))
 
 
-StopUnit = _action_only("StopUnit", "stop-unit", "Stop a systemd unit in its manager.")
-DisableUnit = _action_only("DisableUnit", "disable-unit", "Disable a systemd unit.")
+StopUnit = _action_only("StopUnit", "stop-unit", "Stop a systemd unit in its manager.",
+                        (UnitProcess, Nothing), (UnitActive,))
+DisableUnit = _action_only("DisableUnit", "disable-unit", "Disable a systemd unit.",
+                           post=(Enabled,))
 MaskUnit = _action_only("MaskUnit", "mask-unit", "Mask a unit that names what goes away.")
 StopContainer = _action_only("StopContainer", "stop-container",
-                             "Stop a container (or keep a docker one from coming back).")
+                             "Stop a container (or keep a docker one from coming back).",
+                             (Running, Process, Nothing), (Running, Nothing))
 Swapoff = _action_only("Swapoff", "swapoff", "Stop swapping to a file or device of the volume.")
 DetachLoop = _action_only("DetachLoop", "detach-loop",
-                          "Detach a loop device backed by a file of the volume.")
-Unmount = _action_only("Unmount", "unmount", "Unmount a mount (the volume, or one on it).")
+                          "Detach a loop device backed by a file of the volume.", (Backing,))
+Unmount = _action_only("Unmount", "unmount", "Unmount a mount (the volume, or one on it).",
+                       (MountPin,), (Unmounted, Nothing))
 Unexport = _action_only("Unexport", "unexport", "Stop exporting a path over NFS.")
 
 
@@ -85,6 +104,8 @@ class Archive(Params):
     """The item, the destination, the archive's name there, the sub-items left out."""
 
     KIND = "archive"
+    PRE = (ItemKnown,)
+    POST = (Archived,)
     item: str
     to: str
     name: str
@@ -96,6 +117,7 @@ class Verify(Params):
     """The item, its archive's location, what it is checked against."""
 
     KIND = "verify"
+    POST = (ReadBack,)
     item: str
     archive: str
     against: str
@@ -138,6 +160,7 @@ class RepointConfig(EditConfig):
     itself with the migrated paths (``moves``: each ``(old, new)`` as the line spells it)."""
 
     KIND = "repoint-config"
+    POST = (Names,)
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -145,6 +168,8 @@ class Delete(Params):
     """The item, and the sub-items left on the volume."""
 
     KIND = "delete"
+    PRE = (ItemKnown,)
+    POST = (Gone,)
     item: str
     exclude: tuple[str, ...]
 
@@ -154,6 +179,7 @@ class Snapshot(Params):
     """The volume's filesystem, its dataset (ZFS) and the items about to be deleted."""
 
     KIND = "snapshot"
+    POST = (Exists,)
     fstype: Literal["zfs", "btrfs"]
     dataset: str | None
     items: tuple[str, ...]
@@ -167,6 +193,7 @@ class ReleaseGpu(Params):
     """The pids whose GPUs must be released, and how long to wait for the driver."""
 
     KIND = "release-gpu"
+    POST = (Held,)
     pids: tuple[int, ...]
     wait_s: float = GPU_WAIT_S
 
@@ -176,6 +203,7 @@ class LockDir(Params):
     """The empty mount point to make immutable."""
 
     KIND = "lock-dir"
+    POST = (Immutable,)
     path: str
 
 
@@ -196,6 +224,7 @@ class Copy(Params):
     """The item, its new path, and whether this is the pass after the stop."""
 
     KIND = "copy"
+    POST = (CopyOf,)
     item: str
     to: str
     final: bool
@@ -206,6 +235,7 @@ class VerifyCopy(Params):
     """The item and the copy of it to read back."""
 
     KIND = "verify-copy"
+    POST = (ReadBack,)
     item: str
     to: str
 
@@ -216,6 +246,7 @@ class RepointUnit(Params):
     ``(old, new)`` path."""
 
     KIND = "repoint-unit"
+    POST = (Shows,)
     unit: str
     stop_step: str
     moves: tuple[tuple[str, str], ...]
@@ -227,6 +258,7 @@ class StartUnit(Params):
     volume they must not."""
 
     KIND = "start-unit"
+    POST = (UnitActive,)
     unit: str
     stop_step: str
     into: tuple[str, ...]
@@ -238,6 +270,8 @@ class EndProcess(Params):
     """How long to wait after TERM before KILL."""
 
     KIND = "end-process"
+    PRE = (Process,)
+    POST = (Gone,)
     grace_s: float
 
 
@@ -248,6 +282,7 @@ class RepointMountPoint(Params):
     started again once repointed."""
 
     KIND = "repoint-mount-point"
+    POST = (MountPointSet,)
     vmid: str
     config: str
     key: str
@@ -261,6 +296,7 @@ class RepointLink(Params):
     """The link (as the host spells it), the target it read when planned, the new one."""
 
     KIND = "repoint-link"
+    POST = (PointsTo,)
     link: str
     target: str
     to: str
