@@ -9,8 +9,7 @@ import shutil
 import subprocess
 
 from harness.extras import tool
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from harness.paths import ROOT
 
 
 def lint_imports(root: str) -> subprocess.CompletedProcess:

@@ -16,13 +16,11 @@ import textwrap
 
 import pytest
 from harness.lazyfs import can_fuse
-
-import vacate
+from harness.paths import SRC
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(not can_fuse(), reason="needs root, /dev/fuse and mfusepy")]
 
-SRC = os.path.dirname(os.path.dirname(vacate.__file__))
 ROUNDS = 3
 SHA = "ab" * 32
 

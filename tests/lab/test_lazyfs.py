@@ -11,13 +11,11 @@ import textwrap
 
 import pytest
 from harness.lazyfs import LazyFS, can_fuse
-
-import vacate
+from harness.paths import SRC
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(not can_fuse(), reason="needs root, /dev/fuse and mfusepy")]
 
-SRC = os.path.dirname(os.path.dirname(vacate.__file__))
 
 
 def sync(path: str) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from harness.paths import TESTS
 
 STARTER = r"""
 import json, os, sys, time
