@@ -51,6 +51,21 @@ def test_container_view_translates_through_the_mount_root():
     assert not host_view(t).in_container
 
 
+def test_a_containers_own_dev_is_not_on_a_volume_its_root_lies_on():
+    """Checking / on a host whose containers' roots lie on it: a container's cron script
+    writing to /dev/null names its /dev (a tmpfs of its own), not the volume; a file of its
+    root is on the volume."""
+    root = mount(10, "/", "/", dev=(8, 1))
+    t = target("/", root)
+    ct_mounts = (mount(60, "/var/lib/lxc/129/rootfs", "/", dev=(8, 1)),
+                 mount(61, "/", "/dev", dev=(0, 70)),
+                 mount(62, "/", "/proc", dev=(0, 71)))
+    v = container_view("lxc:129", t, ct_mounts, pid=4242)
+    assert v.to_host("/dev/null") is None and v.to_host("/proc/1/status") is None
+    assert v.to_host("/dev") == "/var/lib/lxc/129/rootfs/dev"       # its mount point is
+    assert v.to_host("/usr/bin/mandb") == "/var/lib/lxc/129/rootfs/usr/bin/mandb"
+
+
 def test_paths_in_text():
     v = VolumeView("host", (("/data", "/data"), ("/srv/models", "/data/models")))
     text = ("PATH=/usr/bin:/data/bin --model=/srv/models/q,/database/x '/data/a b' "

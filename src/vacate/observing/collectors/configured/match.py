@@ -133,7 +133,17 @@ def container_view(where: str, target: Target, container_mounts: tuple[Mount, ..
     """How a container spells the volume, from the container's own mountinfo
     (``/proc/INIT/mountinfo``); ``pid`` is the container's init pid on the host."""
     v = _view_from_mounts(where, target, container_mounts)
-    return VolumeView(v.where, v.prefixes, pid)
+    return VolumeView(v.where, v.prefixes, pid, beyond=_beyond(target, v, container_mounts))
+
+
+def _beyond(target: Target, view: VolumeView, mounts: tuple[Mount, ...]) -> tuple[str, ...]:
+    """Mount points (as ``view`` spells them) of other filesystems strictly below one of its
+    prefixes: a container's /dev, /proc, /sys where its root is on the volume."""
+    t = target.mount
+    return tuple(m.mountpoint for m in mounts
+                 if (m.major, m.minor) != (t.major, t.minor) and
+                 any(m.mountpoint != pre and _under(m.mountpoint, pre)
+                     for pre, _host in view.prefixes))
 
 
 def lines_with_paths(view: VolumeView, text: str, comments: str = "#"
