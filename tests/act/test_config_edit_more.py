@@ -289,7 +289,7 @@ def test_pct_that_leaves_a_key_fails_the_step(tree, tmp_path):
 def test_configs_inside_a_container_stay_manual(tree, tmp_path):
     ct = {"type": "lxc", "name": "outer"}
     obs = dataclasses.replace(tree.obs, consumers=tuple(
-        dataclasses.replace(c, attrs={**c.attrs, "container": ct})
+        dataclasses.replace(c, attrs=c.attrs.updated(container=ct))
         if c.type in ("nfs-export", "lxc-container", "pve-container") else c
         for c in tree.obs.consumers))
     plan = make_plan(obs, PlanRequest(archive_to=str(tmp_path)))
