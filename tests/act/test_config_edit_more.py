@@ -225,7 +225,7 @@ def test_lxc_mount_entries_are_commented_out_and_the_detail_says_a_running_one_k
     view = host_view(tree.obs.target)
     (c,) = lxc.collect(tree.host, tree.obs.target, view)[0]
     assert [e.source for e in c.evidence] == ["/var/lib/lxc/web/config:7"]
-    assert c.attrs["mount_entries"] == []
+    assert c.attrs.mount_entries == []
 
 
 def test_a_planned_lxc_line_that_moved_is_refused(tree, tmp_path):

@@ -77,7 +77,7 @@ class _NoManager(Exception):
 def _consumer_ns(step: Step, ctx: Context, pid: int) -> str | None:
     cid = step.action.consumer if step.action else None
     for c in ctx.plan.observation.consumers:
-        if c.id == cid or (c.type == "process" and c.attrs.pid == pid):
+        if c.type == "process" and (c.id == cid or c.attrs.pid == pid):
             ns = c.attrs.pid_namespace
             if ns:
                 return ns

@@ -168,8 +168,8 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
                evidence=c.evidence)
         return
     st.add(Manual(x.params.file, x.params.line,
-                                         a.line_sha256), f"{c.type} {c.name}", action=x, downtime=True,
-           evidence=c.evidence)
+                  a.line_sha256 if c.type in LINE_EDITS else None), f"{c.type} {c.name}",
+           action=x, downtime=True, evidence=c.evidence)
 
 
 

@@ -48,10 +48,6 @@ class Attrs:
         return {k: codec.encode(getattr(self, k)) for k in self.given}
 
     @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls) if f.name != "given")
-
-    @classmethod
     def decode_fields(cls, data, where: str) -> dict:
         """The fields of ``data`` (an object), each checked against its annotation."""
         if not isinstance(data, dict):
@@ -72,19 +68,6 @@ class Attrs:
     def of(cls, data: dict, where: str = "attrs"):
         """The value holding ``data`` (a collector's fields), checked as a document is."""
         return cls(**cls.decode_fields(data, where))
-
-    # -- dict-style reading, left for the tests' readers (temporary) ---------------------------
-    def get(self, key: str, default=None):
-        return getattr(self, key) if key in self.given else default
-
-    def __getitem__(self, key: str):
-        if key not in self.given:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.given
-
 
 
 @dataclass(frozen=True, **SLOTS)

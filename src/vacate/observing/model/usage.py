@@ -68,7 +68,7 @@ class Consumer:
     live: bool
     paths: tuple[str, ...]
     evidence: tuple[Evidence, ...]
-    attrs: consumers.Attrs = None   # type: ignore[assignment]  (None: no fields)
+    attrs: consumers.Attrs = None   # type: ignore[assignment]  (None: none)
 
     def __post_init__(self):
         if not isinstance(self.attrs, consumers.Attrs):
@@ -85,13 +85,12 @@ class Consumer:
     def decode_fields(cls, data, where: str) -> dict:
         """A consumer's fields from an observation's object: its ``attrs`` by its type's
         class (:func:`consumers.decode`), every field checked."""
-        if isinstance(data, dict) and "attrs" in data:
-            fields = codec.fields_of(cls, {k: v for k, v in data.items() if k != "attrs"},
-                                     where)
-            at = f"{where}.attrs" if where else "attrs"
-            fields["attrs"] = consumers.decode(fields["type"], data["attrs"], at)
-            return fields
-        return codec.fields_of(cls, data, where)
+        if not isinstance(data, dict):
+            return codec.fields_of(cls, data, where)        # refused, named
+        fields = codec.fields_of(cls, {k: v for k, v in data.items() if k != "attrs"}, where)
+        at = f"{where}.attrs" if where else "attrs"
+        fields["attrs"] = consumers.decode(fields["type"], data.get("attrs", {}), at)
+        return fields
 
 
 @dataclass(frozen=True, **SLOTS)
