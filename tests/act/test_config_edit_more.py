@@ -225,7 +225,7 @@ def test_lxc_mount_entries_are_commented_out_and_the_detail_says_a_running_one_k
     view = host_view(tree.obs.target)
     (c,) = lxc.collect(tree.host, tree.obs.target, view)[0]
     assert [e.source for e in c.evidence] == ["/var/lib/lxc/web/config:7"]
-    assert c.attrs["mount_entries"] == []
+    assert c.attrs.mount_entries == []
 
 
 def test_a_planned_lxc_line_that_moved_is_refused(tree, tmp_path):
@@ -289,7 +289,7 @@ def test_pct_that_leaves_a_key_fails_the_step(tree, tmp_path):
 def test_configs_inside_a_container_stay_manual(tree, tmp_path):
     ct = {"type": "lxc", "name": "outer"}
     obs = dataclasses.replace(tree.obs, consumers=tuple(
-        dataclasses.replace(c, attrs={**c.attrs, "container": ct})
+        dataclasses.replace(c, attrs=c.attrs.updated(container=ct))
         if c.type in ("nfs-export", "lxc-container", "pve-container") else c
         for c in tree.obs.consumers))
     plan = make_plan(obs, PlanRequest(archive_to=str(tmp_path)))

@@ -71,8 +71,8 @@ def plan_for(procs):
         obs = Observation.loads(f.read())
     base = next(c for c in obs.consumers if c.type == "process")
     held = [replace(base, id=f"process:{pid}:{st}",
-                    attrs={**base.attrs, "pid": pid, "start_time": st,
-                           "gpus": [{"device": "/dev/nvidia0", "index": 0}]})
+                    attrs=base.attrs.updated(
+                        pid=pid, start_time=st, gpus=[{"device": "/dev/nvidia0", "index": 0}]))
             for pid, st in procs]
     obs = replace(obs, consumers=tuple(held) + tuple(c for c in obs.consumers if c != base))
     plan = make_plan(obs, PlanRequest(archive_to="/backup"))

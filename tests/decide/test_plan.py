@@ -93,7 +93,7 @@ def test_the_teardown_archives_what_nothing_uses_before_the_downtime(obs):
     assert kinds[-3:] == ["unmount", "lock-dir", "check"]
     proc = next(c for c in obs.consumers if c.type == "process")
     end = plan.steps[first_down]
-    assert end.precondition == Process(proc.attrs["pid"], proc.attrs["start_time"])
+    assert end.precondition == Process(proc.attrs.pid, proc.attrs.start_time)
     assert end.evidence == proc.evidence
     assert plan.steps[-3].precondition.mount_id == obs.target.mount.mount_id
 

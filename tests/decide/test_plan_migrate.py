@@ -45,8 +45,8 @@ def test_a_unit_of_a_users_manager_is_not_repointed_by_vacate_a_person_is_told()
     with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
-        dataclasses.replace(c, attrs={**c.attrs, "unit": "sglang-qwen.service",
-                                      "user_manager": 1000, "uid": 1000, "user": "alice"})
+        dataclasses.replace(c, attrs=c.attrs.updated(unit="sglang-qwen.service",
+                                                      user_manager=1000, uid=1000, user="alice"))
         if c.type == "process" else c for c in obs.consumers)
     plan = plan_of(dataclasses.replace(obs, consumers=consumers))
     kinds = [s.kind for s in plan.steps]

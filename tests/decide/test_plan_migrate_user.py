@@ -19,8 +19,8 @@ def alices(state_from: str | None) -> Observation:
     with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
-        dataclasses.replace(c, attrs={**c.attrs, "unit": UNIT, "user_manager": 1000,
-                                      "uid": 1000, "user": "alice"})
+        dataclasses.replace(c, attrs=c.attrs.updated(unit=UNIT, user_manager=1000,
+                                                      uid=1000, user="alice"))
         if c.type == "process" else c for c in obs.consumers)
     if state_from is not None:
         unit = Consumer(f"systemd-unit:user:alice:{UNIT}", "systemd-unit", UNIT, True, (MODEL,),
@@ -63,9 +63,8 @@ def test_a_unit_in_a_container_with_a_root_of_its_own_is_a_persons_to_repoint():
     with open(STORY) as f:
         obs = Observation.loads(f.read())
     consumers = tuple(
-        dataclasses.replace(c, attrs={**c.attrs, "unit": UNIT,
-                                      "container": {"type": "lxc", "name": "web",
-                                                    "init_pid": 4242}})
+        dataclasses.replace(c, attrs=c.attrs.updated(
+            unit=UNIT, container={"type": "lxc", "name": "web", "init_pid": 4242}))
         if c.type == "process" else c for c in obs.consumers)
     plan = plan_of(dataclasses.replace(obs, consumers=consumers))
     kinds = [s.kind for s in plan.steps]

@@ -245,19 +245,19 @@ def test_process_in_a_private_pid_namespace_is_marked():
         inner = []
         while not inner and time.monotonic() < deadline:
             found = procs.collect(Host.local(), target).consumers
-            inner = [c for c in found if c.attrs["ppid"] == unshare]   # the forked sleep
+            inner = [c for c in found if c.attrs.ppid == unshare]   # the forked sleep
         assert inner, "the sleep inside the new pid namespace was not found"
-        ns = inner[0].attrs["pid_namespace"]
+        ns = inner[0].attrs.pid_namespace
         assert ns and ns.startswith("pid:[") and ns != os.readlink("/proc/self/ns/pid")
         # the forked sleep is PID 1 of its namespace: that namespace's container is itself
-        sleep = inner[0].attrs["pid"]
-        assert inner[0].attrs["container"] == {"type": "pidns", "name": str(sleep),
+        sleep = inner[0].attrs.pid
+        assert inner[0].attrs.container == {"type": "pidns", "name": str(sleep),
                                                "init_pid": sleep}
-        by_pid = {c.attrs["pid"]: c for c in found}
-        assert by_pid[plain].attrs["pid_namespace"] is None
-        assert by_pid[unshare].attrs["pid_namespace"] is None      # unshare itself stays out
-        assert by_pid[plain].attrs["container"] is None
-        assert by_pid[unshare].attrs["container"] is None
+        by_pid = {c.attrs.pid: c for c in found}
+        assert by_pid[plain].attrs.pid_namespace is None
+        assert by_pid[unshare].attrs.pid_namespace is None      # unshare itself stays out
+        assert by_pid[plain].attrs.container is None
+        assert by_pid[unshare].attrs.container is None
     finally:
         h.close()
         v.close()

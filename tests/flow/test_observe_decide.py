@@ -202,10 +202,10 @@ def test_deciding_on_a_fixture_touches_nothing_on_the_machine(monkeypatch):
     proc = next(c for c in obs.consumers if c.type == "process")
     assert blocker["consumer"] == proc.id
     assert blocker["actions"] == [{
-        "kind": "end-process", "subject": f"pid {proc.attrs['pid']}",
-        "argv": ["kill", "-TERM", str(proc.attrs["pid"])],
+        "kind": "end-process", "subject": f"pid {proc.attrs.pid}",
+        "argv": ["kill", "-TERM", str(proc.attrs.pid)],
         "where": {"kind": "host", "name": None, "pid": None, "lxcpath": None, "user": None},
-        "precondition": {"pid": proc.attrs["pid"], "start_time": proc.attrs["start_time"]},
+        "precondition": {"pid": proc.attrs.pid, "start_time": proc.attrs.start_time},
         "params": {}, "consumer": proc.id}]
     referenced = [w for w in doc["warnings"] if w["code"] == "referenced"]
     assert any("sglang-kimi.service" in w["message"] for w in referenced)

@@ -404,14 +404,14 @@ def test_a_disabled_unit_inside_the_booted_systemd_is_seen(tmp_path):
         assert wait_for(lambda: main_pid(box, "box-holder.service"))
         obs = observe(m, scan_tree=False)
         held = [c for c in obs.consumers if c.type == "process"
-                and c.attrs.get("unit") == "box-holder.service"]
+                and c.attrs.unit == "box-holder.service"]
         assert held, "the box's server is not seen at all"
         ct = {"type": "pidns", "name": str(box.pid1), "init_pid": box.pid1}
-        assert held[0].attrs["container"] == ct
+        assert held[0].attrs.container == ct
         by_id = {c.id: c for c in obs.consumers}
         ev = by_id.get(f"systemd-unit:pidns:{box.pid1}:box-eval.service")
         assert ev is not None, "the box's disabled unit is not seen"
-        assert ev.attrs["enabled"] is False and ev.attrs["container"] == ct
+        assert ev.attrs.enabled is False and ev.attrs.container == ct
         assert "systemd-unit:box-eval.service" not in by_id       # the host has no such unit
         # the running unit is stopped and disabled through the box's PID 1, its manager
         from vacate.decide.verdict import verdict

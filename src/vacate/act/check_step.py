@@ -57,10 +57,10 @@ def remounters(ctx: Context) -> tuple[list[str], str]:
     for c in consumers:
         a = c.attrs
         where = c.evidence[0].source if c.evidence else c.name
-        if c.type == "fstab" and a.get("mountpoint") == ctx.plan.target_path:
+        if c.type == "fstab" and a.mountpoint == ctx.plan.target_path:
             out.append(f"the fstab line at {where}")
-        elif c.type == "systemd-unit" and a.get("mounts_target") and (
-                a.get("enabled") or a.get("active")):
+        elif c.type == "systemd-unit" and a.mounts_target and (
+                a.enabled or a.active):
             out.append(f"the unit {c.name} ({where})")
     return out, ""
 

@@ -333,7 +333,7 @@ def _tell(step: Step, ctx: Context, f: _File) -> str:
         return "; exports re-read (exportfs -ra)"
     if kind == "lxc-container":
         c = consumer_of(step, ctx)
-        if c is not None and c.attrs.get("running") is False:
+        if c is not None and c.attrs.running is False:
             return ""
         return "; a running container keeps the mount until it restarts"
     if kind == "smb-share":

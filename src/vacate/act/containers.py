@@ -74,9 +74,9 @@ def _planned_id(step: Step, ctx: Context) -> str | None:
     c = consumer_of(step, ctx)
     if c is None:
         return None
-    if c.attrs.get("container_id"):
-        return str(c.attrs["container_id"])
-    ct = c.attrs.get("container") or {}
+    if c.type == "docker-container" and c.attrs.container_id:
+        return str(c.attrs.container_id)
+    ct = c.attrs.container or {}
     return str(ct["name"]) if ct.get("type") == "docker" and ct.get("name") else None
 
 

@@ -34,7 +34,7 @@ POLL_S = 0.5
 
 def _planned(step: Step, ctx: Context) -> dict[int, int | None]:
     """The step's pids with the start times the plan observed (None where it has none)."""
-    starts = {c.attrs.get("pid"): c.attrs.get("start_time")
+    starts = {c.attrs.pid: c.attrs.start_time
               for c in ctx.plan.observation.consumers if c.type == "process"}
     return {int(p): starts.get(int(p)) for p in params(step).pids}
 

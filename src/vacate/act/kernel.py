@@ -214,7 +214,7 @@ def _pin(step: Step) -> tuple[int | None, str | None]:
 
 def _recorded_ns(step: Step, ctx: Context) -> str | None:
     c = consumer_of(step, ctx)
-    ns = c.attrs.get("namespace") if c is not None else None
+    ns = c.attrs.namespace if c is not None and c.type == "mount" else None
     return ns if ns and ns != "host" else None
 
 

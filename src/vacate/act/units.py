@@ -77,8 +77,8 @@ class _NoManager(Exception):
 def _consumer_ns(step: Step, ctx: Context, pid: int) -> str | None:
     cid = step.action.consumer if step.action else None
     for c in ctx.plan.observation.consumers:
-        if c.id == cid or (c.type == "process" and c.attrs.get("pid") == pid):
-            ns = c.attrs.get("pid_namespace")
+        if c.type == "process" and (c.id == cid or c.attrs.pid == pid):
+            ns = c.attrs.pid_namespace
             if ns:
                 return ns
     return None
@@ -222,7 +222,7 @@ def ready(step: Step, ctx: Context) -> str | None:
 # -- stop-unit --------------------------------------------------------------------------------
 def _pids(step: Step, ctx: Context) -> dict[int, int | None]:
     """The processes the plan saw in the unit: pid -> start time (None: not known)."""
-    starts = {c.attrs.get("pid"): c.attrs.get("start_time")
+    starts = {c.attrs.pid: c.attrs.start_time
               for c in ctx.plan.observation.consumers if c.type == "process"}
     pid, start = _process_seen(step)
     if pid is not None and start is not None:

@@ -58,12 +58,12 @@ def unit_place(c: Consumer) -> Where:
     unit of a user's own manager (``user@UID.service``) goes to that manager."""
     a = c.attrs
     user = None
-    if a.get("user_manager") is not None:
-        user = a["user"] if a.get("uid") == a["user_manager"] and a.get("user") \
-            else str(a["user_manager"])
-    ct = a.get("container")
-    if not ct and a.get("pid_namespace") and a.get("pid") is not None:
-        return Where("pid-namespace", pid=a["pid"], user=user)
+    if a.user_manager is not None:
+        user = a.user if a.uid == a.user_manager and a.user \
+            else str(a.user_manager)
+    ct = a.container
+    if not ct and a.pid_namespace and a.pid is not None:
+        return Where("pid-namespace", pid=a.pid, user=user)
     return container_place(ct, user)
 
 
@@ -88,11 +88,11 @@ def _edit(c: Consumer, do: str, **params) -> Action:
 
 def process_actions(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
     a = c.attrs
-    ct = a.get("container")
-    unit = a.get("unit")
-    pid = a.get("pid")
-    pre = Process(pid, a.get("start_time"))
-    if a.get("lxc_monitor") and ct:
+    ct = a.container
+    unit = a.unit
+    pid = a.pid
+    pre = Process(pid, a.start_time)
+    if a.lxc_monitor and ct:
         if ct.get("ctid") is not None:
             return (Action("stop-container", str(ct["ctid"]), ("pct", "stop", str(ct["ctid"])),
                            precondition=pre, params=Engine("pct"), consumer=c.id),)
@@ -109,7 +109,7 @@ def process_actions(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ..
         where = f"{ct['type']}:{ct['name']}" if ct else None
         for cid in (f"systemd-unit:{unit}", f"systemd-unit:{where}:{unit}"):
             u = by_id.get(cid)
-            if u is not None and u.attrs.get("enabled") is not False:
+            if u is not None and u.attrs.enabled is not False:
                 out.append(Action("disable-unit", unit, ("systemctl", "disable", unit), place,
                                   precondition=Unit(unit), consumer=cid))
                 break
@@ -120,39 +120,39 @@ def process_actions(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ..
 
 def _unit_actions(c: Consumer) -> tuple[Action, ...]:
     a = c.attrs
-    now = a.get("active") is True
+    now = a.active is True
     argv = ("systemctl", "disable", "--now", c.name) if now else ("systemctl", "disable", c.name)
-    ct = a.get("container")
+    ct = a.container
     if ct:
         place = container_place(ct)
-    elif a.get("scope") == "user":
-        if a.get("user"):
-            place = Where(user=a["user"])
+    elif a.scope == "user":
+        if a.user:
+            place = Where(user=a.user)
         else:          # a unit for every user's manager (/etc/systemd/user)
             place = HOST
             argv = ("systemctl", "--global", "disable", c.name)
     else:
         place = HOST
     return (Action("disable-unit", c.name, argv, place,
-                   precondition=UnitState(c.name, a.get("active"), a.get("enabled")),
+                   precondition=UnitState(c.name, a.active, a.enabled),
                    params=DisableNow(now), consumer=c.id),)
 
 
 def _lxc_actions(c: Consumer) -> tuple[Action, ...]:
     a = c.attrs
-    lxcpath = a.get("lxcpath") or DEFAULT_LXCPATH
+    lxcpath = a.lxcpath or DEFAULT_LXCPATH
     p = () if lxcpath == DEFAULT_LXCPATH else ("-P", lxcpath)
     out = []
-    if a.get("running") is not False:
+    if a.running is not False:
         out.append(Action("stop-container", c.name, ("lxc-stop", *p, "-n", c.name),
-                          precondition=Running(a.get("running")),
+                          precondition=Running(a.running),
                           params=Engine("lxc"), consumer=c.id))
-    rel = a.get("relations") or []
+    rel = a.relations or []
     if "rootfs" in rel or "container-dir" in rel:
         out.append(Action("manual", c.name, ("lxc-destroy", *p, "-n", c.name),
                           params=Todo("move-or-destroy"), consumer=c.id))
     else:
-        out.append(_edit(c, "change-entry", autostart=bool(a.get("autostart"))))
+        out.append(_edit(c, "change-entry", autostart=bool(a.autostart)))
     return tuple(out)
 
 
@@ -161,13 +161,13 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
 
     a = c.attrs
     tool = "pct" if c.type == "pve-container" else "qm"
-    vmid = str(a.get("vmid"))
-    keys, pending = list(a.get("keys") or []), list(a.get("pending_keys") or [])
+    vmid = str(a.vmid)
+    keys, pending = list(a.keys or []), list(a.pending_keys or [])
     if not keys and pending:
         return (Action("edit-config", vmid, (tool, "set", vmid, "--revert", ",".join(pending)),
                        params=Todo("revert-pending"), consumer=c.id),)
     if not keys:
-        snaps = list(a.get("snapshots") or [])
+        snaps = list(a.snapshots or [])
         return tuple(Action("manual", f"{vmid}@{s}", (tool, "delsnapshot", vmid, s),
                             params=Todo("delete-snapshot", last=i == len(snaps) - 1),
                             consumer=c.id) for i, s in enumerate(snaps))
@@ -179,14 +179,14 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
         # a person chooses, applies it
         out.append(Action("edit-config", vmid, (tool, "set", vmid, "--delete", ",".join(movable)),
                           params=Todo("delete-disks", keys=tuple(movable)), consumer=c.id))
-        if a.get("running") is not False:
+        if a.running is not False:
             out.append(Action("manual", vmid, (tool, "reboot", vmid),
                               params=Todo("restart-container", keys=tuple(movable)),
                               consumer=c.id))
         return tuple(out)
-    if a.get("running") is not False:
+    if a.running is not False:
         out.append(Action("stop-container", vmid, (tool, "shutdown", vmid),
-                          precondition=Running(a.get("running")),
+                          precondition=Running(a.running),
                           params=Engine(tool), consumer=c.id))
     if "rootfs" in keys:
         out.append(Action("manual", vmid, (tool, "move-volume", vmid, "rootfs", "OTHER-STORAGE"),
@@ -203,7 +203,7 @@ def _pve_actions(c: Consumer) -> tuple[Action, ...]:
 
 def _docker_actions(c: Consumer) -> tuple[Action, ...]:
     out = []
-    if c.attrs.get("running"):
+    if c.attrs.running:
         out.append(Action("stop-container", c.name, ("docker", "stop", c.name),
                           precondition=Running(True), params=Engine("docker"),
                           consumer=c.id))
@@ -214,22 +214,22 @@ def _docker_actions(c: Consumer) -> tuple[Action, ...]:
 
 
 def _loop_actions(c: Consumer) -> tuple[Action, ...]:
-    dev = c.attrs.get("device") or c.name
+    dev = c.attrs.device or c.name
     out = [Action("unmount", mp, ("umount", mp), consumer=c.id)
-           for mp in reversed(c.attrs.get("mounted_at") or [])]
+           for mp in reversed(c.attrs.mounted_at or [])]
     out.append(Action("detach-loop", dev, ("losetup", "-d", dev),
-                      precondition=Backing(c.attrs.get("backing_file")),
+                      precondition=Backing(c.attrs.backing_file),
                       consumer=c.id))
     return tuple(out)
 
 
 def _mount_actions(c: Consumer) -> tuple[Action, ...]:
     a = c.attrs
-    mp = a.get("mountpoint") or c.name
-    place = HOST if a.get("namespace", "host") == "host" or a.get("pid") is None \
-        else Where("mount-namespace", pid=a["pid"])
+    mp = a.mountpoint or c.name
+    place = HOST if (a.namespace or "host") == "host" or a.pid is None \
+        else Where("mount-namespace", pid=a.pid)
     return (Action("unmount", mp, ("umount", mp), place,
-                   precondition=MountPin(a.get("mount_id")), consumer=c.id),)
+                   precondition=MountPin(a.mount_id), consumer=c.id),)
 
 
 def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
@@ -239,14 +239,14 @@ def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
     if t == "process":
         return process_actions(c, by_id)
     if t == "swap":
-        path = a.get("swap_path") or c.name
+        path = a.swap_path or c.name
         return (Action("swapoff", path, ("swapoff", path), consumer=c.id),)
     if t == "loop-device":
         return _loop_actions(c)
     if t == "mount":
         return _mount_actions(c)
     if t == "nfs-export" and c.live:
-        spec = f"{a.get('client')}:{a.get('export')}"
+        spec = f"{a.client}:{a.export}"
         return (Action("unexport", spec, ("exportfs", "-u", spec), consumer=c.id),)
     if t == "systemd-unit":
         return _unit_actions(c)
@@ -267,8 +267,8 @@ def actions_for(c: Consumer, by_id: dict[str, Consumer]) -> tuple[Action, ...]:
     if t == "symlink":
         return (Action("manual", c.name, ("rm", c.name), params=Todo("remove-link"),
                        consumer=c.id),)
-    if t == "config-file" and a.get("storage"):
-        st = str(a["storage"])
+    if t == "config-file" and a.storage:
+        st = str(a.storage)
         return (Action("manual", st, ("pvesm", "remove", st),
                        params=Todo("remove-storage", storage=st), consumer=c.id),)
     return (_edit(c, "change-config"),)

@@ -58,7 +58,7 @@ def differences(plan: Plan, now: Observation | None, identities: dict[str, Ident
         if b.consumer in planned:
             continue
         c = next(c for c in now.consumers if c.id == b.consumer)
-        if c.type == "process" and c.attrs.get("unit") in stopped:
+        if c.type == "process" and c.attrs.unit in stopped:
             continue     # its unit is stopped by the plan, whichever process it runs now
         out.append(f"a new user of the volume: {b.reason}")
     touched = {getattr(s.params, "item", None) for s in plan.steps if s.id in started}

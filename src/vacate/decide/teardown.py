@@ -130,15 +130,15 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
     observation; ``pct set --delete`` of container mount points), else ``manual``. A file
     inside a container is edited there by a person (vacate edits the host's)."""
     a = c.attrs
-    own = x.kind == "edit-config" and not a.get("container")
-    if own and c.type in LINE_EDITS and a.get("line_sha256"):
+    own = x.kind == "edit-config" and not a.container
+    if own and c.type in LINE_EDITS and a.line_sha256:
         st.add(EditConfig(x.params.file, x.params.line,
-                                           a["line_sha256"]), f"{c.type} {c.name}", action=x, downtime=True,
+                                           a.line_sha256), f"{c.type} {c.name}", action=x, downtime=True,
                evidence=c.evidence)
         return
-    if own and c.type == "lxc-container" and a.get("mount_entries"):
-        lines = {f"{e['file']}:{e['line']}" for e in a["mount_entries"]}
-        for e in a["mount_entries"]:
+    if own and c.type == "lxc-container" and a.mount_entries:
+        lines = {f"{e['file']}:{e['line']}" for e in a.mount_entries}
+        for e in a.mount_entries:
             at = f"{e['file']}:{e['line']}"
             st.add(EditConfig(e["file"], e["line"], e["line_sha256"]), f"{c.type} {c.name}: lxc.mount.entry at {at}", action=x,
                    downtime=True,
@@ -151,25 +151,25 @@ def _config_steps(st: _Steps, c: Consumer, x: Action) -> None:
         st.add(Manual(x.params.file, x.params.line), f"{c.type} {c.name}", action=x, downtime=True,
                evidence=rest)
         return
-    if own and c.type == "smb-share" and a.get("section_lines") and a.get("file"):
-        first = a["section_lines"][0][0]
-        st.add(EditConfig(a["file"], first, a["section_lines"][0][1],
-                                           lines=a["section_lines"]), f"smb share [{c.name}] in {a['file']}", action=x, downtime=True,
+    if own and c.type == "smb-share" and a.section_lines and a.file:
+        first = a.section_lines[0][0]
+        st.add(EditConfig(a.file, first, a.section_lines[0][1],
+                                           lines=a.section_lines), f"smb share [{c.name}] in {a.file}", action=x, downtime=True,
                evidence=c.evidence)
         return
     keys = list(x.params.keys or [])
     if own and c.type == "pve-container" and x.params.do == "delete-disks" and keys \
-            and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.get("config"):
+            and all(PVE_MOUNT_POINT.fullmatch(k) for k in keys) and a.config:
         # mpN only: deleting an unusedN key destroys the volume it names
         st.add(EditConfig(do="delete-disks", tool="pct",
-                                           vmid=str(a.get("vmid")), keys=tuple(keys),
-                                           config=a["config"]), f"pct set {a.get('vmid')} --delete {','.join(keys)}", action=x,
+                                           vmid=str(a.vmid), keys=tuple(keys),
+                                           config=a.config), f"pct set {a.vmid} --delete {','.join(keys)}", action=x,
                downtime=True,
                evidence=c.evidence)
         return
     st.add(Manual(x.params.file, x.params.line,
-                                         a.get("line_sha256")), f"{c.type} {c.name}", action=x, downtime=True,
-           evidence=c.evidence)
+                  a.line_sha256 if c.type in LINE_EDITS else None), f"{c.type} {c.name}",
+           action=x, downtime=True, evidence=c.evidence)
 
 
 
@@ -214,8 +214,8 @@ def stop_units(t: Teardown) -> None:
             key = (a.subject, a.where.label())
             if a.kind == "stop-unit" and key not in t.stopped_units:
                 t.stopped_units.add(key)
-                pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
-                        and c.attrs.get("unit") == a.subject
+                pids = [c.attrs.pid for c in t.obs.consumers if c.type == "process"
+                        and c.attrs.unit == a.subject
                         and verdict_place(c) == a.where.label()]
                 t.st.add(StopUnit(), f"stop {a.subject} ({a.where.label()})", action=a,
                          downtime=True, precondition=a.precondition,
@@ -276,14 +276,14 @@ def end_holders(t: Teardown) -> None:
         acts = t.blockers[c.id].actions if c.id in t.blockers else ()
         if any(x.kind == "stop-unit" for x in acts):
             continue
-        pid = a.get("pid")
+        pid = a.pid
         for x in acts:
             if x.kind == "stop-container":
                 t.st.add(StopContainer(), f"stop container {x.subject}", action=x,
                          downtime=True, postcondition=Running(False),
                          evidence=c.evidence)
             elif x.kind == "end-process":
-                if pid == 1 or pid in inits or a.get("lxc_monitor"):
+                if pid == 1 or pid in inits or a.lxc_monitor:
                     t.st.add(Manual(consumer=c.id), f"{c.name} (pid {pid}) is the init of a namespace: "
                                        "stop its container or machine instead", downtime=True,
                              evidence=c.evidence)
@@ -296,8 +296,8 @@ def end_holders(t: Teardown) -> None:
 
 def release_gpus(t: Teardown) -> None:
     """4. GPUs: the driver's view, from the host."""
-    pids = [c.attrs["pid"] for c in t.obs.consumers
-            if c.type == "process" and c.attrs.get("gpus")]
+    pids = [c.attrs.pid for c in t.obs.consumers
+            if c.type == "process" and c.attrs.gpus]
     if pids:
         t.st.add(ReleaseGpu(tuple(pids)), f"confirm no GPU is held by pid {', '.join(map(str, pids))}",
                  downtime=True, postcondition=Held(()))
@@ -416,7 +416,7 @@ def mask_references(t: Teardown) -> None:
         if c.type != "systemd-unit" or c.id in t.blockers or not any(
                 is_under(p, g) for p in c.paths for g in gone):
             continue
-        place = container_place(c.attrs.get("container"), c.attrs.get("user"))
+        place = container_place(c.attrs.container, c.attrs.user)
         x = Action("mask-unit", c.name, ("systemctl", "mask", c.name), place,
                    precondition=Unit(c.name), consumer=c.id)
         t.st.add(MaskUnit(), f"mask {c.name} ({place.label()}): it names what goes away",

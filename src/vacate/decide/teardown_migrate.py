@@ -70,9 +70,9 @@ def _unit_refs(t: Teardown, a: Action) -> list[str]:
     """The paths on the volume the unit of the stop action ``a`` uses or names."""
     out = []
     for c in t.obs.consumers:
-        if c.type == "process" and c.attrs.get("unit") == a.subject and \
+        if c.type == "process" and c.attrs.unit == a.subject and \
                 verdict_place(c) == a.where.label() or c.type == "systemd-unit" and c.name == a.subject and \
-                container_place(c.attrs.get("container"), c.attrs.get("user")).label() == \
+                container_place(c.attrs.container, c.attrs.user).label() == \
                 a.where.label():
             out += c.paths
     return out
@@ -83,17 +83,17 @@ def _env_files_kept(t: Teardown, a: Action) -> list[str]:
     and that vacate cannot rewrite (inside a container other than ``--ct``'s, or a line it
     cannot check): the unit would start from the old path."""
     return [c.name for c in t.obs.consumers if c.type == "config-file"
-            and any(u.rsplit(":", 1)[-1] == a.subject for u in c.attrs.get("used_by") or ())
-            and container_place(c.attrs.get("container"), c.attrs.get("user")).label() ==
+            and any(u.rsplit(":", 1)[-1] == a.subject for u in c.attrs.used_by or ())
+            and container_place(c.attrs.container, c.attrs.user).label() ==
             a.where.label()
-            and (c.attrs.get("container") and _in_ct(t, c) is None
-                 or not c.attrs.get("line_sha256s"))]
+            and (c.attrs.container and _in_ct(t, c) is None
+                 or not c.attrs.line_sha256s)]
 
 
 def _in_ct(t: Teardown, c: Consumer) -> str | None:
     """The CTID of the ``--ct`` container when the consumer ``c`` lies inside it (its files
     are then spelled as the container spells them), else None."""
-    ct, view = c.attrs.get("container") or {}, t.obs.ct
+    ct, view = c.attrs.container or {}, t.obs.ct
     ctid = ct.get("ctid") or (ct.get("name") if ct.get("type") == "pve" else None)
     return view.ctid if view is not None and ctid is not None and \
         str(ctid) == view.ctid else None
@@ -104,8 +104,8 @@ def _user_manager_answered(t: Teardown, a: Action) -> bool:
     when the volume was looked at (its state came from ``systemctl --user``): vacate reaches
     it to repoint the unit."""
     return any(c.type == "systemd-unit" and c.name == a.subject and
-               c.attrs.get("scope") == "user" and c.attrs.get("state_from") == "systemctl" and
-               container_place(c.attrs.get("container"), c.attrs.get("user")) == a.where
+               c.attrs.scope == "user" and c.attrs.state_from == "systemctl" and
+               container_place(c.attrs.container, c.attrs.user) == a.where
                for c in t.obs.consumers)
 
 
@@ -157,8 +157,8 @@ def migrate_units(t: Teardown) -> None:
                 continue
             t.stopped_units.add(key)
             t.disabled.add(key)
-            pids = [c.attrs["pid"] for c in t.obs.consumers if c.type == "process"
-                    and c.attrs.get("unit") == a.subject
+            pids = [c.attrs.pid for c in t.obs.consumers if c.type == "process"
+                    and c.attrs.unit == a.subject
                     and verdict_place(c) == a.where.label()]
             at = a.where.manager_words()
             stop = t.st.add(StopUnit(), f"stop {a.subject} ({at})", action=a,
@@ -233,18 +233,18 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
     if ct is not None and c.type not in IN_CT:
         return False
     if c.type == "cron" and any(_SHELL_WORD.fullmatch(n) is None for _o, n in moves):
-        t.st.add(Manual(consumer=c.id), f"{a.get('file')}: a cron job names "
+        t.st.add(Manual(consumer=c.id), f"{a.file}: a cron job names "
                            f"{', '.join(o for o, _n in moves)}, and in its shell command "
                            f"{', '.join(repr(n) for _o, n in moves)} would need quoting: "
                            "vacate does not rewrite the command; repoint it by hand",
                  downtime=True, evidence=c.evidence)
         return True
-    if c.type in ("fstab", "cron") and a.get("line_sha256") and a.get("line"):
-        lines = [(a["file"], [[a["line"], a["line_sha256"]]])]
-    elif c.type == "config-file" and a.get("line_sha256s") and a.get("file"):
-        lines = [(a["file"], [list(x) for x in a["line_sha256s"]])]
-    elif c.type == "lxc-container" and a.get("mount_entries"):
-        lines = [(e["file"], [[e["line"], e["line_sha256"]]]) for e in a["mount_entries"]]
+    if c.type in ("fstab", "cron") and a.line_sha256 and a.line:
+        lines = [(a.file, [[a.line, a.line_sha256]])]
+    elif c.type == "config-file" and a.line_sha256s and a.file:
+        lines = [(a.file, [list(x) for x in a.line_sha256s])]
+    elif c.type == "lxc-container" and a.mount_entries:
+        lines = [(e["file"], [[e["line"], e["line_sha256"]]]) for e in a.mount_entries]
     if lines is not None:
         spelled = tuple((escape(o), escape(n)) for o, n in moves) \
             if c.type in FSTAB_FORMAT else tuple(moves)     # as the line spells them
@@ -259,30 +259,30 @@ def _repoint_one(t: Teardown, c: Consumer, moves, ct: str | None = None) -> bool
                      downtime=True,
                      postcondition=Names(tuple(n for _o, n in moves)), evidence=c.evidence)
         return True
-    if c.type == "symlink" and a.get("target"):
-        raw = a["target"]
+    if c.type == "symlink" and a.target:
+        raw = a.target
         to = _new_path(raw, moves) if raw.startswith("/") else None
-        to = to or _new_path(a.get("resolved") or "", moves)
+        to = to or _new_path(a.resolved or "", moves)
         if to is None:
             return False
         t.st.add(RepointLink(c.name, raw, to), f"point {c.name} to {to}", downtime=True,
                  postcondition=PointsTo(to), evidence=c.evidence)
         return True
-    if c.type == "pve-container" and a.get("binds") and a.get("config"):
-        news = {k: _new_path(v.split(",", 1)[0], moves) for k, v in a["binds"].items()}
-        if None in news.values() or not set(a.get("keys") or ()) <= set(news) or \
-                a.get("pending_keys"):
+    if c.type == "pve-container" and a.binds and a.config:
+        news = {k: _new_path(v.split(",", 1)[0], moves) for k, v in a.binds.items()}
+        if None in news.values() or not set(a.keys or ()) <= set(news) or \
+                a.pending_keys:
             return False                  # it also uses the volume another way
-        for key, value in sorted(a["binds"].items()):
+        for key, value in sorted(a.binds.items()):
             new_value = ",".join([news[key], *value.split(",")[1:]])
-            t.st.add(RepointMountPoint(str(a.get("vmid")), a["config"], key,
+            t.st.add(RepointMountPoint(str(a.vmid), a.config, key,
                                                        value, new_value,
-                                                       bool(a.get("running"))), f"pct set {a.get('vmid')} --{key} {new_value}" +
-                     (", then start it again" if a.get("running") else ""), downtime=True,
+                                                       bool(a.running)), f"pct set {a.vmid} --{key} {new_value}" +
+                     (", then start it again" if a.running else ""), downtime=True,
                      postcondition=MountPointSet(key, new_value), evidence=c.evidence)
         return True
-    if c.type == "docker-container" and a.get("binds"):
-        for source, dest, mode in a["binds"]:
+    if c.type == "docker-container" and a.binds:
+        for source, dest, mode in a.binds:
             new = _new_path(source, moves)
             if new is None:
                 continue
@@ -308,7 +308,7 @@ def repoint_config(t: Teardown) -> None:
     moving = [i for i in t.items if i.action == "migrate" and i.path in t.moved]
     for c in t.obs.consumers:
         ct = _in_ct(t, c)
-        if c.id in t.repointed or not c.paths or c.attrs.get("container") and ct is None:
+        if c.id in t.repointed or not c.paths or c.attrs.container and ct is None:
             continue
         if not all(any(is_under(p, i.path) for i in moving) for p in c.paths):
             continue

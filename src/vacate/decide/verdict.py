@@ -106,28 +106,28 @@ def describe(c: Consumer) -> str:
     a = c.attrs
     paths = ", ".join(c.paths[:2]) + (f" and {len(c.paths) - 2} more" if len(c.paths) > 2 else "")
     if c.type == "process":
-        who = f"{c.name} (pid {a.get('pid')}"
-        if a.get("unit"):
-            who += f", {a['unit']}"
-        if a.get("container"):
-            who += f", in {a['container']['type']} {a['container']['name']}"
-        elif a.get("pid_namespace"):
-            who += f", in {a['pid_namespace']}"
+        who = f"{c.name} (pid {a.pid}"
+        if a.unit:
+            who += f", {a.unit}"
+        if a.container:
+            who += f", in {a.container['type']} {a.container['name']}"
+        elif a.pid_namespace:
+            who += f", in {a.pid_namespace}"
         who += ")"
-        gone = " (deleted)" if a.get("deleted_paths") else ""
-        return f"{who} holds {'+'.join(a.get('access', []))} on {paths}{gone}"
+        gone = " (deleted)" if a.deleted_paths else ""
+        return f"{who} holds {'+'.join(a.access or [])} on {paths}{gone}"
     if c.type == "swap":
         return f"active swap file {paths}"
     if c.type == "loop-device":
         return f"loop device {c.name} is backed by {paths}"
     if c.type == "mount":
-        if a.get("nested"):
+        if a.nested:
             return f"{c.name} is mounted on top of the volume"
-        ns = "" if a.get("namespace") == "host" else f" in the mount namespace of pid {a.get('pid')}"
-        return f"the volume is also mounted at {c.name}{ns} (root {a.get('root')})"
+        ns = "" if a.namespace == "host" else f" in the mount namespace of pid {a.pid}"
+        return f"the volume is also mounted at {c.name}{ns} (root {a.root})"
     if c.type == "nfs-export" and c.live:
-        return f"NFS is exporting {a.get('export')} to {a.get('client')} now"
-    flags = [k for k in STARTS_FLAGS if a.get(k) is True]
+        return f"NFS is exporting {a.export} to {a.client} now"
+    flags = [k for k in STARTS_FLAGS if getattr(a, k, None) is True]
     state = f" ({', '.join(flags)})" if flags else ""
     return f"{c.type} {c.name}{state} names {paths}"
 
@@ -135,11 +135,11 @@ def describe(c: Consumer) -> str:
 def is_blocker(c: Consumer) -> bool:
     if c.live:
         return True
-    if c.type == "smb-share" and c.attrs.get("available") is False:
+    if c.type == "smb-share" and c.attrs.available is False:
         return False   # `available = no`: Samba does not serve it; referenced, not in use
     if c.type in SELF_STARTING:
         return True
-    return any(c.attrs.get(k) is True for k in STARTS_FLAGS)
+    return any(getattr(c.attrs, k, None) is True for k in STARTS_FLAGS)
 
 
 def verdict(consumers: tuple[Consumer, ...], problems: tuple[Problem, ...]) -> Verdict:

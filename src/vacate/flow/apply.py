@@ -364,7 +364,7 @@ def _ends(step, plan: Plan) -> set[str]:
     if step.kind == "stop-unit" and step.action is not None:
         unit = step.action.subject
         out |= {c.id for c in plan.observation.consumers
-                if c.type == "process" and c.attrs.get("unit") == unit}
+                if c.type == "process" and c.attrs.unit == unit}
     return out
 
 

@@ -19,17 +19,17 @@ STATUS_STYLE = {"active": "bold red", "referenced": "yellow", "cold": "cyan",
 def _who(c: Consumer) -> str:
     a = c.attrs
     if c.type == "process":
-        s = a.get("unit") or c.name
-        s += f" (pid {a.get('pid')}, {'+'.join(a.get('access', []))})"
-        if a.get("container"):
-            s += f" in {a['container']['type']} {a['container']['name']}"
-        if a.get("gpus"):
-            s += f", {len(a['gpus'])} GPU" + ("s" if len(a["gpus"]) > 1 else "")
+        s = a.unit or c.name
+        s += f" (pid {a.pid}, {'+'.join(a.access or [])})"
+        if a.container:
+            s += f" in {a.container['type']} {a.container['name']}"
+        if a.gpus:
+            s += f", {len(a.gpus)} GPU" + ("s" if len(a.gpus) > 1 else "")
         return s
     if c.type == "systemd-unit":
-        flags = [("enabled" if a.get("enabled") else "disabled") if a.get("enabled") is not None
-                 else None, ("running" if a.get("active") else "stopped")
-                 if a.get("active") is not None else None]
+        flags = [("enabled" if a.enabled else "disabled") if a.enabled is not None
+                 else None, ("running" if a.active else "stopped")
+                 if a.active is not None else None]
         flags = [f for f in flags if f]
         return c.name + (f" ({', '.join(flags)})" if flags else "")
     return f"{c.type} {c.name}"

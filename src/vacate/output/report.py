@@ -45,10 +45,10 @@ def _groups(consumers) -> list[dict]:
     out: dict[str, dict] = {}
     for c in consumers:
         a = c.attrs
-        if c.type == "process" and a.get("container"):
-            key, kind, name = f"container:{a['container']}", "container", str(a["container"])
-        elif c.type == "process" and a.get("unit"):
-            key, kind, name = f"systemd-unit:{a['unit']}", "systemd-unit", str(a["unit"])
+        if c.type == "process" and a.container:
+            key, kind, name = f"container:{a.container}", "container", str(a.container)
+        elif c.type == "process" and a.unit:
+            key, kind, name = f"systemd-unit:{a.unit}", "systemd-unit", str(a.unit)
         else:
             key, kind, name = c.id, c.type, c.name
         g = out.setdefault(key, {"key": key, "type": kind, "name": name, "consumers": []})

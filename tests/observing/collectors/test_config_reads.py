@@ -208,7 +208,7 @@ def test_a_free_text_setting_naming_the_volume_is_not_a_use(root):
           "ExecStart=/usr/bin/true\n")
     by_id, problems = source(systemd, root)
     assert set(by_id) == {"systemd-unit:real.service"} and problems == []
-    assert by_id["systemd-unit:real.service"].attrs["fields"] == {"WorkingDirectory": ["/data/w"]}
+    assert by_id["systemd-unit:real.service"].attrs.fields == {"WorkingDirectory": ["/data/w"]}
 
 
 def test_configured_collect_keeps_every_source_problem(root, deadline):
@@ -265,10 +265,10 @@ def test_a_container_whose_cgroup_cannot_be_read_is_not_called_stopped(root, dea
     procs = os.path.join(root, "sys/fs/cgroup/lxc.payload.c1/cgroup.procs")
     os.mkfifo(procs)
     by_id, _problems = source(lxc, root)
-    assert by_id["lxc-container:c1"].attrs["running"] is None      # unknown, not stopped
+    assert by_id["lxc-container:c1"].attrs.running is None      # unknown, not stopped
     os.unlink(procs)
     write(root, "/sys/fs/cgroup/lxc.payload.c1/cgroup.procs", "")
-    assert source(lxc, root)[0]["lxc-container:c1"].attrs["running"] is False
+    assert source(lxc, root)[0]["lxc-container:c1"].attrs.running is False
 
 
 @needs_root

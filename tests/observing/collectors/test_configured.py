@@ -92,22 +92,22 @@ def test_systemd_units_in_every_form(tree):
         "systemd-unit:envuser.service", "systemd-unit:data.mount",
         "systemd-unit:user:ml:nb.service", "systemd-unit:vol-a.service"}
     serve = by_id["systemd-unit:serve.service"]
-    assert (serve.attrs["enabled"], serve.attrs["active"]) == (True, None)
+    assert (serve.attrs.enabled, serve.attrs.active) == (True, None)
     assert serve.paths == ("/data/models/bin/serve",)       # spelled through the bind mount
-    assert serve.attrs["dropins"] == ["/etc/systemd/system/serve.service.d/50-x.conf"]
+    assert serve.attrs.dropins == ["/etc/systemd/system/serve.service.d/50-x.conf"]
     assert by_id["systemd-unit:vol-a.service"].paths == ("/data/vol-prefix",)
     assert serve.evidence[0].source == "/etc/systemd/system/serve.service:2"
     draft = by_id["systemd-unit:draft.service"]
-    assert draft.attrs["enabled"] is False and draft.live is False
+    assert draft.attrs.enabled is False and draft.live is False
     assert draft.paths == ("/data/eagle3/draft", "/data/hf cache")
-    assert draft.attrs["dropins"] == ["/etc/systemd/system/draft.service.d/10-token.conf"]
+    assert draft.attrs.dropins == ["/etc/systemd/system/draft.service.d/10-token.conf"]
     assert by_id["systemd-unit:worker@jobs-a.service"].paths == ("/data/jobs/a",)
     app = by_id["systemd-unit:app.service"]
-    assert app.attrs["fields"]["unit_file"] == ["/data/app/app.service"]
-    assert by_id["systemd-unit:data.mount"].attrs["mounts"] == "/data"
-    assert by_id["systemd-unit:data.mount"].attrs["mounts_target"] is True
+    assert app.attrs.fields["unit_file"] == ["/data/app/app.service"]
+    assert by_id["systemd-unit:data.mount"].attrs.mounts == "/data"
+    assert by_id["systemd-unit:data.mount"].attrs.mounts_target is True
     nb = by_id["systemd-unit:user:ml:nb.service"]
-    assert nb.attrs["user"] == "ml" and nb.attrs["enabled"] is True
+    assert nb.attrs.user == "ml" and nb.attrs.enabled is True
     assert nb.paths == ("/data/venv/bin/jupyter",)
 
 
@@ -115,7 +115,7 @@ def test_environment_files_and_env_config(tree):
     by_id, _p = run(tree)
     assert by_id["systemd-unit:envuser.service"].paths == ("/data/cache",)
     envfile = by_id["config-file:/etc/default/envuser"]
-    assert envfile.attrs["used_by"] == ["systemd-unit:envuser.service"]
+    assert envfile.attrs.used_by == ["systemd-unit:envuser.service"]
     assert envfile.evidence[0].source == "/etc/default/envuser:1"
     env = by_id["config-file:/etc/environment"]
     assert env.paths == ("/data/hf",) and env.evidence[0].source == "/etc/environment:1"
@@ -132,15 +132,15 @@ def test_container_configs_are_read_through_its_root(tree):
     by_id, problems = run(tree, containers=(ContainerRoot("nspawn", "ct", 4242),))
     assert [p for p in problems if p.blocks_verdict] == []
     job = by_id["systemd-unit:nspawn:ct:ctjob.service"]
-    assert job.paths == ("/data/eagle3/run.sh",) and job.attrs["container"]["type"] == "nspawn"
-    assert job.attrs["container"]["name"] == "ct"
+    assert job.paths == ("/data/eagle3/run.sh",) and job.attrs.container["type"] == "nspawn"
+    assert job.attrs.container["name"] == "ct"
     assert said(job) == "systemctl -M ct disable ctjob.service"
     assert job.evidence[0].detail == "ExecStart=/mnt/mp0/run.sh"
     cron = by_id["cron:nspawn:ct:/etc/crontab:1"]
     assert cron.paths == ("/data/eagle3/nightly.sh",)
     assert "systemd-unit:ctjob.service" not in by_id      # not on the host
     lib = by_id["systemd-unit:nspawn:ct:ctlib.service"]
-    assert lib.attrs["unit_file"] == "/lib/systemd/system/ctlib.service"
+    assert lib.attrs.unit_file == "/lib/systemd/system/ctlib.service"
     assert lib.paths == ("/data/eagle3/lib.sh",)
 
 

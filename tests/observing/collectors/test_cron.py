@@ -68,9 +68,9 @@ def test_cron_source_finds_every_kind_of_table(tmp_path):
         "cron:/etc/anacrontab:1", "cron:/etc/cron.daily/prune:3"}
     job = by_id["cron:/etc/crontab:6"]
     assert job.type == "cron" and job.live is False
-    assert job.attrs["user"] == "ml" and job.attrs["schedule"] == "*/5 1-3 * jan,feb mon-fri"
+    assert job.attrs.user == "ml" and job.attrs.schedule == "*/5 1-3 * jan,feb mon-fri"
     assert job.paths == ("/data/out", "/data/venv/bin/python")
-    assert by_id["cron:/var/spool/cron/crontabs/ml:2"].attrs["user"] == "ml"
+    assert by_id["cron:/var/spool/cron/crontabs/ml:2"].attrs.user == "ml"
     backup = by_id["cron:/etc/cron.d/backup:2"]
     assert "hunter2" not in backup.name and all("hunter2" not in e.detail for e in backup.evidence)
     assert backup.evidence[0].source == "/etc/cron.d/backup:2"

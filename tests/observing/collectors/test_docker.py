@@ -61,17 +61,17 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     consumers, problems = docker_src.collect(Host.local(), target, host_view(target))
     assert problems == ()
     by = _by_id(consumers)
-    ours = {k for k, c in by.items() if c.attrs.get("data_root") == box.data_root}
+    ours = {k for k, c in by.items() if c.attrs.data_root == box.data_root}
     assert ours == {"docker-container:vol-bind", "docker-container:vol-sub",
                     "docker-container:vol-stopped", "docker-container:vol-named"}
     bind = by["docker-container:vol-bind"]
     assert bind.type == "docker-container" and bind.live is False
-    assert bind.attrs["running"] is True
-    assert bind.attrs["pid"] == int(box.inspect("vol-bind", "{{.State.Pid}}"))
-    assert bind.attrs["image"] == IMAGE
-    assert bind.attrs["container_id"] == box.inspect("vol-bind", "{{.Id}}")
-    assert set(bind.attrs["relations"]) == {"bind", "env"}
-    assert bind.attrs["restart_policy"] == "unless-stopped" and bind.attrs["autostart"] is True
+    assert bind.attrs.running is True
+    assert bind.attrs.pid == int(box.inspect("vol-bind", "{{.State.Pid}}"))
+    assert bind.attrs.image == IMAGE
+    assert bind.attrs.container_id == box.inspect("vol-bind", "{{.Id}}")
+    assert set(bind.attrs.relations) == {"bind", "env"}
+    assert bind.attrs.restart_policy == "unless-stopped" and bind.attrs.autostart is True
     assert said(bind) == "docker stop vol-bind, then docker rm vol-bind " \
         "(or recreate it without the volume)"
     assert set(bind.paths) == {mnt, f"{mnt}/cache"}
@@ -80,10 +80,10 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     sub = by["docker-container:vol-sub"]
     assert sub.paths == (f"{mnt}/images",) and "(ro)" in sub.evidence[0].detail
     stopped = by["docker-container:vol-stopped"]
-    assert stopped.attrs["running"] is False and stopped.attrs["status"] == "created"
-    assert stopped.paths == (f"{mnt}/work",) and stopped.attrs["autostart"] is False
+    assert stopped.attrs.running is False and stopped.attrs.status == "created"
+    assert stopped.paths == (f"{mnt}/work",) and stopped.attrs.autostart is False
     named = by["docker-container:vol-named"]
-    assert named.attrs["relations"] == ["volume-device"] and named.paths == (f"{mnt}/work",)
+    assert named.attrs.relations == ["volume-device"] and named.paths == (f"{mnt}/work",)
     # evidence points at the daemon's own file for the container
     cid = box.inspect("vol-stopped", "{{.Id}}")
     assert stopped.evidence[0].source == f"{box.data_root}/containers/{cid}/config.v2.json"
@@ -91,8 +91,8 @@ def test_running_and_stopped_containers_binding_the_volume(cleanup):
     # stopping a container is seen as such
     box.out("stop", "-t", "1", "vol-bind")
     by = _by_id(docker_src.collect(Host.local(), target, host_view(target))[0])
-    assert by["docker-container:vol-bind"].attrs["running"] is False
-    assert by["docker-container:vol-bind"].attrs["status"] == "exited"
+    assert by["docker-container:vol-bind"].attrs.running is False
+    assert by["docker-container:vol-bind"].attrs.status == "exited"
 
 
 @pytest.mark.root
@@ -114,7 +114,7 @@ def test_data_root_on_the_volume(cleanup):
     root = by[f"config-file:docker-data-root:{box.data_root}"]
     assert root.paths == (box.data_root,)
     plain = by["docker-container:plain"]
-    assert plain.attrs["relations"] == ["data-root"] and plain.attrs["data_root"] == box.data_root
+    assert plain.attrs.relations == ["data-root"] and plain.attrs.data_root == box.data_root
 
 
 def test_data_roots_from_daemon_json_and_dockerd_command_lines(tmp_path):
@@ -193,5 +193,5 @@ def test_default_data_root_symlinked_onto_the_volume(ext4_volume, tmp_path):
     by = _by_id(consumers)
     assert by["config-file:docker-data-root:/var/lib/docker"].paths == (f"{vol}/docker",)
     web = by["docker-container:web"]
-    assert web.attrs["relations"] == ["data-root"] and web.attrs["status"] == "exited"
-    assert web.attrs["autostart"] is True
+    assert web.attrs.relations == ["data-root"] and web.attrs.status == "exited"
+    assert web.attrs.autostart is True

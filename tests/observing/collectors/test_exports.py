@@ -49,7 +49,7 @@ def test_collect_exports_of_the_volume(ext4_volume, tmp_path):
     assert set(by) == {"nfs-export:/etc/exports:1", "nfs-export:/etc/exports:4",
                        "nfs-export:/etc/exports.d/lab.exports:1"}
     assert all(c.type == "nfs-export" and not c.live for c in consumers)
-    assert by["nfs-export:/etc/exports:1"].attrs["clients"] == \
+    assert by["nfs-export:/etc/exports:1"].attrs.clients == \
         [{"host": "127.0.0.1", "options": "rw,no_subtree_check,fsid=129"}]
-    assert by["nfs-export:/etc/exports:4"].attrs["relation"] == "crossmnt-parent"
+    assert by["nfs-export:/etc/exports:4"].attrs.relation == "crossmnt-parent"
     assert by["nfs-export:/etc/exports.d/lab.exports:1"].paths == (f"{vol}/work",)

@@ -60,23 +60,23 @@ def test_collect_finds_every_way_fstab_uses_the_volume(ext4_volume, tmp_path):
     host = Host.under(str(tmp_path))
     target = resolve_target(vol)
     consumers, problems = fstab_src.collect(host, target, host_view(target))
-    by_line = {c.attrs["line"]: c for c in consumers}
+    by_line = {c.attrs.line: c for c in consumers}
     assert sorted(by_line) == [2, 3, 5, 6, 7, 8, 9, 13, 14]
-    assert by_line[14].attrs["relations"] == ["same-mountpoint"]
+    assert by_line[14].attrs.relations == ["same-mountpoint"]
     assert all(c.type == "fstab" and not c.live for c in consumers)
     assert by_line[2].id == "fstab:/etc/fstab:2"
-    assert by_line[2].attrs["relations"] == ["mounts-volume"]
-    assert by_line[2].attrs["noauto"] and by_line[2].attrs["nofail"]
+    assert by_line[2].attrs.relations == ["mounts-volume"]
+    assert by_line[2].attrs.noauto and by_line[2].attrs.nofail
     assert by_line[2].paths == (target.path,)
-    assert by_line[3].attrs["relations"] == ["mounts-volume"]
-    assert by_line[13].attrs["relations"] == ["mounts-volume"]
-    assert by_line[5].attrs["relations"] == ["bind-source"]
+    assert by_line[3].attrs.relations == ["mounts-volume"]
+    assert by_line[13].attrs.relations == ["mounts-volume"]
+    assert by_line[5].attrs.relations == ["bind-source"]
     assert by_line[5].paths == (os.path.join(vol, "work"),)
-    assert by_line[6].attrs["relations"] == ["backing-file"]
-    assert by_line[7].attrs["relations"] == ["mountpoint-on-volume"]
+    assert by_line[6].attrs.relations == ["backing-file"]
+    assert by_line[7].attrs.relations == ["mountpoint-on-volume"]
     assert by_line[7].paths == (spaced,)
-    assert by_line[8].attrs["relations"] == ["swap-file"]
-    assert by_line[9].attrs["relations"] == ["option-path"]
+    assert by_line[8].attrs.relations == ["swap-file"]
+    assert by_line[9].attrs.relations == ["option-path"]
     assert by_line[9].paths == (os.path.join(vol, "lower"),)
     ev = by_line[5].evidence[0]
     assert ev.source == "/etc/fstab:5" and f"{vol}/work" in ev.detail
@@ -101,7 +101,7 @@ def test_tag_resolved_through_dev_disk_links(ext4_volume, tmp_path):
         "PARTUUID=feedbeef-01 /data ext4 defaults 0 0\nPARTUUID=feedbeef-02 /x ext4 defaults 0 0\n")
     target = resolve_target(ext4_volume.mountpoint)
     consumers, _ = fstab_src.collect(Host.under(str(tmp_path)), target, host_view(target))
-    assert [c.attrs["line"] for c in consumers] == [1]
+    assert [c.attrs.line for c in consumers] == [1]
     assert "resolves to " + ext4_volume.device in consumers[0].evidence[0].detail
 
 
@@ -118,6 +118,6 @@ def test_paths_through_symlinks_on_the_host(ext4_volume, tmp_path):
                                         "/srv/nolink /mnt/y none bind 0 0\n")
     target = resolve_target(vol)
     consumers, _ = fstab_src.collect(Host.under(str(tmp_path)), target, host_view(target))
-    assert [(c.attrs["line"], c.attrs["relations"], c.paths) for c in consumers] == [
+    assert [(c.attrs.line, c.attrs.relations, c.paths) for c in consumers] == [
         (1, ["bind-source"], (f"{vol}/work/sub",)),
         (2, ["mountpoint-on-volume"], (f"{vol}/work/tmp",))]

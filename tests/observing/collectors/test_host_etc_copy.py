@@ -62,7 +62,7 @@ def test_fstab_and_cron_lines_in_a_copy_of_etc_are_read_and_edited_there(ext4_vo
     found = tuple(c for src in (fstab, cron) for c in src.collect(host, obs.target, view)[0])
     assert sorted(c.id for c in found) == ["cron:/etc/cron.d/job:1", "cron:/etc/crontab:2",
                                            "fstab:/etc/fstab:2"]
-    assert {c.attrs["file"] for c in found} == {"/etc/fstab", "/etc/crontab",
+    assert {c.attrs.file for c in found} == {"/etc/fstab", "/etc/crontab",
                                                 "/etc/cron.d/job"}
 
     plan = make_plan(dataclasses.replace(obs, consumers=obs.consumers + found),

@@ -55,7 +55,7 @@ def test_kernel_users_found_with_actions(kvol):
     loop = by[f"loop-device:{dev}"]
     assert loop.paths == (f"{m}/images/nested.img",)
     assert said(loop) == f"losetup -d {dev}"
-    nest = [c for c in cons if c.type == "mount" and c.attrs.get("nested")]
+    nest = [c for c in cons if c.type == "mount" and c.attrs.nested]
     assert [c.name for c in nest] == [nested]
     assert said(nest[0]) == f"umount {nested}"
     binds = [c for c in cons if c.type == "mount" and c.name == bind_at]
@@ -124,5 +124,5 @@ def test_swaps_parse_escaped_and_deleted(tmp_path):
     target = Target("/data", ms[1], 0, None, None, None, True, "", None, (), ())
     cons = kernel.swaps(Host.under(str(root)), target, ms)
     assert [c.paths[0] for c in cons] == ["/data/swap file", "/data/old.swap"]
-    assert cons[0].attrs["used_kb"] == 1024
+    assert cons[0].attrs.used_kb == 1024
     assert cons[1].evidence[0].deleted

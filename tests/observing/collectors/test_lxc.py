@@ -100,24 +100,24 @@ def test_collect_from_host_tree(ext4_volume, tmp_path):
                        "config-file:/etc/lxc/default.conf"}
     web = by["lxc-container:web"]
     assert web.type == "lxc-container" and web.live is False
-    assert web.attrs["running"] is True and web.attrs["state_from"] == "cgroup"
+    assert web.attrs.running is True and web.attrs.state_from == "cgroup"
     assert set(web.paths) == {target.path, f"{vol}/images/mp0", f"{vol}/hooks/pre.sh"}
     sources = {e.source for e in web.evidence}
     assert sources == {"/srv/lxc/web/config:2", "/srv/lxc/web/more.conf:1",
                        "/srv/lxc/web/more.conf:2"}
-    assert web.attrs["autostart"] is True
+    assert web.attrs.autostart is True
     assert said(web) == ("lxc-stop -P /srv/lxc -n web, then remove or change the "
                                    "entry at /srv/lxc/web/config:2; set lxc.start.auto = 0 "
                                    "meanwhile")
     ovl = by["lxc-container:ovl"]
-    assert ovl.attrs["running"] is False
-    assert "rootfs" in ovl.attrs["relations"]
+    assert ovl.attrs.running is False
+    assert "rootfs" in ovl.attrs.relations
     # the bind from the volume in the mount fstab; the tmpfs mount point inside the rootfs
     # is on the volume too, but the rootfs line already says so
     assert {e.source for e in ovl.evidence} == {"/srv/lxc/ovl/config:1", "/srv/lxc/ovl/fstab:2"}
     assert set(ovl.paths) == {f"{vol}/ovl/delta0", f"{vol}/logs"}
-    assert by["lxc-container:old"].attrs["relations"] == ["rootfs"]
-    assert by["lxc-container:old"].attrs["autostart"] is False
+    assert by["lxc-container:old"].attrs.relations == ["rootfs"]
+    assert by["lxc-container:old"].attrs.autostart is False
     assert "lxc-destroy -P /srv/lxc -n old" in said(by["lxc-container:old"])
 
 
@@ -168,18 +168,18 @@ def test_real_lxc_containers(lxc_boxes, tmp_path):
     assert not [p for p in problems if p.blocks_verdict]
     assert f"lxc-container:{other.name}" not in by
     b = by[f"lxc-container:{bind.name}"]
-    assert b.attrs["running"] is True and b.attrs["pid"] == pid_bind
+    assert b.attrs.running is True and b.attrs.pid == pid_bind
     assert set(b.paths) == {mnt, f"{mnt}/images/129/subvol-129-disk-1"}
     assert {e.source for e in b.evidence} == {f"{bind.config}:10", f"{bind.config}:11"}
     o = by[f"lxc-container:{onvol.name}"]
-    assert o.attrs["running"] is True and o.attrs["pid"] == pid_onvol
-    assert o.attrs["relations"] == ["rootfs"] and o.paths == (f"{mnt}/images/130/rootfs",)
+    assert o.attrs.running is True and o.attrs.pid == pid_onvol
+    assert o.attrs.relations == ["rootfs"] and o.paths == (f"{mnt}/images/130/rootfs",)
     s = by[f"lxc-container:{stopped.name}"]
-    assert s.attrs["running"] is False and "pid" not in s.attrs
+    assert s.attrs.running is False and "pid" not in s.attrs.given
 
     onvol.stop()
     consumers, _ = lxc_src.collect(Host.local(), target, host_view(target))
-    assert {c.id: c for c in consumers}[f"lxc-container:{onvol.name}"].attrs["running"] is False
+    assert {c.id: c for c in consumers}[f"lxc-container:{onvol.name}"].attrs.running is False
 
 
 @pytest.mark.root
@@ -194,5 +194,5 @@ def test_lxcpath_symlinked_onto_the_volume(ext4_volume, tmp_path):
     consumers, _ = lxc_src.collect(Host.under(str(tmp_path)), target, host_view(target))
     (box,) = consumers
     assert box.id == "lxc-container:box"
-    assert set(box.attrs["relations"]) == {"rootfs", "container-dir"}
+    assert set(box.attrs.relations) == {"rootfs", "container-dir"}
     assert set(box.paths) == {f"{vol}/lxc/box/rootfs", f"{vol}/lxc/box"}

@@ -63,7 +63,7 @@ def held(request):
 
 
 def _by_pid(found):
-    return {c.attrs["pid"]: c for c in found.consumers}
+    return {c.attrs.pid: c for c in found.consumers}
 
 
 EXPECT = {   # label: (access kinds that must be there, path below the volume, deleted)
@@ -89,24 +89,24 @@ def test_each_holder_found_with_access_and_host_path(held, label):
     access, rel, deleted = EXPECT[label]
     c = _by_pid(found).get(pids[label])
     assert c is not None, f"{label} (pid {pids[label]}) not found on {fs}"
-    assert access <= set(c.attrs["access"])
+    assert access <= set(c.attrs.access)
     want = os.path.join(m, rel)
     assert want in c.paths
-    assert (want in c.attrs["deleted_paths"]) is deleted
-    assert c.id == f"process:{pids[label]}:{c.attrs['start_time']}"
+    assert (want in c.attrs.deleted_paths) is deleted
+    assert c.id == f"process:{pids[label]}:{c.attrs.start_time}"
 
 
 def test_mapping_only_holder_has_no_fd(held):
     _fs, _m, _t, found, pids, _w, _h = held
     c = _by_pid(found)[pids["mmaponly"]]
-    assert c.attrs["access"] == ["mmap"]
+    assert c.attrs.access == ["mmap"]
 
 
 def test_writer_is_marked_writing(held):
     _fs, _m, _t, found, pids, _w, _h = held
     by = _by_pid(found)
-    assert by[pids["writer"]].attrs["writing"] is True
-    assert by[pids["fd"]].attrs["writing"] is False
+    assert by[pids["writer"]].attrs.writing is True
+    assert by[pids["fd"]].attrs.writing is False
 
 
 def test_private_namespace_paths_translated(held):
@@ -121,7 +121,7 @@ def test_private_namespace_paths_translated(held):
 def test_bind_in_private_namespace_is_a_kernel_user(held):
     _fs, m, target, found, pids, ns_where, _h = held
     cons, problems = kernel.collect(Host.local(), target, found.namespaces)
-    ms = [c for c in cons if c.type == "mount" and c.attrs.get("mountpoint") == ns_where]
+    ms = [c for c in cons if c.type == "mount" and c.attrs.mountpoint == ns_where]
     assert len(ms) == 1 and ms[0].paths == (f"{m}/work",)
     assert said(ms[0]) == f"nsenter -t {pids['nsbind']} -m umount {ns_where}"
     assert not [p for p in problems if p.blocks_verdict]
@@ -135,11 +135,11 @@ def test_only_expected_problems(held):
 def test_user_cmdline_and_identity(held):
     _fs, m, _t, found, pids, _w, _h = held
     c = _by_pid(found)[pids["exe"]]
-    assert c.attrs["user"] == "root" and c.attrs["uid"] == 0
-    assert c.attrs["cmdline"] == f"{m}/bin/sleeper 1d"
+    assert c.attrs.user == "root" and c.attrs.uid == 0
+    assert c.attrs.cmdline == f"{m}/bin/sleeper 1d"
     with open(f"/proc/{pids['exe']}/stat", "rb") as f:
         data = f.read()
-    assert c.attrs["start_time"] == int(data[data.rfind(b")") + 2:].split()[19])
+    assert c.attrs.start_time == int(data[data.rfind(b")") + 2:].split()[19])
 
 
 def _fuser_pids(m):

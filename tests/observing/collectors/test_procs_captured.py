@@ -83,28 +83,28 @@ def test_captured_tree_holders(captured):
     host, target = captured
     nv = FakeNVML()
     found = procs.collect(host, target, nvml=nv)
-    by = {c.attrs["pid"]: c for c in found.consumers}
+    by = {c.attrs.pid: c for c in found.consumers}
     assert set(by) == {2001, 2002, 2003}          # 2004 holds a GPU but nothing on /data
     q = by[2001]
-    assert q.attrs["unit"] == "sglang-qwen.service" and q.attrs["container"] is None
-    assert q.attrs["access"] == ["fd", "mmap"]
-    assert q.attrs["user"] == "ml"
+    assert q.attrs.unit == "sglang-qwen.service" and q.attrs.container is None
+    assert q.attrs.access == ["fd", "mmap"]
+    assert q.attrs.user == "ml"
     assert "/data/models/qwen/model-00001-of-00005.safetensors" in q.paths
-    assert "sk-abcdef" not in q.attrs["cmdline"] and "--model-path /data/models/qwen" in \
-        q.attrs["cmdline"]
-    assert [g["index"] for g in q.attrs["gpus"]] == [0, 1]      # not nvidiactl / nvidia-uvm
-    assert q.attrs["gpus"][1]["name"] == "NVIDIA H100 80GB HBM3"
-    assert q.attrs["gpus"][1]["memory_bytes"] == 41 * 2**30
-    assert q.attrs["gpus"][0]["uuid"] == "GPU-00000000"
+    assert "sk-abcdef" not in q.attrs.cmdline and "--model-path /data/models/qwen" in \
+        q.attrs.cmdline
+    assert [g["index"] for g in q.attrs.gpus] == [0, 1]      # not nvidiactl / nvidia-uvm
+    assert q.attrs.gpus[1]["name"] == "NVIDIA H100 80GB HBM3"
+    assert q.attrs.gpus[1]["memory_bytes"] == 41 * 2**30
+    assert q.attrs.gpus[0]["uuid"] == "GPU-00000000"
     assert nv.calls == ["init", "shutdown"]
     ct = by[2002]
-    assert ct.attrs["container"] == {"type": "lxc", "name": "129", "ctid": 129}
-    assert ct.attrs["unit"] == "trainer.service"
-    assert ct.attrs["deleted_paths"] == ["/data/eagle3/out/ckpt.pt"]
-    assert ct.attrs["user"] is None                               # a shifted uid
+    assert ct.attrs.container == {"type": "lxc", "name": "129", "ctid": 129}
+    assert ct.attrs.unit == "trainer.service"
+    assert ct.attrs.deleted_paths == ["/data/eagle3/out/ckpt.pt"]
+    assert ct.attrs.user is None                               # a shifted uid
     d = by[2003]
-    assert d.attrs["access"] == ["cwd"] and d.paths == ("/data/work",)
-    assert d.attrs["container"] == {"type": "docker", "name": DOCKER_ID, "docker_name": "web"}
+    assert d.attrs.access == ["cwd"] and d.paths == ("/data/work",)
+    assert d.attrs.container == {"type": "docker", "name": DOCKER_ID, "docker_name": "web"}
 
 
 def test_nvml_absent_keeps_device_fds(captured):
@@ -115,16 +115,16 @@ def test_nvml_absent_keeps_device_fds(captured):
             raise self.NVMLError("Driver Not Loaded")
 
     found = procs.collect(host, target, nvml=Broken())
-    q = next(c for c in found.consumers if c.attrs["pid"] == 2001)
-    assert q.attrs["gpus"] == [{"device": "/dev/nvidia0", "index": 0},
+    q = next(c for c in found.consumers if c.attrs.pid == 2001)
+    assert q.attrs.gpus == [{"device": "/dev/nvidia0", "index": 0},
                                {"device": "/dev/nvidia1", "index": 1}]
-    assert "Driver Not Loaded" in q.attrs["gpu_note"]
+    assert "Driver Not Loaded" in q.attrs.gpu_note
 
 
 def test_next_actions_follow_unit_and_container(captured):
     host, target = captured
     found = procs.collect(host, target, nvml=FakeNVML())
-    by = {c.attrs["pid"]: c for c in found.consumers}
+    by = {c.attrs.pid: c for c in found.consumers}
     assert said(by[2001]) == "systemctl stop sglang-qwen.service"
     assert said(by[2002]) == "pct exec 129 --keep-env 0 -- systemctl stop trainer.service"
     assert said(by[2003]) == "docker stop web"

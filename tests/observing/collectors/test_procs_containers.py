@@ -50,9 +50,9 @@ def boxes():
 
 def test_container_process_with_host_paths(boxes):
     m, _t, found, bind, pid_bind, _o, _p = boxes
-    c = next(c for c in found.consumers if c.attrs["pid"] == pid_bind)
-    assert c.attrs["container"] == {"type": "lxc", "name": bind.name}
-    assert {"fd", "cwd"} <= set(c.attrs["access"])
+    c = next(c for c in found.consumers if c.attrs.pid == pid_bind)
+    assert c.attrs.container == {"type": "lxc", "name": bind.name}
+    assert {"fd", "cwd"} <= set(c.attrs.access)
     assert {f"{m}/db/data.txt", f"{m}/work"} <= set(c.paths)
     # the evidence keeps what the container sees
     assert any(e.detail == "/data/db/data.txt" for e in c.evidence)
@@ -60,9 +60,9 @@ def test_container_process_with_host_paths(boxes):
 
 def test_container_with_rootfs_on_the_volume(boxes):
     m, _t, found, _b, _pb, onvol, pid_onvol = boxes
-    c = next(c for c in found.consumers if c.attrs["pid"] == pid_onvol)
-    assert c.attrs["container"]["name"] == onvol.name
-    assert {"root", "exe"} <= set(c.attrs["access"])
+    c = next(c for c in found.consumers if c.attrs.pid == pid_onvol)
+    assert c.attrs.container["name"] == onvol.name
+    assert {"root", "exe"} <= set(c.attrs.access)
     assert f"{m}/images/130/rootfs" in c.paths
 
 
@@ -76,14 +76,14 @@ def test_containers_listed_for_the_configured_audit(boxes):
 def test_container_mounts_are_kernel_users(boxes):
     m, target, found, _b, _pid_bind, _o, _p = boxes
     cons, problems = kernel.collect(Host.local(), target, found.namespaces)
-    data = [c for c in cons if c.type == "mount" and c.attrs.get("mountpoint") == "/data"]
+    data = [c for c in cons if c.type == "mount" and c.attrs.mountpoint == "/data"]
     assert data and data[0].paths == (m,)
     assert not [p for p in problems if p.blocks_verdict]
 
 
 def test_finds_what_fuser_and_lsof_find(boxes):
     m, _t, found, _b, pid_bind, _o, pid_onvol = boxes
-    ours = {c.attrs["pid"] for c in found.consumers}
+    ours = {c.attrs.pid for c in found.consumers}
     fuser = subprocess.run(["fuser", "-m", m], capture_output=True, text=True, check=False)
     lsof = subprocess.run(["lsof", "-t", "-n", "--", m], capture_output=True, text=True,
                           check=False)
@@ -120,8 +120,8 @@ def docker_held():
 
 def test_docker_container_process_named_from_its_data_root(docker_held):
     m, _t, found, cid, pid = docker_held
-    c = next(c for c in found.consumers if c.attrs["pid"] == pid)
-    assert c.attrs["container"] == {"type": "docker", "name": cid, "docker_name": "vol-holder"}
-    assert "cwd" in c.attrs["access"] and f"{m}/work" in c.paths
+    c = next(c for c in found.consumers if c.attrs.pid == pid)
+    assert c.attrs.container == {"type": "docker", "name": cid, "docker_name": "vol-holder"}
+    assert "cwd" in c.attrs.access and f"{m}/work" in c.paths
     from vacate.output.next_steps import for_consumer as said
     assert said(c) == "docker stop vol-holder"

@@ -26,8 +26,8 @@ def test_whole_proc_read_with_only_expected_exceptions():
     assert {p.code for p in found.problems} <= {"pid1-unreadable"}
     assert not [p for p in found.problems if p.blocks_verdict]
     # this test's own interpreter is skipped; its parent shell's cwd is on / and is found
-    assert all(c.attrs["pid"] != os.getpid() for c in found.consumers)
-    assert any(c.attrs["pid"] == os.getppid() for c in found.consumers)
+    assert all(c.attrs.pid != os.getpid() for c in found.consumers)
+    assert any(c.attrs.pid == os.getppid() for c in found.consumers)
 
 
 @pytest.mark.slow

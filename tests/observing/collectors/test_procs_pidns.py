@@ -68,11 +68,11 @@ def test_the_holder_is_in_its_namespace_init_and_a_shared_fstab_is_the_hosts(set
     etc = etc_with_fstab(tmp, "etc", vol)
     init = boxed(h, tmp, work, etc)
     obs = observe(vol, host=Host(etc=etc), scan_tree=False)
-    proc = [c for c in obs.consumers if c.type == "process" and c.attrs["pid"] == init]
+    proc = [c for c in obs.consumers if c.type == "process" and c.attrs.pid == init]
     assert proc, "the sleep holding the volume in its namespaces is not seen"
     a = proc[0].attrs
-    assert a["container"] == {"type": "pidns", "name": str(init), "init_pid": init}
-    assert a["pid_namespace"] == os.readlink(f"/proc/{init}/ns/pid")
+    assert a.container == {"type": "pidns", "name": str(init), "init_pid": init}
+    assert a.pid_namespace == os.readlink(f"/proc/{init}/ns/pid")
     assert ("pidns", str(init), init) in {(c.type, c.name, c.init_pid) for c in obs.containers}
     # the box's /etc/fstab is the host's own file: one consumer, the host's
     assert fstab_ids(obs) == ["fstab:/etc/fstab:1"]
@@ -86,7 +86,7 @@ def test_a_fstab_of_its_own_with_the_same_line_is_its_own(setup):
     obs = observe(vol, host=Host(etc=host_etc), scan_tree=False)
     assert fstab_ids(obs) == ["fstab:/etc/fstab:1", f"fstab:pidns:{init}:/etc/fstab:1"]
     mine = next(c for c in obs.consumers if c.id == f"fstab:pidns:{init}:/etc/fstab:1")
-    assert mine.attrs["container"] == {"type": "pidns", "name": str(init), "init_pid": init}
+    assert mine.attrs.container == {"type": "pidns", "name": str(init), "init_pid": init}
 
 
 def test_a_process_entered_into_the_namespace_finds_its_pid1(setup):
@@ -100,7 +100,7 @@ def test_a_process_entered_into_the_namespace_finds_its_pid1(setup):
                                   f"cd {work} && : > {flag} && exec sleep 1d"], ready=flag)
     obs = observe(vol, host=Host(etc=etc), scan_tree=False)
     procs = [c for c in obs.consumers if c.type == "process"]
-    assert [c.attrs["ppid"] for c in procs] == [entered]      # the sleep nsenter forked
-    assert procs[0].attrs["container"] == {"type": "pidns", "name": str(init), "init_pid": init}
+    assert [c.attrs.ppid for c in procs] == [entered]      # the sleep nsenter forked
+    assert procs[0].attrs.container == {"type": "pidns", "name": str(init), "init_pid": init}
     assert [c for c in obs.containers if c.type == "pidns"] == [
         ContainerRoot("pidns", str(init), init)]

@@ -129,7 +129,7 @@ def test_split_pass_finds_what_the_single_pass_finds(crowd_volume, monkeypatch, 
     two = _collect(target, True, monkeypatch)
     ids = {c.id for c in one.consumers}
     assert ids == {c.id for c in two.consumers}
-    assert holders <= {c.attrs["pid"] for c in two.consumers}
+    assert holders <= {c.attrs.pid for c in two.consumers}
     assert dict(one.namespaces) == dict(two.namespaces)
     assert abs(one.processes - two.processes) <= 5      # others' processes come and go
     assert not [p for p in two.problems if p.blocks_verdict]
@@ -175,7 +175,7 @@ def test_early_look_started_before_the_target_is_resolved(crowd_volume, monkeypa
             os.waitpid(child, os.WNOHANG)             # joined and reaped
     plain = procs.collect(Host.local(), target)
     assert {c.id for c in got.consumers} == {c.id for c in plain.consumers}
-    assert holders <= {c.attrs["pid"] for c in got.consumers}
+    assert holders <= {c.attrs.pid for c in got.consumers}
     # started for another volume (/): not used, the child is reaped, the pass still right
     wrong = procs_probe.Early.start("/")
     assert wrong is not None and wrong.key[0] != {m}

@@ -130,34 +130,34 @@ def test_collect_guests_using_the_volume(pve_tree):
     assert set(by) == {"pve-container:129", "pve-container:130", "pve-container:131",
                        "pve-container:133", "pve-vm:200", "pve-storage:onvol"}
     pend = by["pve-container:133"]
-    assert pend.attrs["pending_keys"] == ["mp0"] and not pend.attrs["in_current_config"]
+    assert pend.attrs.pending_keys == ["mp0"] and not pend.attrs.in_current_config
     assert said(pend).startswith("pct set 133 --revert mp0")
     assert "[pve:pending]" in pend.evidence[0].detail
     ct = by["pve-container:129"]
     assert ct.type == "pve-container" and ct.name == "129 (ct129)" and ct.live is False
-    assert ct.attrs["relations"] == ["mount-point"]
+    assert ct.attrs.relations == ["mount-point"]
     assert {e.source for e in ct.evidence} == {"/etc/pve/lxc/129.conf:6", "/etc/pve/lxc/129.conf:7"}
-    assert ct.attrs["onboot"] is True and ct.attrs["keys"] == ["mp0", "mp1"]
+    assert ct.attrs.onboot is True and ct.attrs.keys == ["mp0", "mp1"]
     assert "pct set 129 --delete mp0,mp1" in said(ct)
     # a container is not stopped for its mount points: the restart that applies the pending
     # deletion is offered, a person's to choose (CT 129 has no init running here: its state
     # is unknown, so it may run)
-    assert ct.attrs.get("running") is not False
+    assert ct.attrs.running is not False
     assert "shutdown" not in said(ct)
     assert "then when the container may restart, pct reboot 129" in said(ct)
     assert set(ct.paths) == {vol, f"{vol}/eagle3"}
-    assert ct.attrs["in_current_config"] and ct.attrs["snapshots"] == []
+    assert ct.attrs.in_current_config and ct.attrs.snapshots == []
     snap = by["pve-container:130"]
-    assert not snap.attrs["in_current_config"] and snap.attrs["snapshots"] == ["before"]
+    assert not snap.attrs.in_current_config and snap.attrs.snapshots == ["before"]
     assert "snapshot [before]" in snap.evidence[0].detail
     assert said(snap).startswith("pct delsnapshot 130 before")
-    assert snap.attrs["onboot"] is False
+    assert snap.attrs.onboot is False
     c131 = by["pve-container:131"]
-    assert set(c131.attrs["relations"]) == {"bind-source", "unused-disk"}
+    assert set(c131.attrs.relations) == {"bind-source", "unused-disk"}
     assert f"{vol}/pve/images/131/vm-131-disk-1.raw" in c131.paths
     vm = by["pve-vm:200"]
-    assert vm.type == "pve-vm" and vm.attrs["node"] == "pve1"
-    assert vm.attrs["running"] is True and vm.attrs["pid"] == os.getpid()
+    assert vm.type == "pve-vm" and vm.attrs.node == "pve1"
+    assert vm.attrs.running is True and vm.attrs.pid == os.getpid()
     assert set(vm.paths) == {f"{vol}/pve/images/200/vm-200-disk-0.qcow2",
                              f"{vol}/pve/template/iso/debian-12.iso"}
     assert by["pve-storage:onvol"].type == "config-file"

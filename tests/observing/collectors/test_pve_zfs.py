@@ -42,11 +42,11 @@ def test_volume_ids_resolve_to_the_dataset_under_audit(pool, tmp_path):
     assert problems == ()
     assert [c.id for c in consumers] == ["pve-container:129"]
     ct = consumers[0]
-    assert ct.paths == (mnt,) and ct.attrs["keys"] == ["mp0"] and ct.attrs["onboot"] is True
+    assert ct.paths == (mnt,) and ct.attrs.keys == ["mp0"] and ct.attrs.onboot is True
     assert f"is ZFS dataset {ds}" in ct.evidence[0].detail
 
     consumers, _ = lxc_src.collect(host, target, view)
-    assert [(c.id, c.attrs["relations"]) for c in consumers] == [("lxc-container:zct", ["rootfs"])]
+    assert [(c.id, c.attrs.relations) for c in consumers] == [("lxc-container:zct", ["rootfs"])]
 
     consumers, _ = fstab_src.collect(host, target, view)
-    assert [(c.attrs["line"], c.attrs["relations"]) for c in consumers] == [(1, ["mounts-volume"])]
+    assert [(c.attrs.line, c.attrs.relations) for c in consumers] == [(1, ["mounts-volume"])]

@@ -60,11 +60,11 @@ def test_collect_shares_on_the_volume(ext4_volume, tmp_path):
                        "smb-share:alice"}
     assert all(c.type == "smb-share" and not c.live for c in consumers)
     models = by["smb-share:Models"]
-    assert models.paths == (f"{vol}/models",) and models.attrs["read_only"] is False
+    assert models.paths == (f"{vol}/models",) and models.attrs.read_only is False
     assert models.evidence[0].source.startswith("/etc/samba/smb.conf:")
     assert by["smb-share:scratch"].evidence[0].source == "/etc/samba/shares.conf:2"
-    assert by["smb-share:scratch"].attrs["read_only"] is False
+    assert by["smb-share:scratch"].attrs.read_only is False
     old = by["smb-share:Old"]
-    assert old.attrs["relations"] == ["config-path"] and old.attrs["available"] is False
-    assert by["smb-share:alice"].attrs["usershare"] is True
+    assert old.attrs.relations == ["config-path"] and old.attrs.available is False
+    assert by["smb-share:alice"].attrs.usershare is True
     assert [p.code for p in problems] == ["unresolved-include"]

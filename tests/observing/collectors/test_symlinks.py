@@ -83,9 +83,9 @@ def test_links_into_the_volume_are_found(tree_and_volume):
     assert by["symlink:/opt/app/data"].paths == (vol,)
     assert by["symlink:/srv/rel"].paths == (f"{vol}/hf",)
     assert by["symlink:/usr/local/bin/tool"].paths == (f"{vol}/bin/tool",)
-    assert by["symlink:/usr/local/bin/tool"].attrs["target"] == "/srv/chain"
-    assert by["symlink:/etc/gone"].attrs["dangling"] is True
-    assert by["symlink:/etc/models"].attrs["dangling"] is False
+    assert by["symlink:/usr/local/bin/tool"].attrs.target == "/srv/chain"
+    assert by["symlink:/etc/gone"].attrs.dangling is True
+    assert by["symlink:/etc/models"].attrs.dangling is False
     ev = by["symlink:/etc/models"].evidence[0]
     assert ev.kind == "symlink" and ev.detail == f"/etc/models -> {vol}/models"
     assert all(c.type == "symlink" and not c.live for c in consumers)

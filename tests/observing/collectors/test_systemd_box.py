@@ -105,22 +105,22 @@ def test_units_in_a_booted_systemd_with_state_from_systemctl(box):
                 "vol-worker@adhoc.service": (False, True), mount_name: (True, True)}
     for name, (enabled, active) in expected.items():
         c = by_id[f"systemd-unit:nspawn:box:{name}"]
-        assert (c.attrs["enabled"], c.attrs["active"]) == (enabled, active), name
+        assert (c.attrs.enabled, c.attrs.active) == (enabled, active), name
         assert state(b, name) == (enabled, active), name        # what systemctl says
-        assert c.attrs["state_from"] == "systemctl" and c.attrs["container"]["type"] == "nspawn"
-        assert c.attrs["container"]["name"] == "box"
+        assert c.attrs.state_from == "systemctl" and c.attrs.container["type"] == "nspawn"
+        assert c.attrs.container["name"] == "box"
         assert c.live is active
     run = by_id["systemd-unit:nspawn:box:vol-run.service"]
     assert said(run) == "systemctl -M box disable --now vol-run.service"
     assert set(run.paths) == {vol, f"{vol}/work", f"{vol}/db", f"{vol}/bin/sleeper"}
-    assert run.attrs["unit_file"] == "/etc/systemd/system/vol-run.service"
+    assert run.attrs.unit_file == "/etc/systemd/system/vol-run.service"
     draft = by_id["systemd-unit:nspawn:box:vol-draft.service"]
     assert set(draft.paths) == {f"{vol}/eagle3/draft", f"{vol}/eagle3/draft2"}
     env = by_id["systemd-unit:nspawn:box:vol-env.service"]
     assert env.paths == (f"{vol}/models/qwen",)
     assert any(e.source == "/etc/systemd/system/vol-env.env:1" for e in env.evidence)
     scratch = by_id[f"systemd-unit:nspawn:box:{mount_name}"]
-    assert scratch.attrs["mounts"] == f"{vol}/scratch" and scratch.attrs["mounts_target"] is False
+    assert scratch.attrs.mounts == f"{vol}/scratch" and scratch.attrs.mounts_target is False
     assert by_id["systemd-unit:nspawn:box:vol-worker@jobs.service"].paths == (f"{vol}/jobs",)
     assert "systemd-unit:vol-run.service" not in by_id       # the host has no such unit
     assert SECRET not in json.dumps([c.as_json() for c in consumers])
@@ -137,10 +137,10 @@ def test_without_a_manager_state_comes_from_unit_file_links(box):
                                                   target, offline)
     by_name = {c.name: c for c in consumers if c.type == "systemd-unit"}
     for name in ("vol-run.service", "vol-env.service", "vol-worker@jobs.service", mount_name):
-        assert (by_name[name].attrs["enabled"], by_name[name].attrs["active"]) == (True, None)
-        assert by_name[name].attrs["state_from"] == "unit-files"
-    assert by_name["vol-draft.service"].attrs["enabled"] is False
-    assert by_name["vol-draft.service"].attrs["unit_file_state"] == "disabled"
+        assert (by_name[name].attrs.enabled, by_name[name].attrs.active) == (True, None)
+        assert by_name[name].attrs.state_from == "unit-files"
+    assert by_name["vol-draft.service"].attrs.enabled is False
+    assert by_name["vol-draft.service"].attrs.unit_file_state == "disabled"
 
 
 def test_user_units_with_state_from_the_user_manager(box):
@@ -152,8 +152,8 @@ def test_user_units_with_state_from_the_user_manager(box):
     for name, (enabled, active) in {"nb.service": (True, True),
                                     "later.service": (False, False)}.items():
         c = by_id[f"systemd-unit:nspawn:box:user:root:{name}"]
-        assert (c.attrs["enabled"], c.attrs["active"]) == (enabled, active), name
-        assert c.attrs["state_from"] == "systemctl" and c.attrs["scope"] == "user"
+        assert (c.attrs.enabled, c.attrs.active) == (enabled, active), name
+        assert c.attrs.state_from == "systemctl" and c.attrs.scope == "user"
         en = b.user_systemctl("is-enabled", name).stdout.strip() == "enabled"
         ac = b.user_systemctl("is-active", name).stdout.strip() == "active"
         assert (en, ac) == (enabled, active)                   # what systemctl --user says

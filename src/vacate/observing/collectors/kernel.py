@@ -181,7 +181,7 @@ def mounts_of_volume(host: Host, target: Target,
         out.append(Consumer(c.id, c.type, c.name, c.live, (m.mountpoint,), c.evidence, c.attrs))
     for m in target.other_mounts:
         out.append(_mount_consumer(m, target, "host", src))
-    seen = {c.attrs["mount_id"] for c in out} | {target.mount.mount_id}
+    seen = {c.attrs.mount_id for c in out} | {target.mount.mount_id}
     vol = (target.mount.major, target.mount.minor)
     for ns, pid in namespaces:
         if ns == self_ns:

@@ -668,7 +668,7 @@ def collect(host: Host, target: Target, *, pids: Iterable[int] | None = None,
     if first.count:
         p.count = first.count         # the first look counted every process it read
     consumers = tuple(p.consumers)
-    if any(c.attrs["gpus"] for c in consumers):
+    if any(c.attrs.gpus for c in consumers):
         from vacate.observing.collectors import procs_gpu
         consumers = procs_gpu.annotate(consumers, nvml)
     return ProcScan(consumers, tuple(p.problems), tuple(p.ns_first.items()),

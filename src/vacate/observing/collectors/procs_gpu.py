@@ -75,12 +75,12 @@ def annotate(consumers: tuple[Consumer, ...], nvml=None) -> tuple[Consumer, ...]
     usage, err = nvml_usage(nvml)
     out = []
     for c in consumers:
-        if c.type != "process" or not c.attrs.get("gpus"):
+        if c.type != "process" or not c.attrs.gpus:
             out.append(c)
             continue
-        by_index = {g.index: g for g in usage.get(c.attrs["pid"], [])}
+        by_index = {g.index: g for g in usage.get(c.attrs.pid, [])}
         gpus = []
-        for g in c.attrs["gpus"]:
+        for g in c.attrs.gpus:
             d = dict(g)
             u = by_index.pop(d["index"], None)
             if u is not None:
@@ -89,8 +89,6 @@ def annotate(consumers: tuple[Consumer, ...], nvml=None) -> tuple[Consumer, ...]
         for u in by_index.values():    # NVML knows of a GPU with no device fd seen
             gpus.append({"device": None, "index": u.index, "name": u.name, "uuid": u.uuid,
                          "memory_bytes": u.memory_bytes})
-        attrs = dict(c.attrs, gpus=gpus)
-        if err:
-            attrs["gpu_note"] = err
+        attrs = c.attrs.updated(gpus=gpus, gpu_note=err) if err else c.attrs.updated(gpus=gpus)
         out.append(replace(c, attrs=attrs))
     return tuple(out)

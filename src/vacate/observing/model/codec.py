@@ -6,8 +6,8 @@ type its field declares: a document that does not fit (a number where a path bel
 field, a list for an object) raises :class:`Malformed` naming the place, never a traceback
 from deep inside. Annotations are read as the strings ``from __future__ import annotations``
 leaves; the model's classes are found by name in :data:`CLASSES` (each model module registers
-its own); a ``Literal[...]`` field takes only the values it names. ``Any`` (a consumer's
-``attrs``, a classification's ``details``) is any JSON value.
+its own); a ``Literal[...]`` field takes only the values it names. ``Any`` (a
+classification's ``details``) is any JSON value.
 
 Paths are ``str`` decoded with ``surrogateescape``: Python's ``json`` writes the surrogates as
 ``\\udcXX`` escapes and reads them back as the same characters, so byte names survive.
@@ -93,6 +93,11 @@ def fields_of(cls: type, data, where: str) -> dict:
     return out
 
 
+def decode_annotation(ann: str, v, where: str):
+    """``v`` decoded as the annotation ``ann`` (a field's, as a string) says."""
+    return _value(ann, v, where)
+
+
 def _kind(v) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
             int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
@@ -176,7 +181,7 @@ def _value(ann: str, v, where: str):
         inner = _split(ann[ann.index("[") + 1:-1], ",")
         if not isinstance(v, list):
             raise Malformed(where, f"expected a list, found {_kind(v)}")
-        if len(inner) == 2 and inner[1] == "...":
+        if len(inner) == 2 and inner[1] == "..." or ann.startswith("list["):   # list[X]: any
             return tuple(_value(inner[0], x, f"{where}[{i}]") for i, x in enumerate(v))
         if len(inner) != len(v):
             raise Malformed(where, f"expected {len(inner)} values, found {len(v)}")

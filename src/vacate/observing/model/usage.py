@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
+from vacate.observing.model import codec, consumers
 from vacate.observing.model.action import Action
 from vacate.observing.model.common import Problem
 from vacate.observing.model.inventory import Item, ScanResult
@@ -13,8 +14,6 @@ from vacate.observing.model.mount import Target
 # typing is imported only by type checkers (its import is a measurable part of start-up)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from vacate.observing.model.observation import CtView, HostFacts
 
 # Item statuses, strongest first: a directory takes the strongest status found inside it.
@@ -57,7 +56,10 @@ class Consumer:
     ``id`` is stable: ``process:PID:STARTTIME``, ``systemd-unit:NAME``, ``swap:PATH``,
     ``fstab:LINE``... ``live`` is True when it uses the volume now (a running process, an active
     swap, a mount) and False when it is only configured to. ``attrs`` holds the type's own
-    fields (pid, access, unit, container, gpus, enabled, active, ...), merged into the JSON.
+    fields (:mod:`consumers`: pid, access, unit, container, gpus, enabled, active, ...), the
+    value of the class its ``type`` names (a dict given is made one, every field checked);
+    ``as_json()`` merges them into the consumer's object, an observation keeps them as its
+    ``attrs`` object.
     """
 
     id: str
@@ -66,14 +68,29 @@ class Consumer:
     live: bool
     paths: tuple[str, ...]
     evidence: tuple[Evidence, ...]
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: consumers.Attrs = None   # type: ignore[assignment]  (None: none)
+
+    def __post_init__(self):
+        if not isinstance(self.attrs, consumers.Attrs):
+            object.__setattr__(self, "attrs", consumers.of(self.type, self.attrs or {}))
 
     def as_json(self) -> dict:
         d = {"id": self.id, "type": self.type, "name": self.name, "live": self.live}
-        d.update(self.attrs)
+        d.update(self.attrs.encode_fields())
         d["paths"] = list(self.paths)
         d["evidence"] = [e.as_json() for e in self.evidence]
         return d
+
+    @classmethod
+    def decode_fields(cls, data, where: str) -> dict:
+        """A consumer's fields from an observation's object: its ``attrs`` by its type's
+        class (:func:`consumers.decode`), every field checked."""
+        if not isinstance(data, dict):
+            return codec.fields_of(cls, data, where)        # refused, named
+        fields = codec.fields_of(cls, {k: v for k, v in data.items() if k != "attrs"}, where)
+        at = f"{where}.attrs" if where else "attrs"
+        fields["attrs"] = consumers.decode(fields["type"], data.get("attrs", {}), at)
+        return fields
 
 
 @dataclass(frozen=True, **SLOTS)

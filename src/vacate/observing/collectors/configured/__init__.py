@@ -51,8 +51,8 @@ def in_container(c: Consumer, ct: ContainerRoot) -> Consumer:
     kind, _, rest = c.id.partition(":")
     return dataclasses.replace(
         c, id=f"{kind}:{ct.type}:{ct.name}:{rest}",
-        attrs={**c.attrs, "container": {"type": ct.type, "name": ct.name,
-                                        "init_pid": ct.init_pid}})
+        attrs=c.attrs.updated(container={"type": ct.type, "name": ct.name,
+                                         "init_pid": ct.init_pid}))
 
 
 def container_host(host: Host, ct: ContainerRoot) -> Host:
@@ -89,8 +89,8 @@ def _host_copy(host: Host, chost: Host, c: Consumer, on_host: dict[str, Consumer
     files = {_evidence_file(e.source) for e in c.evidence}
     if h is None or not files or None in files:
         return False
-    if c.type == "systemd-unit" and any(c.attrs.get(k) != h.attrs.get(k)
-                                        for k in ("enabled", "active")):
+    if c.type == "systemd-unit" and (c.attrs.enabled, c.attrs.active) != (
+            h.attrs.enabled, h.attrs.active):
         return False
     return all(_same_file(host, chost, f) for f in files)
 
