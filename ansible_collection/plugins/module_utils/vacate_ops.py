@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: vacate's authors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The observing layer on the target, inside the module Ansible sent.
+
+``vacate_payload`` (written by ``vacate collection`` at build time, never committed) holds
+the zip ``vacate payload`` ships, byte for byte; it is imported from memory here (a finder
+first on ``sys.meta_path``, as vacate's ssh stage does: nothing is written to disk, and an
+installed vacate there is never the one run). :func:`answer` runs one of the layer's read-only
+operations (``vacate.observing.ops.OPS``) and gives its reply as JSON values, or the error.
+Standard library only, CPython 3.8+.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import importlib.abc
+import importlib.util
+import io
+import sys
+import zipfile
+
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
+
+
+class _Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The ``vacate`` package of the payload zip, imported from memory."""
+
+    def __init__(self, data):
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            self.files = dict((n, z.read(n)) for n in z.namelist() if n.endswith(".py"))
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "vacate" and not name.startswith("vacate."):
+            return None
+        base = name.replace(".", "/")
+        if base + "/__init__.py" in self.files:
+            return importlib.util.spec_from_loader(
+                name, self, origin="payload:" + base + "/__init__.py", is_package=True)
+        if base + ".py" in self.files:
+            return importlib.util.spec_from_loader(name, self, origin="payload:" + base + ".py")
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        key = module.__spec__.origin[len("payload:"):]
+        exec(compile(self.files[key], "<vacate payload>/" + key, "exec"), module.__dict__)
+
+
+def _load():
+    for finder in sys.meta_path:
+        if isinstance(finder, _Payload):
+            return
+    for name in [m for m in sys.modules if m == "vacate" or m.startswith("vacate.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _Payload(base64.b64decode("".join(PAYLOAD))))
+
+
+def answer(op, args):
+    """``{"ok": value}``, or ``{"error": {...}}`` as vacate's far worker says it."""
+    _load()
+    from vacate.observing import worker
+    from vacate.observing.host import Host
+
+    host = Host.local()
+    try:
+        if op == "entries_whole":
+            return {"ok": _entries_whole(host, **args)}
+        return worker.answer(host, {"op": op, "args": args})
+    except Exception as e:  # pylint: disable=broad-except
+        return {"error": worker.error_of(e)}
+
+
+def _entries_whole(host, path, dev):
+    """An item's entries file recorded, and its bytes (base64) in the same reply: the
+    module's process ends with its reply, so nothing is kept for a later call."""
+    from vacate.observing.ops import OPS
+
+    got = OPS["entries_file"](host, path=path, dev=dev)
+    pieces = []
+    offset = 0
+    while True:
+        piece = OPS["entries_piece"](host, name=got["name"], offset=offset)
+        pieces.append(piece)
+        offset += len(base64.b64decode(piece))
+        if offset >= int(got["size"]) or not piece:
+            break
+    got["data"] = pieces
+    return got

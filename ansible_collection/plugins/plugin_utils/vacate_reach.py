@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: vacate's authors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the collection's action plugins share: the installed vacate (imported on the
+controller, with a message saying how to install it where it is missing) and a reach that
+runs vacate's operations on the target through the ``vacate.volume.op`` module
+(``vacate.remote.modules.ModuleReach``)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleActionFail
+
+OP_MODULE = "vacate.volume.op"
+OBSERVE_MODULE = "vacate.volume.observe"
+
+
+def vacate_module(name):
+    """``vacate.<name>`` of the controller's vacate; a task failure where it is missing."""
+    import importlib
+
+    try:
+        return importlib.import_module("vacate." + name)
+    except ImportError as e:
+        raise AnsibleActionFail(
+            "vacate.volume needs vacate installed on the controller, in the Python Ansible "
+            "runs on (pip install vacate): %s" % e)
+
+
+def reach(action, task_vars, ct=None):
+    """A ``ModuleReach`` for the task's host: each operation one run of the op module
+    (the observation: one run of the observe module)."""
+    modules = vacate_module("remote.modules")
+    name = task_vars.get("inventory_hostname") or "?"
+
+    def run(op, args):
+        if op == "observe":
+            res = action._execute_module(module_name=OBSERVE_MODULE, module_args=dict(
+                path=args["path"], scan_tree=args.get("scan_tree", True),
+                configured=args.get("configured", True), ct=args.get("ct")),
+                task_vars=task_vars)
+            if res.get("failed") and isinstance(res.get("error"), dict):
+                return {"error": res["error"]}
+            reply_ok = "observation" in res and not res.get("failed")
+        else:
+            res = action._execute_module(module_name=OP_MODULE, module_args=dict(
+                op=op, args=args), task_vars=task_vars)
+            reply_ok = isinstance(res.get("reply"), dict) and not res.get("failed")
+        if not reply_ok:
+            raise AnsibleActionFail("%s: the %s module failed: %s"
+                                    % (name, op, res.get("msg") or res.get("module_stderr")
+                                       or res), result=res)
+        return {"ok": res["observation"]} if op == "observe" else res["reply"]
+    return modules.ModuleReach(name, run, ct=ct)

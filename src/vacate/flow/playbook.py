@@ -1,0 +1,79 @@
+"""What the ``vacate.volume`` collection's action plugins do on the controller, once Ansible
+has reached a host (:class:`vacate.remote.modules.ModuleReach`): the check decided here, the
+same answer as ``check --inventory`` (:func:`vacate.flow.fleet.look`, the same
+``vacate.check/1`` document), and the plan written here. Each returns the task's result as
+JSON values; Ansible's own errors (a host it cannot reach) pass through untouched."""
+
+from __future__ import annotations
+
+import os
+
+from vacate.flow import fleet
+
+
+def check(name: str, where, path: str, *, scan_tree: bool = True,
+          configured: bool = True) -> dict:
+    """The ``vacate.volume.check`` result for one host: the ``vacate.check/1`` document's
+    fields, with ``safe_to_unmount``, ``blockers`` and ``next_actions`` on top. ``failed``
+    only where vacate could not look (its ``msg`` says why); a host in use is data."""
+    from vacate.output import fleetfmt
+
+    checked = fleet.look(name, where.label, where, path, scan_tree=scan_tree,
+                         configured=configured)
+    doc = fleetfmt.host_doc(checked, path)
+    verdict = doc["verdict"]
+    # "warnings" is Ansible's (it shows them as its own): vacate's go as "problems"
+    doc["problems"] = doc.pop("warnings")
+    out = {**doc, "changed": False, "safe_to_unmount": verdict["safe_to_unmount"],
+           "blockers": verdict["blockers"],
+           "next_actions": [b["action"] for b in verdict["blockers"]]}
+    if checked.error is not None:
+        out.update(failed=True, msg=checked.error)
+    return out
+
+
+PLAN_OPTIONS = ("keep", "archive", "delete", "migrate", "archive_to", "grace", "no_snapshot",
+                "mask_references")
+
+
+def plan(where, path: str, dest: str, *, keep=(), archive=(), delete=(), migrate=None,
+         archive_to: str | None = None, grace: float = 10.0, no_snapshot: bool = False,
+         mask_references: bool = False, check_mode: bool = False) -> dict:
+    """``vacate plan PATH -o DEST`` on the host ``where`` reaches, the plan written here at
+    ``dest`` (not in check mode: then only what it would be). ``migrate``: P -> DEST (a mapping,
+    or ``P=DEST`` strings). ``changed``: the file at ``dest`` is new or differs."""
+    import hashlib
+
+    from vacate.flow.plan import plan as make
+    from vacate.observing.errors import UsageError
+    from vacate.observing.fsio import write_atomic
+
+    migrations = {}
+    items = migrate.items() if isinstance(migrate, dict) else \
+        (m.partition("=")[::2] for m in (migrate or ()))
+    for src, to in items:
+        if not src or not str(to).startswith("/"):
+            raise UsageError(f"migrate {src}={to}: expected P=DEST with DEST an absolute "
+                             "directory")
+        migrations[src] = os.path.normpath(to)
+    overrides = [(a, p) for a, ps in (("keep", keep), ("archive", archive),
+                                      ("delete", delete)) for p in ps]
+    dest = os.path.abspath(dest)
+    if not check_mode:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+    result = make(path, where=where, archive_to=archive_to, overrides=overrides,
+                  grace_s=float(grace), snapshot=not no_snapshot, outputs=(dest,),
+                  mask_references=mask_references, migrations=migrations)
+    text = result.dumps().encode("ascii")
+    try:
+        with open(dest, "rb") as f:
+            before = f.read()
+    except FileNotFoundError:
+        before = None
+    changed = before != text
+    if changed and not check_mode:
+        write_atomic(dest, text)
+    return {"changed": changed, "dest": dest, "plan_sha256": hashlib.sha256(text).hexdigest(),
+            "blocked": list(result.blocked), "machine_id": result.observation.host.machine_id,
+            "items": [{"path": it.path, "action": it.action} for it in result.items],
+            "steps": [{"id": s.id, "kind": s.kind, "summary": s.summary} for s in result.steps]}
