@@ -1,0 +1,226 @@
+"""Fleets in playbooks: the ``vacate.volume`` collection run by the real ``ansible-playbook``
+against a real OpenSSH server on 127.0.0.1 under two names (one far side on CPython 3.8, one
+on the system's python3) and a port nothing listens on. Ansible does the fan-out; vacate
+decides on the controller (:mod:`vacate.flow.playbook`).
+
+What a user checks: every reachable host answered with the verdict ``check --inventory``
+gives (the same document, connection labels and timings aside), the dead one reported by
+Ansible as unreachable, nothing left on the targets (Ansible's ``remote_tmp`` emptied by
+Ansible), check mode; a rolling retirement (``serial: 1``) stops at the first host whose check
+is not safe, the hosts before it planned, those after it untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from harness import collection, sshd
+from harness.holders import Holders
+from harness.volumes import can_loop_mount, make_volume
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
+
+PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    return collection.build_and_install(str(tmp_path_factory.mktemp("collection")))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def volumes():
+    if not can_loop_mount():
+        pytest.skip("needs root and losetup")
+    made = []
+    try:
+        for _ in range(2):
+            v = make_volume("ext4")
+            made.append(v)
+            os.makedirs(os.path.join(v.mountpoint, "data"))
+            with open(os.path.join(v.mountpoint, "data", "a.jsonl"), "wb") as f:
+                f.write(os.urandom(4096))
+        yield made
+    finally:
+        for v in made:
+            v.close()
+
+
+def inventory(path, server, hosts: dict[str, dict]) -> str:
+    lines = ["[fleet]"]
+    for name, v in hosts.items():
+        lines.append(" ".join([name, *(f"{k}={x}" for k, x in v.items())]))
+    lines += ["[fleet:vars]", f"ansible_ssh_common_args='-F {server.config}'"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def fleet(server) -> dict[str, dict]:
+    return {"web1": {"ansible_host": "127.0.0.1", "ansible_port": server.port,
+                     "ansible_python_interpreter": PY38},
+            "web2": {"ansible_host": "vacate-test",
+                     "ansible_python_interpreter": "/usr/bin/python3"},
+            "dead": {"ansible_host": "127.0.0.1", "ansible_port": sshd.free_port(),
+                     "ansible_python_interpreter": "/usr/bin/python3"}}
+
+
+CHECK = """\
+- hosts: fleet
+  gather_facts: false
+  tasks:
+    - name: Is the volume still used?
+      vacate.volume.check:
+        path: "{{ vol }}"
+        scan_tree: false
+      register: usage
+    - name: Keep each answer
+      ansible.builtin.copy:
+        content: "{{ usage | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+      delegate_to: localhost
+      check_mode: false
+"""
+
+
+def recap(stdout: str) -> dict[str, dict[str, int]]:
+    out = {}
+    for line in stdout.split("PLAY RECAP", 1)[-1].splitlines():
+        m = re.match(r"^(\S+)\s+:\s+(.*)$", line)
+        if m:
+            out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out
+
+
+def comparable(doc: dict) -> dict:
+    """A check document without what depends on the door: how the host was reached, the
+    time it took, and Ansible's own keys."""
+    doc = dict(doc)
+    for k in ("elapsed_s", "changed", "safe_to_unmount", "blockers", "next_actions",
+              "invocation", "failed", "msg", "_ansible_no_log", "_ansible_delegated_vars"):
+        doc.pop(k, None)
+    if "problems" in doc:
+        doc["warnings"] = doc.pop("problems")
+    doc["host"] = {k: v for k, v in doc["host"].items() if k not in ("via", "ssh", "python")}
+    return doc
+
+
+def test_check_on_the_fleet_the_same_answer_as_check_inventory(installed, server, volumes,
+                                                               tmp_path):
+    busy = volumes[0].mountpoint
+    inv = inventory(tmp_path / "hosts.ini", server, fleet(server))
+    (tmp_path / "check.yml").write_text(CHECK)
+    out, rtmp = tmp_path / "out", tmp_path / "remote-tmp"
+    out.mkdir()
+    (tmp_path / "checkmode").mkdir()
+    env = installed.environ(ANSIBLE_PIPELINING="1", ANSIBLE_REMOTE_TMP=str(rtmp))
+    holders = Holders(busy)
+    try:
+        holders.fd(os.path.join(busy, "data", "a.jsonl"))
+        r = collection.playbook(installed, "-i", inv, str(tmp_path / "check.yml"),
+                                "-e", f"vol={busy}", "-e", f"out={out}", "--forks", "3",
+                                env=env)
+        door = subprocess.run([sys.executable, "-m", "vacate", "check", "--no-scan", "--json",
+                               "--inventory", inv, busy], capture_output=True, text=True,
+                              env=env, timeout=300, check=False)
+        checked = collection.playbook(installed, "-i", inv, str(tmp_path / "check.yml"),
+                                      "-e", f"vol={busy}", "-e", f"out={tmp_path}/checkmode",
+                                      "--check", "--limit", "web1", env=env)
+    finally:
+        holders.close()
+    said = r.stdout + r.stderr
+    # the dead host is Ansible's to report: unreachable; the others answered, unchanged
+    assert r.returncode == 4, said[-4000:]
+    counts = recap(r.stdout)
+    assert sorted(counts) == ["dead", "web1", "web2"], said[-4000:]
+    assert counts["dead"]["unreachable"] == 1 and counts["dead"]["ok"] == 0
+    for n in ("web1", "web2"):      # changed: the copy of the answer, never the check
+        assert (counts[n]["ok"], counts[n]["changed"], counts[n]["failed"],
+                counts[n]["unreachable"]) == (2, 1, 0, 0), said[-4000:]
+    assert "UNREACHABLE!" in r.stdout and "Connection refused" in r.stdout
+    got = {n: json.loads((out / f"{n}.json").read_text()) for n in ("web1", "web2")}
+    assert sorted(os.listdir(out)) == ["web1.json", "web2.json"]
+    for name, d in got.items():
+        assert d["changed"] is False and d["safe_to_unmount"] is False
+        assert d["schema"] == "vacate.check/1" and d["inventory_hostname"] == name
+        assert d["target"]["mountpoint"] == busy
+        assert d["blockers"] and len(d["next_actions"]) == len(d["blockers"])
+        assert any(c["type"] == "process" and "fd" in c["access"] for c in d["consumers"])
+    assert got["web1"]["host"]["via"] == "web1"
+    # one result, two doors: check --inventory says the same of the hosts it reached
+    assert door.returncode == 1, door.stderr[-3000:]
+    docs = {d["inventory_hostname"]: d for d in json.loads(door.stdout)}
+    assert docs["dead"]["error"]["kind"] == "unreachable"
+    for name in ("web1", "web2"):
+        assert comparable(got[name]) == comparable(docs[name])
+        assert got[name]["blockers"] == docs[name]["verdict"]["blockers"]
+    # nothing left on the targets: Ansible's remote_tmp is emptied by Ansible
+    assert not os.path.exists(rtmp) or os.listdir(rtmp) == []
+    # check mode: the same answer, nothing refused
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+    assert json.loads((tmp_path / "checkmode" / "web1.json").read_text())[
+        "safe_to_unmount"] is False
+
+
+ROLLING = """\
+- hosts: fleet
+  serial: 1
+  gather_facts: false
+  tasks:
+    - name: Is the volume still used?
+      vacate.volume.check:
+        path: "{{ vol }}"
+        scan_tree: false
+      register: usage
+      failed_when: not usage.safe_to_unmount
+    - name: Plan its retirement
+      vacate.volume.plan:
+        path: "{{ vol }}"
+        dest: "{{ plans }}/{{ inventory_hostname }}.plan"
+      register: planned
+"""
+
+
+def test_serial_1_stops_a_rolling_retirement_at_the_first_unsafe_host(installed, server,
+                                                                       volumes, tmp_path):
+    busy, idle = volumes[0].mountpoint, volumes[1].mountpoint
+    base = fleet(server)["web1"]
+    inv = inventory(tmp_path / "hosts.ini", server, {
+        "first": {**base, "vol": idle}, "second": {**base, "vol": busy},
+        "third": {**base, "vol": idle}})
+    (tmp_path / "rolling.yml").write_text(ROLLING)
+    plans = tmp_path / "plans"
+    env = installed.environ(ANSIBLE_PIPELINING="1")
+    holders = Holders(busy)
+    try:
+        holders.fd(os.path.join(busy, "data", "a.jsonl"))
+        dry = collection.playbook(installed, "-i", inv, str(tmp_path / "rolling.yml"),
+                                  "-e", f"plans={plans}", "--check", "--limit", "first",
+                                  env=env)
+        assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
+        assert not plans.exists()           # check mode: the plan said, not written
+        r = collection.playbook(installed, "-i", inv, str(tmp_path / "rolling.yml"),
+                                "-e", f"plans={plans}", env=env)
+    finally:
+        holders.close()
+    said = r.stdout + r.stderr
+    assert r.returncode == 2, said[-4000:]
+    got = recap(r.stdout)
+    assert got["first"]["ok"] == 2 and got["first"]["changed"] == 1, said[-4000:]
+    assert got["second"]["failed"] == 1 and got["second"]["ok"] == 0
+    assert "third" not in got                  # never reached: the play stopped there
+    assert sorted(os.listdir(plans)) == ["first.plan"]
+    plan = json.loads((plans / "first.plan").read_text())
+    assert plan["target"]["mountpoint"] == idle and plan["steps"]
