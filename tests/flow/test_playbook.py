@@ -224,3 +224,53 @@ def test_serial_1_stops_a_rolling_retirement_at_the_first_unsafe_host(installed,
     assert sorted(os.listdir(plans)) == ["first.plan"]
     plan = json.loads((plans / "first.plan").read_text())
     assert plan["target"]["mountpoint"] == idle and plan["steps"]
+
+
+OBSERVE = """\
+- hosts: fleet
+  gather_facts: false
+  tasks:
+    - name: Small enough for the result
+      vacate.volume.observe:
+        path: "{{ vol }}"
+      register: small
+    - name: Bounded to 1000 bytes of result; the rest in a file here
+      vacate.volume.observe:
+        path: "{{ vol }}"
+        max_result_bytes: 1000
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+      register: large
+    - name: Keep both results
+      ansible.builtin.copy:
+        content: "{{ {'small': small, 'large': large} | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}.results"
+        mode: "0644"
+      delegate_to: localhost
+"""
+
+
+def test_observe_bounds_what_the_result_holds(installed, server, volumes, tmp_path):
+    vol = volumes[1].mountpoint
+    inv = inventory(tmp_path / "hosts.ini", server, {"web1": fleet(server)["web1"]})
+    (tmp_path / "observe.yml").write_text(OBSERVE)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = collection.playbook(installed, "-i", inv, str(tmp_path / "observe.yml"),
+                            "-e", f"vol={vol}", "-e", f"out={out}",
+                            env=installed.environ(ANSIBLE_PIPELINING="1"))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    got = json.loads((out / "web1.results").read_text())
+    small, large = got["small"], got["large"]
+    assert small["changed"] is False and small["observation_file"] is None
+    assert small["observation"]["schema"] == "vacate.observation/1"
+    assert small["observation"]["target"]["path"] == vol
+    assert small["observation"]["host"]["python"] == ""      # (the module: no ssh label)
+    assert large["observation"] is None and large["size_bytes"] > 1000
+    assert large["observation_file"] == str(out / "web1.json")
+    assert large["summary"]["target"]["mountpoint"] == vol
+    # the file is an observation vacate decides from, here
+    door = subprocess.run([sys.executable, "-m", "vacate", "check", "--json", "--from",
+                           str(out / "web1.json")], capture_output=True, text=True,
+                          env=installed.environ(), timeout=120, check=False)
+    assert door.returncode == 0, door.stderr[-3000:]
+    assert json.loads(door.stdout)["verdict"]["safe_to_unmount"] is True

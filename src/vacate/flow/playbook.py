@@ -77,3 +77,33 @@ def plan(where, path: str, dest: str, *, keep=(), archive=(), delete=(), migrate
             "blocked": list(result.blocked), "machine_id": result.observation.host.machine_id,
             "items": [{"path": it.path, "action": it.action} for it in result.items],
             "steps": [{"id": s.id, "kind": s.kind, "summary": s.summary} for s in result.steps]}
+
+
+def observed(observation: dict, dest: str, max_bytes: int, *, write: bool) -> dict:
+    """The ``vacate.volume.observe`` result: the observation (``vacate.observation/1``) when
+    its JSON is at most ``max_bytes``, else only its summary and the file at ``dest`` (here)
+    it was written to; ``write``: written to ``dest`` whatever its size. Nothing of the host
+    changes: ``changed`` is false."""
+    from vacate.observing.fsio import write_atomic
+    from vacate.observing.model.observation import Observation
+    from vacate.output import jsonfmt
+
+    obs = Observation.from_json(observation)        # checked: what came back is one
+    text = jsonfmt.dumps(obs.to_json()).encode("ascii")
+    out = {"changed": False, "size_bytes": len(text), "summary": _summary(obs),
+           "observation": observation, "observation_file": None}
+    if write or len(text) > max_bytes:
+        dest = os.path.abspath(dest)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        write_atomic(dest, text)
+        out["observation_file"] = dest
+    if len(text) > max_bytes:
+        out["observation"] = None
+    return out
+
+
+def _summary(obs) -> dict:
+    return {"target": obs.target.as_json(), "host": obs.host.hostname,
+            "machine_id": obs.host.machine_id,
+            "consumers": len(obs.consumers),
+            "problems": [p.as_json() for p in obs.problems]}
