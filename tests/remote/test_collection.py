@@ -74,3 +74,19 @@ def test_ansible_doc_renders_each_module(installed, module):
     assert f"vacate.volume.{module}" in r.stdout
     assert "EXAMPLES" in r.stdout and "OPTIONS" in r.stdout, r.stdout[:2000]
     assert "RETURN VALUES" in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_ansible_test_sanity_passes(tmp_path):
+    """``ansible-test sanity`` on the built collection (its own git tree, as ansible-test
+    wants one); no ignore file: no exception is taken."""
+    from vacate.remote import collection as build
+
+    tree = build.assemble(str(tmp_path))
+    assert not os.path.exists(os.path.join(tree, "tests", "sanity"))
+    subprocess.run(["git", "init", "-q", tree], check=True)
+    tool = extras.tool("ansible-test", "ansible-core")
+    r = subprocess.run([tool, "sanity", "--local", "--python",
+                        f"{sys.version_info[0]}.{sys.version_info[1]}"], cwd=tree,
+                       capture_output=True, text=True, timeout=1200, check=False)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]

@@ -20,7 +20,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=dict(
+        dummy, args = self.validate_argument_spec(argument_spec=dict(
             path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
             configured=dict(type="bool", default=True), ct=dict(type="str")))
         playbook = vacate_module("flow.playbook")

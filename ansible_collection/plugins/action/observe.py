@@ -27,7 +27,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=SPEC)
         res = self._execute_module(module_name=OBSERVE_MODULE, module_args=dict(
             path=args["path"], scan_tree=args["scan_tree"], configured=args["configured"],
             ct=args["ct"]), task_vars=task_vars)

@@ -30,7 +30,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=SPEC)
         playbook = vacate_module("flow.playbook")
         errors = vacate_module("observing.errors")
         where = reach(self, task_vars, ct=args.pop("ct"))

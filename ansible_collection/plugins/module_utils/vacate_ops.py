@@ -4,7 +4,9 @@
 """The observing layer on the target, inside the module Ansible sent.
 
 ``vacate_payload`` (written by ``vacate collection`` at build time, never committed) holds
-the zip ``vacate payload`` ships, byte for byte; it is imported from memory here (a finder
+the zip ``vacate payload`` ships, byte for byte (``vacate_payload_act``: with the acting
+half, as ``vacate apply --host`` sends it); each module passes the one it imports, and it is
+imported from memory here (a finder
 first on ``sys.meta_path``, as vacate's ssh stage does: nothing is written to disk, and an
 installed vacate there is never the one run). :func:`answer` runs one of the layer's read-only
 operations (``vacate.observing.ops.OPS``) and gives its reply as JSON values, or the error.
@@ -21,8 +23,6 @@ import importlib.util
 import io
 import sys
 import zipfile
-
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
 
 
 class _Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -51,18 +51,38 @@ class _Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(self.files[key], "<vacate payload>/" + key, "exec"), module.__dict__)
 
 
-def _load():
+def _load(payload):
     for finder in sys.meta_path:
         if isinstance(finder, _Payload):
             return
     for name in [m for m in sys.modules if m == "vacate" or m.startswith("vacate.")]:
         del sys.modules[name]
-    sys.meta_path.insert(0, _Payload(base64.b64decode("".join(PAYLOAD))))
+    sys.meta_path.insert(0, _Payload(base64.b64decode("".join(payload))))
 
 
-def answer(op, args):
+def act(payload, op, args, sha256, token):
+    """One operation of an apply's far side (``vacate.act.far.OPS``) in this short process:
+    the apply begun (``apply_begin``) or resumed (its lock and lease taken again, its plan
+    read back: ``far.resume``) first."""
+    _load(payload)
+    from vacate.act import far
+    from vacate.observing import worker
+    from vacate.observing.host import Host
+
+    host = Host.local()
+    try:
+        if op == "apply_begin":
+            args = dict(args, token=token)
+        elif op in far.OPS:
+            far.resume(host, sha256, token)
+        return worker.answer(host, {"op": op, "args": args}, ops=far.OPS)
+    except Exception as e:  # pylint: disable=broad-except
+        return {"error": worker.error_of(e)}
+
+
+def answer(payload, op, args):
     """``{"ok": value}``, or ``{"error": {...}}`` as vacate's far worker says it."""
-    _load()
+    _load(payload)
     from vacate.observing import worker
     from vacate.observing.host import Host
 

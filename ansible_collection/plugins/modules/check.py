@@ -41,12 +41,17 @@ options:
     type: str
 attributes:
   action:
+    description: Runs as an action plugin on the controller (where vacate decides), the work on the target done by a module.
     support: full
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 requirements:
   - vacate installed on the controller (in the Python Ansible runs on).
@@ -55,7 +60,7 @@ seealso:
   - module: vacate.volume.plan
   - module: vacate.volume.observe
 author:
-  - vacate's authors
+  - vacate's authors (@vacate)
 """
 
 EXAMPLES = r"""
@@ -74,7 +79,7 @@ EXAMPLES = r"""
 RETURN = r"""
 safe_to_unmount:
   description: True nothing uses the volume; false something does (RV(blockers)); null
-    vacate could not tell (RV(verdict.unknowns) says why).
+    vacate could not tell (the C(unknowns) of RV(verdict) say why).
   returned: always
   type: bool
 blockers:

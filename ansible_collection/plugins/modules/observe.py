@@ -52,16 +52,20 @@ options:
     default: 1048576
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 requirements:
   - Python 3.8 or newer on the target (standard library only).
   - vacate installed on the controller when O(dest) is used or the observation is large.
 author:
-  - vacate's authors
+  - vacate's authors (@vacate)
 """
 
 EXAMPLES = r"""
@@ -101,6 +105,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
 
 
 def main():
@@ -116,8 +121,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    reply = answer("observe", dict(path=p["path"], scan_tree=p["scan_tree"],
-                                   configured=p["configured"], ct=p["ct"]))
+    reply = answer(PAYLOAD, "observe", dict(path=p["path"], scan_tree=p["scan_tree"],
+                                            configured=p["configured"], ct=p["ct"]))
     if "error" in reply:
         module.fail_json(msg=reply["error"].get("message") or "vacate could not look",
                          error=reply["error"])

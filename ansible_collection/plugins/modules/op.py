@@ -27,15 +27,19 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 requirements:
   - Python 3.8 or newer on the target (standard library only).
 author:
-  - vacate's authors
+  - vacate's authors (@vacate)
 """
 
 EXAMPLES = r"""
@@ -56,6 +60,7 @@ reply:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
 
 
 def main():
@@ -64,7 +69,7 @@ def main():
                            args=dict(type="dict", default={})),
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, reply=answer(module.params["op"], module.params["args"]))
+    module.exit_json(changed=False, reply=answer(PAYLOAD, module.params["op"], module.params["args"]))
 
 
 if __name__ == "__main__":

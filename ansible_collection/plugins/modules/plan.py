@@ -71,12 +71,17 @@ options:
     type: str
 attributes:
   action:
+    description: Runs as an action plugin on the controller (where vacate decides), the work on the target done by a module.
     support: full
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 requirements:
   - vacate installed on the controller (in the Python Ansible runs on).
@@ -84,7 +89,7 @@ requirements:
 seealso:
   - module: vacate.volume.check
 author:
-  - vacate's authors
+  - vacate's authors (@vacate)
 """
 
 EXAMPLES = r"""

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleActionFail
 
 OP_MODULE = "vacate.volume.op"
 OBSERVE_MODULE = "vacate.volume.observe"
+ACT_MODULE = "vacate.volume.act"
 
 
 def vacate_module(name):
@@ -28,9 +29,10 @@ def vacate_module(name):
             "runs on (pip install vacate): %s" % e)
 
 
-def reach(action, task_vars, ct=None):
+def reach(action, task_vars, ct=None, acting=None):
     """A ``ModuleReach`` for the task's host: each operation one run of the op module
-    (the observation: one run of the observe module)."""
+    (the observation: one run of the observe module; with ``acting``, the plan's sha256
+    and the apply's token, an apply's operation one run of the act module)."""
     modules = vacate_module("remote.modules")
     name = task_vars.get("inventory_hostname") or "?"
 
@@ -43,6 +45,10 @@ def reach(action, task_vars, ct=None):
             if res.get("failed") and isinstance(res.get("error"), dict):
                 return {"error": res["error"]}
             reply_ok = "observation" in res and not res.get("failed")
+        elif op.startswith("apply_") and acting is not None:
+            res = action._execute_module(module_name=ACT_MODULE, module_args=dict(
+                op=op, args=args, sha256=acting[0], token=acting[1]), task_vars=task_vars)
+            reply_ok = isinstance(res.get("reply"), dict) and not res.get("failed")
         else:
             res = action._execute_module(module_name=OP_MODULE, module_args=dict(
                 op=op, args=args), task_vars=task_vars)

@@ -107,3 +107,43 @@ def _summary(obs) -> dict:
             "machine_id": obs.host.machine_id,
             "consumers": len(obs.consumers),
             "problems": [p.as_json() for p in obs.problems]}
+
+
+def apply(where, plan_path: str, plan_sha256: str, *, check_mode: bool = False,
+          diff: bool = False) -> dict:
+    """``vacate apply PLAN`` on the host ``where`` reaches (Ansible's connection; the acting
+    half sent as module code), the plan approved as the file whose sha256 is
+    ``plan_sha256`` (a plan changed since is refused, before anything is asked of the host),
+    its journal beside it here. ``check_mode``: the dry run. ``changed``: a step acted in
+    this run (not one an earlier run did, not one found done, not a check that runs every
+    time)."""
+    from vacate.flow.apply import Refused, read
+    from vacate.flow.apply import apply as carry_out
+    from vacate.observing.model.journal import path_for
+
+    plan_path = os.path.abspath(plan_path)
+    got = read(plan_path)
+    if got.sha256 != (plan_sha256 or "").strip().lower():
+        raise Refused(f"{plan_path} is not the plan approved (its sha256 is {got.sha256}, "
+                      f"not {plan_sha256}): nothing was changed",
+                      hint="review the plan again and give its plan_sha256")
+    result = carry_out(plan_path, loaded=got, dry_run=check_mode, reach=where)
+    steps = [{"id": s.id, "kind": s.kind, "summary": s.summary, "status": s.status,
+              "detail": s.detail, "earlier": s.earlier} for s in result.steps]
+    from vacate.act.registry import KINDS
+
+    # a step that acted in this run: not one done earlier, not a check run every time
+    acted = [s for s in result.steps if s.status == "ok" and not s.earlier
+             and s.started is not None and not KINDS[s.kind][0].every_time]
+    out = {"changed": bool(acted) and not check_mode, "steps": steps,
+           "journal": None if check_mode else path_for(plan_path),
+           "complete": result.complete and not check_mode,
+           "manual": [s["id"] for s in steps if s["status"] == "manual"]}
+    if result.failed is not None:
+        out.update(failed=True, msg=f"step {result.failed.id} ({result.failed.kind}) failed: "
+                                    f"{result.failed.detail}; a rerun resumes there")
+    if diff:
+        out["diff"] = {"prepared": "".join(
+            f"{s['status']:<8} {s['id']} {s['summary']}"
+            + (f" ({s['detail']})" if s["detail"] else "") + "\n" for s in steps)}
+    return out

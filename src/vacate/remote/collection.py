@@ -1,7 +1,8 @@
 """The ``vacate.volume`` Ansible collection, built from this checkout: ``ansible_collection/``
 (galaxy.yml, the modules, the action plugins, docs) copied into a build directory, with one
 file made there: ``plugins/module_utils/vacate_payload.py``, the zip ``vacate payload``
-ships (:func:`vacate.remote.payload.build`), base64 in lines. So the observing layer the
+ships (:func:`vacate.remote.payload.build`), base64 in lines, and ``vacate_payload_act.py``
+beside it, the zip ``vacate apply --host`` sends (with the acting half). So the observing layer the
 modules run on a target comes from the one source in ``src/``; nothing of it is committed
 twice. Then ``ansible-galaxy collection build`` makes the tarball."""
 
@@ -19,6 +20,7 @@ from vacate.observing.errors import UsageError, VacateError
 from vacate.remote import payload
 
 PAYLOAD_MODULE = "plugins/module_utils/vacate_payload.py"
+ACT_PAYLOAD_MODULE = "plugins/module_utils/vacate_payload_act.py"   # with the acting half
 LINE = 76
 
 
@@ -59,8 +61,9 @@ def assemble(build_dir: str) -> str:
         galaxy = f.read()
     with open(os.path.join(tree, "galaxy.yml"), "w", encoding="utf-8") as f:
         f.write(galaxy.replace("@VERSION@", vacate.__version__))
-    with open(os.path.join(tree, PAYLOAD_MODULE), "w", encoding="utf-8") as f:
-        f.write(payload_module(payload.build()))
+    for name, act in ((PAYLOAD_MODULE, False), (ACT_PAYLOAD_MODULE, True)):
+        with open(os.path.join(tree, name), "w", encoding="utf-8") as f:
+            f.write(payload_module(payload.build(act=act)))
     return tree
 
 
