@@ -14,12 +14,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
-from harness import collection, sshd
+from harness import collection, extras, sshd
 from harness.holders import Holders
+from harness.inventories import delayed_inventory
 from harness.volumes import can_loop_mount, make_volume
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
@@ -370,3 +375,132 @@ def test_apply_on_one_host_with_a_holder(installed, server, volumes, tmp_path):
             [(s["id"], s["status"], s["earlier"], s["detail"]) for s in got["steps"]]
     finally:
         holders.close()
+
+
+def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, server,
+                                                                     volumes, tmp_path):
+    """A holder that ignores TERM keeps the first step busy for its grace period: a second
+    apply of the same plan from another controller directory is refused meanwhile; the
+    connection of the first is then cut (its ssh processes killed): that step fails, and
+    the rerun asks the host whether it is done and finishes the apply."""
+    vol = volumes[1].mountpoint
+    os.makedirs(os.path.join(vol, "cache"))
+    inv = inventory(tmp_path / "hosts.ini", server, {"web1": fleet(server)["web1"]})
+    (tmp_path / "plan.yml").write_text(PLAN.replace("keep: [data]", "keep: [data]\n"
+                                                    "        grace: 8"))
+    (tmp_path / "apply.yml").write_text(APPLY)
+    plans, other = tmp_path / "plans", tmp_path / "other"
+    plans.mkdir()
+    other.mkdir()
+    cp = tmp_path / "cp"
+    env = installed.environ(ANSIBLE_PIPELINING="1", ANSIBLE_SSH_CONTROL_PATH_DIR=str(cp))
+    holders = Holders(vol)
+    try:
+        holders.sh("stubborn", f"trap '' TERM; exec 3<'{vol}/data/a.jsonl'")
+        r = collection.playbook(installed, "-i", inv, str(tmp_path / "plan.yml"),
+                                "-e", f"vol={vol}", "-e", f"plans={plans}", env=env)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        sha = json.loads((plans / "web1.planned").read_text())["plan_sha256"]
+        shutil.copy(plans / "web1.plan", other / "web1.plan")
+        tool = extras.tool("ansible-playbook", "ansible-core")
+
+        def start(where, run):
+            return subprocess.Popen([tool, "-i", inv, str(tmp_path / "apply.yml"), "-e",
+                                     f"plans={where}", "-e", f"sha={sha}", "-e", f"run={run}"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env)
+        first = start(plans, "first")
+        journal = str(plans / "web1.plan") + ".journal"
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(journal) and "01-end-process" in Path(journal).read_text()):
+            assert time.monotonic() < deadline and first.poll() is None, \
+                first.communicate()[0][-3000:]
+            time.sleep(0.2)
+        # the far side's lock, asked directly as another apply would (another token)
+        ansible = extras.tool("ansible", "ansible-core")
+        busy = subprocess.run([ansible, "-i", inv, "web1", "-m", "vacate.volume.act", "-a",
+                               json.dumps({"op": "apply_done", "args": {"step": "01-end-process"},
+                                           "sha256": sha, "token": "elsewhere:/plans/x"})],
+                              capture_output=True, text=True, env=env, timeout=120, check=False)
+        assert "another vacate apply of this plan" in busy.stdout, busy.stdout[-3000:]
+        # and through the module: a second apply from elsewhere is refused, nothing changed
+        second = start(other, "second")
+        said = second.communicate(timeout=120)[0]
+        assert second.returncode == 2, said[-3000:]
+        assert "nothing was changed" in said or "nothing was done" in said, said[-3000:]
+        assert not (other / "web1.second").exists()
+        # the first one's connection cut while its step runs
+        for pid in ssh_processes(str(cp)):
+            os.kill(pid, signal.SIGKILL)
+        said = first.communicate(timeout=120)[0]
+        assert first.returncode == 2, said[-3000:]
+        got = json.loads((plans / "web1.first").read_text()) if \
+            (plans / "web1.first").exists() else None
+        assert "01-end-process" in said and "a rerun resumes there" in said, said[-3000:]
+        assert got is None or got["steps"][0]["status"] == "failed"
+        # the rerun: the step asked again (done once its holder is gone), the rest carried out
+        deadline = time.monotonic() + 60
+        while True:
+            again = start(plans, "again")
+            said = again.communicate(timeout=300)[0]
+            if again.returncode == 0 or "another vacate apply" not in said \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(2)             # the cut step's process there still ends its step
+        assert again.returncode == 0, said[-3000:]
+        got = json.loads((plans / "web1.again").read_text())
+        assert got["complete"] is True and not os.path.ismount(vol), got
+    finally:
+        holders.close()
+
+
+def ssh_processes(needle: str) -> list[int]:
+    """The ssh processes (Ansible's ControlMaster and its clients) naming ``needle``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if pid.isdigit() and argv and os.path.basename(argv[0]) == b"ssh" and \
+                any(needle.encode() in a for a in argv):
+            out.append(int(pid))
+    return out
+
+
+BENCH = """\
+- hosts: slow
+  gather_facts: false
+  tasks:
+    - name: Is /tmp still used?
+      vacate.volume.check:
+        path: /tmp
+        scan_tree: false
+        configured: false
+"""
+
+
+def test_a_fleet_checked_by_ansible_playbook_within_1_5x_of_check_inventory(installed, server,
+                                                                            tmp_path):
+    """The bench (BENCHMARKS.md): 20 hosts, each 3 s away (a ProxyCommand that sleeps), at
+    forks 5, checked by ansible-playbook and by check --inventory in the same run."""
+    names = [f"h{i:02}" for i in range(20)]
+    inv = delayed_inventory(tmp_path / "twenty.ini", server, names, 3.0)
+    (tmp_path / "bench.yml").write_text(BENCH)
+    env = installed.environ(ANSIBLE_PIPELINING="1")
+    start = time.monotonic()
+    door = subprocess.run([sys.executable, "-m", "vacate", "check", "--json", "--no-scan",
+                           "--no-config", "--forks", "5", "--inventory", inv, "/tmp"],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    vacate_s = time.monotonic() - start
+    assert door.returncode in (0, 1), door.stderr[-3000:]
+    start = time.monotonic()
+    r = collection.playbook(installed, "-i", inv, "--forks", "5", str(tmp_path / "bench.yml"),
+                            env=env)
+    ansible_s = time.monotonic() - start
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert sorted(recap(r.stdout)) == names
+    print(f"\n20 hosts 3 s away, forks 5: check --inventory {vacate_s:.1f} s, "
+          f"ansible-playbook {ansible_s:.1f} s ({ansible_s / vacate_s:.2f}x)")
+    assert ansible_s <= 1.5 * vacate_s, (vacate_s, ansible_s)

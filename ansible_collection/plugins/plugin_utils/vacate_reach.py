@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
 OP_MODULE = "vacate.volume.op"
 OBSERVE_MODULE = "vacate.volume.observe"
@@ -46,8 +46,15 @@ def reach(action, task_vars, ct=None, acting=None):
                 return {"error": res["error"]}
             reply_ok = "observation" in res and not res.get("failed")
         elif op.startswith("apply_") and acting is not None:
-            res = action._execute_module(module_name=ACT_MODULE, module_args=dict(
-                op=op, args=args, sha256=acting[0], token=acting[1]), task_vars=task_vars)
+            # a connection that drops during an apply fails the step in progress (its
+            # outcome there not known: a rerun asks whether it is done), as over vacate's ssh
+            try:
+                res = action._execute_module(module_name=ACT_MODULE, module_args=dict(
+                    op=op, args=args, sha256=acting[0], token=acting[1]),
+                    task_vars=task_vars)
+            except AnsibleConnectionFailure as e:
+                return {"error": {"kind": "connection", "message": "the connection dropped "
+                                  "(%s)" % str(e).strip().splitlines()[0]}}
             reply_ok = isinstance(res.get("reply"), dict) and not res.get("failed")
         else:
             res = action._execute_module(module_name=OP_MODULE, module_args=dict(
