@@ -55,7 +55,10 @@ def reach(action, task_vars, ct=None, acting=None):
             except AnsibleConnectionFailure as e:
                 return {"error": {"kind": "connection", "message": "the connection dropped "
                                   "(%s)" % str(e).strip().splitlines()[0]}}
-            reply_ok = isinstance(res.get("reply"), dict) and not res.get("failed")
+            if not isinstance(res.get("reply"), dict) or res.get("failed"):
+                return {"error": {"kind": "connection", "message": "no answer from the act "
+                                  "module (rc %s: %s)" % (res.get("rc"), res.get("msg"))}}
+            return res["reply"]
         else:
             res = action._execute_module(module_name=OP_MODULE, module_args=dict(
                 op=op, args=args), task_vars=task_vars)
