@@ -255,12 +255,26 @@ OBSERVE = """\
 
 
 def test_observe_bounds_what_the_result_holds(installed, server, volumes, tmp_path):
+    """...with the host's port and interpreter in a vaulted host_vars file: Ansible's own
+    variables, vault included, reach the modules as they reach any."""
     vol = volumes[1].mountpoint
-    inv = inventory(tmp_path / "hosts.ini", server, {"web1": fleet(server)["web1"]})
+    inv_dir = tmp_path / "inventory"
+    (inv_dir / "host_vars").mkdir(parents=True)
+    web1 = dict(fleet(server)["web1"])
+    secret = {k: web1.pop(k) for k in ("ansible_port", "ansible_python_interpreter")}
+    inventory(inv_dir / "hosts.ini", server, {"web1": web1})
+    (tmp_path / "vault-pass").write_text("s3cret\n")
+    vaulted = inv_dir / "host_vars" / "web1.yml"
+    vaulted.write_text("".join(f"{k}: {v}\n" for k, v in secret.items()))
+    subprocess.run([extras.tool("ansible-vault", "ansible-core"), "encrypt",
+                    "--vault-password-file", str(tmp_path / "vault-pass"), str(vaulted)],
+                   check=True, capture_output=True, env=installed.environ())
+    assert vaulted.read_text().startswith("$ANSIBLE_VAULT")
     (tmp_path / "observe.yml").write_text(OBSERVE)
     out = tmp_path / "out"
     out.mkdir()
-    r = collection.playbook(installed, "-i", inv, str(tmp_path / "observe.yml"),
+    r = collection.playbook(installed, "-i", str(inv_dir), str(tmp_path / "observe.yml"),
+                            "--vault-password-file", str(tmp_path / "vault-pass"),
                             "-e", f"vol={vol}", "-e", f"out={out}",
                             env=installed.environ(ANSIBLE_PIPELINING="1"))
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
@@ -270,6 +284,7 @@ def test_observe_bounds_what_the_result_holds(installed, server, volumes, tmp_pa
     assert small["observation"]["schema"] == "vacate.observation/1"
     assert small["observation"]["target"]["path"] == vol
     assert small["observation"]["host"]["python"] == ""      # (the module: no ssh label)
+    assert small["observation"]["host"]["vacate_version"]
     assert large["observation"] is None and large["size_bytes"] > 1000
     assert large["observation_file"] == str(out / "web1.json")
     assert large["summary"]["target"]["mountpoint"] == vol
@@ -379,7 +394,8 @@ def test_apply_on_one_host_with_a_holder(installed, server, volumes, tmp_path):
 
 def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, server,
                                                                      volumes, tmp_path):
-    """A holder that ignores TERM keeps the first step busy for its grace period: a second
+    """A holder that ignores TERM keeps the first step busy for its grace period (45 s: a
+    second apply waits 15 s for the far lock before it is refused): a second
     apply of the same plan from another controller directory is refused meanwhile; the
     connection of the first is then cut (its ssh processes killed): that step fails, and
     the rerun asks the host whether it is done and finishes the apply."""
@@ -387,7 +403,7 @@ def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, s
     os.makedirs(os.path.join(vol, "cache"))
     inv = inventory(tmp_path / "hosts.ini", server, {"web1": fleet(server)["web1"]})
     (tmp_path / "plan.yml").write_text(PLAN.replace("keep: [data]", "keep: [data]\n"
-                                                    "        grace: 8"))
+                                                    "        grace: 45"))
     (tmp_path / "apply.yml").write_text(APPLY)
     plans, other = tmp_path / "plans", tmp_path / "other"
     plans.mkdir()
@@ -439,7 +455,7 @@ def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, s
         assert "01-end-process" in said and "a rerun resumes there" in said, said[-3000:]
         assert got is None or got["steps"][0]["status"] == "failed"
         # the rerun: the step asked again (done once its holder is gone), the rest carried out
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             again = start(plans, "again")
             said = again.communicate(timeout=300)[0]

@@ -10,35 +10,27 @@ __metaclass__ = type
 
 import os
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    OBSERVE_MODULE, vacate_module)
+    OBSERVE_MODULE, VacateAction, vacate_module)
 
 SPEC = dict(path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
             configured=dict(type="bool", default=True), ct=dict(type="str"),
             dest=dict(type="path"), max_result_bytes=dict(type="int", default=1048576))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(VacateAction):
     _VALID_ARGS = frozenset(SPEC)
-    _supports_check_mode = True
+    SPEC = SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=SPEC)
+    def work(self, args, task_vars):
         res = self._execute_module(module_name=OBSERVE_MODULE, module_args=dict(
             path=args["path"], scan_tree=args["scan_tree"], configured=args["configured"],
             ct=args["ct"]), task_vars=task_vars)
         if res.get("failed") or "observation" not in res:
-            result.update(res)
-            return result
+            return res
         dest = args["dest"]
         if dest is None:
             dest = os.path.join(task_vars.get("playbook_dir") or ".", "vacate-observations",
                                 "%s.json" % task_vars.get("inventory_hostname", "host"))
-        playbook = vacate_module("flow.playbook")
-        result.update(playbook.observed(res["observation"], dest, args["max_result_bytes"],
-                                        write=args["dest"] is not None))
-        return result
+        return vacate_module("flow.playbook").observed(
+            res["observation"], dest, args["max_result_bytes"], write=args["dest"] is not None)

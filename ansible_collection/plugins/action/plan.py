@@ -7,10 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    reach, vacate_module)
+    VacateAction, reach, vacate_module)
 
 SPEC = dict(
     path=dict(type="path", required=True), dest=dict(type="path", required=True),
@@ -22,22 +20,12 @@ SPEC = dict(
     mask_references=dict(type="bool", default=False), ct=dict(type="str"))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(VacateAction):
     _VALID_ARGS = frozenset(SPEC)
-    _supports_check_mode = True
+    SPEC = SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=SPEC)
-        playbook = vacate_module("flow.playbook")
-        errors = vacate_module("observing.errors")
+    def work(self, args, task_vars):
         where = reach(self, task_vars, ct=args.pop("ct"))
         path, dest = args.pop("path"), args.pop("dest")
-        try:
-            result.update(playbook.plan(where, path, dest, check_mode=self._task.check_mode,
-                                        **args))
-        except errors.VacateError as e:
-            raise AnsibleActionFail(e.message + ("" if not e.hint else " (%s)" % e.hint))
-        return result
+        return vacate_module("flow.playbook").plan(where, path, dest,
+                                                   check_mode=self._task.check_mode, **args)

@@ -38,21 +38,13 @@ options:
     required: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the operations that carry a step out are refused; the dry run
       asks only whether each step is ready.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-requirements:
-  - Python 3.8 or newer on the target (standard library only).
-author:
-  - vacate's authors (@vacate)
+extends_documentation_fragment:
+  - vacate.volume.attributes
 """
 
 EXAMPLES = r"""

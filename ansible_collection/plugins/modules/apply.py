@@ -36,26 +36,17 @@ options:
     type: str
     required: true
 attributes:
-  action:
-    description: Runs as an action plugin on the controller (where vacate decides), the work on the target done by a module.
-    support: full
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 requirements:
-  - vacate installed on the controller (in the Python Ansible runs on).
-  - Python 3.8 or newer on the target (standard library only); root there (C(become)).
+  - Root on the target (C(become) where the connection's user is not root).
 seealso:
   - module: vacate.volume.plan
-author:
-  - vacate's authors (@vacate)
+extends_documentation_fragment:
+  - vacate.volume.attributes
+  - vacate.volume.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -27,19 +27,11 @@ options:
     default: {}
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-requirements:
-  - Python 3.8 or newer on the target (standard library only).
-author:
-  - vacate's authors (@vacate)
+extends_documentation_fragment:
+  - vacate.volume.attributes
 """
 
 EXAMPLES = r"""

@@ -70,26 +70,15 @@ options:
     description: On a Proxmox host, O(path) as container O(ct) sees it.
     type: str
 attributes:
-  action:
-    description: Runs as an action plugin on the controller (where vacate decides), the work on the target done by a module.
-    support: full
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-requirements:
-  - vacate installed on the controller (in the Python Ansible runs on).
-  - Python 3.8 or newer on the target (standard library only).
 seealso:
   - module: vacate.volume.check
-author:
-  - vacate's authors (@vacate)
+extends_documentation_fragment:
+  - vacate.volume.attributes
+  - vacate.volume.attributes.controller
 """
 
 EXAMPLES = r"""

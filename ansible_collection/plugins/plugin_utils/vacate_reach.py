@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
 
 OP_MODULE = "vacate.volume.op"
 OBSERVE_MODULE = "vacate.volume.observe"
@@ -69,3 +70,27 @@ def reach(action, task_vars, ct=None, acting=None):
                                        or res), result=res)
         return {"ok": res["observation"]} if op == "observe" else res["reply"]
     return modules.ModuleReach(name, run, ct=ct)
+
+
+class VacateAction(ActionBase):
+    """An action plugin of the collection: its arguments checked against ``SPEC``, then
+    :meth:`work` (``args``, ``task_vars``) gives the result; vacate's refusals
+    (``VacateError``) fail the task with their message and hint."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    SPEC = {}
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(VacateAction, self).run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec=self.SPEC)
+        errors = vacate_module("observing.errors")
+        try:
+            result.update(self.work(args, task_vars))
+        except errors.VacateError as e:
+            raise AnsibleActionFail(e.message + ("" if not e.hint else " (%s)" % e.hint))
+        return result
+
+    def work(self, args, task_vars):
+        raise NotImplementedError
