@@ -63,6 +63,11 @@ def test_the_observing_code_in_the_collection_is_vacate_payloads(installed, tmp_
     (tmp_path / "member" / "plugins" / "module_utils").mkdir(parents=True)
     (tmp_path / "member" / "plugins" / "module_utils" / "vacate_payload.py").write_text(member)
     assert payload_of(str(tmp_path / "member")) == inside
+    # and the finder that imports it from memory there is the ssh stage's own
+    from vacate.remote.collection import finder_source
+
+    assert "class Payload(" in finder_source() and finder_source() in member
+    assert finder_source() in payload.stage()
 
 
 @pytest.mark.parametrize("module", MODULES)

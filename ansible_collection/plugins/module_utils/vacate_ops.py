@@ -6,9 +6,9 @@
 ``vacate_payload`` (written by ``vacate collection`` at build time, never committed) holds
 the zip ``vacate payload`` ships, byte for byte (``vacate_payload_act``: with the acting
 half, as ``vacate apply --host`` sends it); each module passes the one it imports, and it is
-imported from memory here (a finder
-first on ``sys.meta_path``, as vacate's ssh stage does: nothing is written to disk, and an
-installed vacate there is never the one run). :func:`answer` runs one of the layer's read-only
+imported from memory here by the finder of vacate's ssh stage, built into the same file
+(first on ``sys.meta_path``: nothing is written to disk, and an installed vacate there is
+never the one run). :func:`answer` runs one of the layer's read-only
 operations (``vacate.observing.ops.OPS``) and gives its reply as JSON values, or the error.
 Standard library only, CPython 3.8+.
 """
@@ -18,46 +18,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
-import importlib.abc
-import importlib.util
-import io
 import sys
-import zipfile
-
-
-class _Payload(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """The ``vacate`` package of the payload zip, imported from memory."""
-
-    def __init__(self, data):
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            self.files = dict((n, z.read(n)) for n in z.namelist() if n.endswith(".py"))
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "vacate" and not name.startswith("vacate."):
-            return None
-        base = name.replace(".", "/")
-        if base + "/__init__.py" in self.files:
-            return importlib.util.spec_from_loader(
-                name, self, origin="payload:" + base + "/__init__.py", is_package=True)
-        if base + ".py" in self.files:
-            return importlib.util.spec_from_loader(name, self, origin="payload:" + base + ".py")
-        return None
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        key = module.__spec__.origin[len("payload:"):]
-        exec(compile(self.files[key], "<vacate payload>/" + key, "exec"), module.__dict__)
 
 
 def _load(payload):
+    """``payload`` (a generated module: ``PAYLOAD``, the zip, and ``Payload``, the stage's
+    finder) first on ``sys.meta_path``, once; a ``vacate`` imported before is forgotten."""
     for finder in sys.meta_path:
-        if isinstance(finder, _Payload):
+        if isinstance(finder, payload.Payload):
             return
     for name in [m for m in sys.modules if m == "vacate" or m.startswith("vacate.")]:
         del sys.modules[name]
-    sys.meta_path.insert(0, _Payload(base64.b64decode("".join(payload))))
+    sys.meta_path.insert(0, payload.Payload(base64.b64decode("".join(payload.PAYLOAD))))
 
 
 def act(payload, op, args, sha256, token):

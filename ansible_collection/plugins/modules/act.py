@@ -68,7 +68,7 @@ reply:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import act
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload_act import PAYLOAD
+from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload_act
 
 
 # what changes the host beyond the apply's own plan, lock and lease
@@ -87,8 +87,8 @@ def main():
     if module.check_mode and p["op"] in ACTING:
         module.fail_json(msg="%s changes the host: not in check mode (the dry run asks "
                              "apply_ready)" % p["op"])
-    module.exit_json(changed=False, reply=act(PAYLOAD, p["op"], p["args"], p["sha256"],
-                                              p["token"]))
+    reply = act(vacate_payload_act, p["op"], p["args"], p["sha256"], p["token"])
+    module.exit_json(changed=False, reply=reply)
 
 
 if __name__ == "__main__":

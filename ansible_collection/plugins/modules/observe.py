@@ -97,7 +97,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
+from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload
 
 
 def main():
@@ -113,8 +113,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    reply = answer(PAYLOAD, "observe", dict(path=p["path"], scan_tree=p["scan_tree"],
-                                            configured=p["configured"], ct=p["ct"]))
+    args = dict(path=p["path"], scan_tree=p["scan_tree"], configured=p["configured"],
+                ct=p["ct"])
+    reply = answer(vacate_payload, "observe", args)
     if "error" in reply:
         module.fail_json(msg=reply["error"].get("message") or "vacate could not look",
                          error=reply["error"])

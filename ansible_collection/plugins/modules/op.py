@@ -52,7 +52,7 @@ reply:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_payload import PAYLOAD
+from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload
 
 
 def main():
@@ -61,7 +61,8 @@ def main():
                            args=dict(type="dict", default={})),
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, reply=answer(PAYLOAD, module.params["op"], module.params["args"]))
+    reply = answer(vacate_payload, module.params["op"], module.params["args"])
+    module.exit_json(changed=False, reply=reply)
 
 
 if __name__ == "__main__":

@@ -35,18 +35,32 @@ def sources_dir() -> str:
 
 
 def payload_module(data: bytes) -> str:
-    """The module_utils file holding the payload zip ``data``."""
+    """The module_utils file holding the payload zip ``data`` and the finder that imports
+    it from memory: the stage's own (:func:`finder_source`), the one ``--host`` runs."""
     text = base64.b64encode(data).decode("ascii")
     lines = [f'    "{text[i:i + LINE]}",' for i in range(0, len(text), LINE)]
     return ("# -*- coding: utf-8 -*-\n"
             "# Made by `vacate collection` from vacate's sources; not edited by hand.\n"
             "# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)\n"
-            '"""The observing layer, as the zip `vacate payload` ships (base64)."""\n\n'
-            "from __future__ import absolute_import, division, print_function\n\n"
+            '"""The observing layer, as the zip `vacate payload` ships (base64), and the\n'
+            'finder vacate\'s ssh stage imports it with (its Payload class, copied at build)."""'
+            "\n\nfrom __future__ import absolute_import, division, print_function\n\n"
             "__metaclass__ = type\n\n"
+            "import importlib.abc\nimport importlib.util\nimport io\nimport zipfile\n\n"
             f'SHA256 = "{hashlib.sha256(data).hexdigest()}"\n'
             f"VERSION = {vacate.__version__!r}\n"
-            "PAYLOAD = (\n" + "\n".join(lines) + "\n)\n")
+            "PAYLOAD = (\n" + "\n".join(lines) + "\n)\n\n\n" + finder_source())
+
+
+def finder_source() -> str:
+    """The source of ``Payload``, the finder of :mod:`vacate.remote.stage` (modules of a zip
+    imported from memory), as it stands there."""
+    import ast
+
+    text = payload.stage()
+    node = next(n for n in ast.parse(text).body
+                if isinstance(n, ast.ClassDef) and n.name == "Payload")
+    return ast.get_source_segment(text, node) + "\n"
 
 
 def assemble(build_dir: str) -> str:
