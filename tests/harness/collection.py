@@ -39,7 +39,7 @@ def build_and_install(root: str) -> Installed:
     of the tarball into ``root/collections`` (no network: the tarball has no
     dependencies)."""
     galaxy = extras.tool("ansible-galaxy", "ansible-core")
-    r = subprocess.run([sys.executable, "-m", "vacate", "collection", "-o",
+    r = subprocess.run([sys.executable, "-m", "vacate", "collection", "--output-dir",
                         os.path.join(root, "dist"), "--build-dir", os.path.join(root, "build")],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=SRC),
                        timeout=300, check=True)

@@ -1,4 +1,4 @@
-"""``vacate collection [-o DIR]``: the ``vacate.volume`` Ansible collection as a tarball
+"""``vacate collection [--output-dir DIR]``: the ``vacate.volume`` Ansible collection as a tarball
 (``ansible-galaxy collection install DIR/vacate-volume-VERSION.tar.gz`` installs it, offline),
 its module_utils holding the observing layer this vacate ships (``vacate payload``)."""
 
@@ -13,7 +13,7 @@ from vacate.observing.errors import EXIT_OK
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("collection", help="build the vacate.volume Ansible collection "
                                           "(needs ansible-core and a checkout of vacate)")
-    p.add_argument("-o", "--output-dir", metavar="DIR", default="dist",
+    p.add_argument("--output-dir", metavar="DIR", default="dist",
                    help="where the tarball goes (default: dist)")
     p.add_argument("--build-dir", metavar="DIR", default="build/collection",
                    help="where the collection's tree is assembled (default: build/collection)")
