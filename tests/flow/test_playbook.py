@@ -11,6 +11,7 @@ is not safe, the hosts before it planned, those after it untouched."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -364,6 +365,20 @@ def test_apply_on_one_host_with_a_holder(installed, server, volumes, tmp_path):
         # a plan that is not the one approved: refused, nothing asked of the host
         wrong = apply("wrong", sha="0" * 64)
         assert wrong.returncode == 2 and "is not the plan approved" in wrong.stdout
+        # a plan made for another machine (its machine-id), approved as it is: refused
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        text = (plans / "web1.plan").read_text()
+        mid = planned["machine_id"]
+        assert mid and text.count(mid) >= 1
+        (elsewhere / "web1.plan").write_text(text.replace(mid, "0" * len(mid)))
+        foreign = collection.playbook(
+            installed, "-i", inv, str(tmp_path / "apply.yml"), "-e", f"plans={elsewhere}",
+            "-e", "sha=" + hashlib.sha256((elsewhere / "web1.plan").read_bytes()).hexdigest(),
+            "-e", "run=foreign", env=env)
+        assert foreign.returncode == 2, foreign.stdout[-3000:]
+        assert f"the plan was made on machine {'0' * len(mid)}" in foreign.stdout
+        assert "nothing was changed" in foreign.stdout
         # check mode and diff: the dry run, each step said, nothing changed
         dry = apply("dry", "--check", "--diff")
         assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
