@@ -19,7 +19,7 @@ import time
 import pytest
 from harness import extras, sshd
 from harness.holders import Holders
-from harness.paths import HARNESS
+from harness.inventories import PROXY, delayed_inventory
 from harness.volumes import can_loop_mount, make_volume
 
 from vacate.flow import fleet
@@ -30,7 +30,6 @@ from vacate.remote.ssh import SshTarget
 
 VACATE = [sys.executable, "-m", "vacate"]
 FAR_PYTHON = "/usr/bin/python3"
-PROXY = os.path.join(HARNESS, "slow_proxy.py")
 
 # ansible-core is a test extra: missing, the tests that need it fail (harness/extras.py)
 has_ansible = pytest.mark.usefixtures("ansible_core")
@@ -404,17 +403,6 @@ all:
 
 
 # -- hosts side by side ---------------------------------------------------------------------
-
-def delayed_inventory(path, server, names, delay: float) -> str:
-    """Hosts that are ``delay`` seconds away (a ProxyCommand that sleeps, then relays)."""
-    proxy = f"{sys.executable} {os.path.abspath(PROXY)} {delay} 127.0.0.1 {server.port}"
-    lines = ["[slow]"] + [f"{n} ansible_host=127.0.0.1 ansible_port={server.port}"
-                          for n in names]
-    lines += ["[slow:vars]", f"ansible_python_interpreter={FAR_PYTHON}",
-              f"ansible_ssh_common_args='-F {server.config} -o \"ProxyCommand={proxy}\"'"]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
 
 @has_ansible
 @has_sshd

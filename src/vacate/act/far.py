@@ -31,6 +31,7 @@ LOCK_DIRS = ("/run/vacate", "/run/lock/vacate")
 WORK_DIR = "/var/tmp/vacate"
 LOCK_WAIT_S = 15.0
 NOTE_EVERY_S = 0.25
+LEASE_S = 900.0         # an apply by module runs (Ansible) holds the plan this long between runs
 
 _session: dict = {}
 
@@ -47,6 +48,7 @@ def _lock(sha: str) -> int:
             os.makedirs(d, mode=0o700, exist_ok=True)
             fd = os.open(os.path.join(d, f"apply-{sha[:32]}.lock"),
                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            _session["lease_path"] = os.path.join(d, f"apply-{sha[:32]}.lease")
             break
         except OSError as e:
             last = e
@@ -72,12 +74,11 @@ def _lock(sha: str) -> int:
     return fd
 
 
-def begin(host: Host, plan: str, sha256: str, files: dict) -> dict:
+def begin(host: Host, plan: str, sha256: str, files: dict, token: str | None = None) -> dict:
     """Take the plan (its text, checked against ``sha256``) and its lock; ``files``: the
-    entries files it names (name -> sha256). Answers which of them are still to be sent."""
-    from vacate.act.base import Context
-    from vacate.observing.model.plan import Plan
-
+    entries files it names (name -> sha256). Answers which of them are still to be sent.
+    ``token``: an apply carried out by one short process a call (Ansible's modules, each
+    then :func:`resume`): the lease it holds on the plan here between its calls."""
     raw = plan.encode("ascii", "surrogateescape")
     if hashlib.sha256(raw).hexdigest() != sha256:
         raise VacateError("the plan arrived damaged (its sha256 is not the one approved)")
@@ -85,17 +86,75 @@ def begin(host: Host, plan: str, sha256: str, files: dict) -> dict:
         raise VacateError("this worker holds another plan")
     if "lock" not in _session:
         _session["lock"] = _lock(sha256)
+    if token is not None:
+        _lease(sha256, token)
     work = os.path.join(host.path(WORK_DIR), f"apply-{sha256[:32]}")
     os.makedirs(work, mode=0o700, exist_ok=True)
     plan_path = os.path.join(work, "plan.json")
     with open(plan_path, "wb") as f:
         f.write(raw)
-    value = Plan.loads(plan)
+    _take(host, raw, sha256, work, plan_path, files)
+    need = [n for n, sha in sorted(files.items()) if _sha_of(_safe_name(work, n)) != sha]
+    return {"pid": os.getpid(), "need": need, "work": work}
+
+
+def resume(host: Host, sha256: str, token: str) -> None:
+    """In a new process, the apply :func:`begin` began with ``token``: its lock taken
+    again, its lease renewed (another apply's live lease is refused), the plan read back
+    from the work directory and checked against ``sha256``."""
+    _session["lock"] = _lock(sha256)
+    _lease(sha256, token)
+    work = os.path.join(host.path(WORK_DIR), f"apply-{sha256[:32]}")
+    plan_path = os.path.join(work, "plan.json")
+    try:
+        with open(plan_path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise VacateError(f"the apply's plan is not here ({e}): begin it again") from None
+    if hashlib.sha256(raw).hexdigest() != sha256:
+        raise VacateError("the plan kept here is not the one approved: begin it again")
+    with open(os.path.join(work, "files.json"), encoding="utf-8") as f:
+        import json
+
+        files = json.load(f)
+    _take(host, raw, sha256, work, plan_path, files)
+
+
+def _take(host: Host, raw: bytes, sha256: str, work: str, plan_path: str, files: dict) -> None:
+    import json
+
+    from vacate.act.base import Context
+    from vacate.observing.fsio import write_atomic
+    from vacate.observing.model.plan import Plan
+
+    write_atomic(os.path.join(work, "files.json"), json.dumps(files).encode("ascii"))
+    value = Plan.loads(raw.decode("ascii", "surrogateescape"))
     _session.update(sha256=sha256, work=work, files=dict(files),
                     ctx=Context(plan=value, host=host, plan_path=plan_path,
                                 progress=_noter()))
-    need = [n for n, sha in sorted(files.items()) if _sha_of(_safe_name(work, n)) != sha]
-    return {"pid": os.getpid(), "need": need, "work": work}
+
+
+def _lease(sha: str, token: str) -> None:
+    """Hold the plan here for the apply named ``token`` (taken under its lock): refused while
+    another apply's lease is younger than :data:`LEASE_S`; :func:`end` gives it back."""
+    import json
+
+    path = _session["lease_path"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            held = json.load(f)
+    except (OSError, ValueError):
+        held = None
+    if isinstance(held, dict) and held.get("token") != token and \
+            time.time() - float(held.get("at") or 0) < LEASE_S:
+        raise Busy(f"another vacate apply of this plan is under way there (from "
+                   f"{held.get('by') or '?'}, last heard {time.time() - held['at']:.0f} s ago);"
+                   " nothing was done", hint="run the apply again once it is over")
+    from vacate.observing.fsio import write_atomic
+
+    write_atomic(path, json.dumps({"token": token, "at": time.time(),
+                                   "by": token.split(":", 1)[0]}).encode("ascii"))
+    _session["lease"] = path
 
 
 def _safe_name(work: str, name: str) -> str:
@@ -224,6 +283,11 @@ def end(host: Host, complete: bool = False) -> bool:
     work = _session.get("work")
     if complete and work:
         shutil.rmtree(work, ignore_errors=True)
+    if _session.get("lease"):
+        try:
+            os.unlink(_session["lease"])
+        except OSError:
+            pass
     return True
 
 

@@ -47,6 +47,9 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
                 (1, "something was not restored, or not as archived (named)"),
                 (3, "something could not be read"), USAGE),
     "payload": ((0, "written"), USAGE),
+    "collection": ((0, "built: the tarball's path on stdout"),
+                   (2, "ansible-galaxy missing or failed, no collection sources here (it is "
+                       "built from a checkout), or " + USAGE[1])),
 }
 
 

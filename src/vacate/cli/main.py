@@ -33,6 +33,7 @@ COMMANDS = (
     ("verify", "verify_cmd"),
     ("restore", "restore_cmd"),
     ("payload", "payload_cmd"),
+    ("collection", "collection_cmd"),
 )
 
 

@@ -222,12 +222,15 @@ def staleness(plan: Plan, reach, started: set[str], now_target=None) -> list[str
 
 def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = None,
           remote: str | None = None, dry_run: bool = False, progress=None, on_step=None,
-          nvml=None, stall_s: float | None = None) -> ApplyResult:
+          nvml=None, stall_s: float | None = None, reach=None) -> ApplyResult:
     """Apply the plan in ``plan_path`` (approval is the caller's: ``loaded``, the plan it
     showed, whose bytes must still be the file's). ``remote``: a ``--host`` the caller was
     given, which must be the plan's (``stall_s``: its ``--stall-timeout``). ``on_step(StepResult)``
     is called as each step ends;
-    ``progress(step, done, total, what)`` during long ones."""
+    ``progress(step, done, total, what)`` during long ones. ``reach``: where the plan's
+    host is reached, when the caller reaches it itself (Ansible's module transport:
+    :class:`vacate.remote.modules.ModuleReach`, sending the acting half); the plan's
+    recorded ssh address is then not used."""
     host = host or Host.local()
     journal_path = path_for(plan_path)
     with PlanLock(plan_path):
@@ -238,23 +241,25 @@ def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = N
         plan, sha = got.plan, got.sha256
         states = states_of(check_belongs(journal_path, sha))
         started = set(states)
-        with reach_for(plan, host, remote, stall_s) as reach:
-            check_machine(plan, reach, started)
+        with reach or reach_for(plan, host, remote, stall_s) as where:
+            check_machine(plan, where, started)
             now_target = None if stale.unmounted_by_us(plan, started) else \
-                target_now(plan, reach)
-            _check_places(plan, plan_path, reach, now_target)
+                target_now(plan, where)
+            _check_places(plan, plan_path, where, now_target)
             check_plan(plan, plan_path)
-            stale_lines = staleness(plan, reach, started, now_target)
+            stale_lines = staleness(plan, where, started, now_target)
             if stale_lines:
                 raise Refused("the plan is stale, nothing was changed: " +
                               "; ".join(stale_lines),
                               hint="make a new plan: vacate plan " + plan.target_path)
             ctx = Context(plan=plan, host=host, progress=progress, earlier=states, nvml=nvml,
                           plan_path=plan_path, dry_run=dry_run)
-            if getattr(reach, "target", None) is not None:
+            from vacate.remote import Local
+
+            if not isinstance(where, Local):
                 from vacate.remote.acting import There
 
-                actor = There(plan, reach, raw=got.raw, sha256=sha, plan_path=plan_path,
+                actor = There(plan, where, raw=got.raw, sha256=sha, plan_path=plan_path,
                               progress=progress)
             else:
                 from vacate.remote.acting import Here
@@ -262,7 +267,9 @@ def apply(plan_path: str, *, host: Host | None = None, loaded: Loaded | None = N
                 actor = Here(plan, ctx)
             actor.begin()
             if dry_run:
-                return _dry(plan_path, plan, states, actor)
+                result = _dry(plan_path, plan, states, actor)
+                actor.end(False)
+                return result
             with Journal(journal_path, sha) as j:
                 result = _steps(plan_path, plan, actor, j, states, on_step)
             actor.end(result.complete)

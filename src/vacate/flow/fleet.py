@@ -97,7 +97,6 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
     """Look at ``path`` on one host and decide; every failure becomes the answer."""
     if h.target is None:
         return HostCheck(h.name, h.name, error=h.error, kind=h.kind)
-    from vacate.decide import verdict
     from vacate.remote import Remote
 
     label = h.target.label
@@ -107,35 +106,55 @@ def check_one(h: InventoryHost, path: str, *, scan_tree: bool = True, configured
     if live is not None and not live.add(watch):
         return HostCheck(h.name, label, error=f"{label}: not looked at (interrupted)",
                          kind="error")
-
-    def failed(kind, message, hint=None, unanswered=None):
-        return HostCheck(h.name, label, error=message, kind=kind, hint=hint,
-                         unanswered=unanswered, elapsed_s=time.monotonic() - start)
     try:
         watch.start()
-        obs = reach.observe(path, scan_tree=scan_tree, configured=configured)
-        result = verdict.check(obs)
+        check = look(h.name, label, reach, path, scan_tree=scan_tree, configured=configured,
+                     start=start)
     except VacateError as e:
-        if watch.expired:
-            return failed("timeout", f"{label}: no answer within {timeout_s:g} s",
-                          hint="raise --host-timeout, or look at it alone with --host")
-        if isinstance(e, Unanswered):
-            return failed("unanswered", e.message, e.hint, e.target)
-        from vacate.remote.ssh import Stalled, Unreachable
-
-        kind = "stalled" if isinstance(e, Stalled) else \
-            "unreachable" if isinstance(e, Unreachable) else "error"
-        return failed(kind, e.message, e.hint)
+        check = _failed(h.name, label, start, "error", e.message, e.hint)
     except Exception as e:  # noqa: BLE001 -- a bug for one host must not end the others' run
         where_ = traceback.extract_tb(e.__traceback__)[-1:]
         at = f" at {where_[0].filename}:{where_[0].lineno}" if where_ else ""
-        return failed("error", f"{label}: {type(e).__name__}: {e}{at}")
+        check = _failed(h.name, label, start, "error", f"{label}: {type(e).__name__}: {e}{at}")
     finally:
         watch.stop()
         reach.close()
         if live is not None:
             live.discard(watch)
-    return HostCheck(h.name, label, result=result, elapsed_s=time.monotonic() - start)
+    if check.error is not None and watch.expired:
+        return _failed(h.name, label, start, "timeout",
+                       f"{label}: no answer within {timeout_s:g} s",
+                       hint="raise --host-timeout, or look at it alone with --host")
+    return check
+
+
+def look(name: str, label: str, reach, path: str, *, scan_tree: bool = True,
+         configured: bool = True, start: float | None = None) -> HostCheck:
+    """Observe ``path`` through ``reach`` (a :mod:`vacate.remote` reach: ssh, or Ansible's
+    module transport) and decide here: the one answer ``check --inventory`` and the
+    ``vacate.volume.check`` module both give. What vacate could not tell (a
+    :class:`VacateError`) becomes the answer; any other error goes up (for Ansible: the host
+    unreachable)."""
+    from vacate.decide import verdict
+
+    start = time.monotonic() if start is None else start
+    try:
+        obs = reach.observe(path, scan_tree=scan_tree, configured=configured)
+        result = verdict.check(obs)
+    except Unanswered as e:
+        return _failed(name, label, start, "unanswered", e.message, e.hint, e.target)
+    except VacateError as e:
+        from vacate.remote.ssh import Stalled, Unreachable
+
+        kind = "stalled" if isinstance(e, Stalled) else \
+            "unreachable" if isinstance(e, Unreachable) else "error"
+        return _failed(name, label, start, kind, e.message, e.hint)
+    return HostCheck(name, label, result=result, elapsed_s=time.monotonic() - start)
+
+
+def _failed(name, label, start, kind, message, hint=None, unanswered=None) -> HostCheck:
+    return HostCheck(name, label, error=message, kind=kind, hint=hint, unanswered=unanswered,
+                     elapsed_s=time.monotonic() - start)
 
 
 class _Live:

@@ -147,14 +147,9 @@ class Remote:
         name its sha256 gives it (checked: what arrived is what was recorded); the file
         comes in pieces."""
         import base64
-        import hashlib
-
-        from vacate.observing.errors import VacateError
-        from vacate.observing.fsio import write_atomic
 
         got = self.call("entries_file", path=path, dev=dev)
-        rec = _decode_recorded(got["recorded"])
-        name, size = os.path.basename(got["name"]), int(got["size"])
+        size = int(got["size"])
         data = bytearray()           # asked for in pieces: no reply holds the whole file
         while True:
             piece = base64.b64decode(self.call("entries_piece", name=got["name"],
@@ -162,10 +157,7 @@ class Remote:
             data += piece
             if len(data) >= size or not piece:
                 break
-        if len(data) != size or hashlib.sha256(data).hexdigest() != rec.sha256:
-            raise VacateError(f"{self.label}: the entries of {path} arrived damaged")
-        write_atomic(os.path.join(directory, name), bytes(data))
-        return replace(rec, file=name)
+        return keep_entries(self.label, path, got, bytes(data), directory)
 
     def close(self) -> None:
         if self._session is not None:
@@ -176,6 +168,23 @@ class Remote:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def keep_entries(label: str, path: str, got: dict, data: bytes, directory: str):
+    """Keep an entries file recorded on a far host (``got``: what ``entries_file`` said,
+    ``data`` its bytes) in ``directory``, under the name its sha256 gives it, once it is
+    checked: what arrived is what was recorded."""
+    import hashlib
+
+    from vacate.observing.errors import VacateError
+    from vacate.observing.fsio import write_atomic
+
+    rec = _decode_recorded(got["recorded"])
+    name = os.path.basename(got["name"])
+    if len(data) != int(got["size"]) or hashlib.sha256(data).hexdigest() != rec.sha256:
+        raise VacateError(f"{label}: the entries of {path} arrived damaged")
+    write_atomic(os.path.join(directory, name), data)
+    return replace(rec, file=name)
 
 
 def reach(args, host: Host | None = None, progress=None):

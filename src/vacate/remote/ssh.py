@@ -298,24 +298,7 @@ class Session:
         return Unreachable(f"{label}: the far side ended (exit {code}) before replying: {said}")
 
     def _error(self, err: dict) -> VacateError:
-        label = self.target.label
-        kind = err.get("kind")
-        message = f"{label}: {err.get('message', 'error')}"
-        if kind == "python-too-old":
-            return Unreachable(message, hint="install python3 3.8 or newer there, or name one "
-                                             "with --python")
-        if kind in ("internal", "damaged"):
-            detail = err.get("traceback")
-            return Unreachable(message + (f"\n{detail}" if detail else ""))
-        if kind == "Unanswered" and "target" in err:
-            from vacate.observing.errors import Unanswered
-            from vacate.observing.model import codec
-            from vacate.observing.model.mount import Target
-
-            return Unanswered(message, hint=err.get("hint"),
-                              target=codec.decode(Target, err["target"]))
-        return VacateError(message, hint=err.get("hint"),
-                           exit_code=err.get("exit_code") or EXIT_UNKNOWN)
+        return error_from(self.target.label, err)
 
     def close(self) -> None:
         """Say bye and let the session end (the worker also ends if it cannot be told)."""
@@ -335,3 +318,24 @@ class Session:
                 f.close()
             except OSError:
                 pass
+
+
+def error_from(label: str, err: dict) -> VacateError:
+    """The far side's error (the worker's ``error_of``) as the error raised here."""
+    kind = err.get("kind")
+    message = f"{label}: {err.get('message', 'error')}"
+    if kind == "python-too-old":
+        return Unreachable(message, hint="install python3 3.8 or newer there, or name one "
+                                         "with --python")
+    if kind in ("internal", "damaged"):
+        detail = err.get("traceback")
+        return Unreachable(message + (f"\n{detail}" if detail else ""))
+    if kind == "Unanswered" and "target" in err:
+        from vacate.observing.errors import Unanswered
+        from vacate.observing.model import codec
+        from vacate.observing.model.mount import Target
+
+        return Unanswered(message, hint=err.get("hint"),
+                          target=codec.decode(Target, err["target"]))
+    return VacateError(message, hint=err.get("hint"),
+                       exit_code=err.get("exit_code") or EXIT_UNKNOWN)

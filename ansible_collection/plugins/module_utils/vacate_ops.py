@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: vacate's authors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The observing layer on the target, inside the module Ansible sent.
+
+``vacate_payload`` (written by ``vacate collection`` at build time, never committed) holds
+the zip ``vacate payload`` ships, byte for byte (``vacate_payload_act``: with the acting
+half, as ``vacate apply --host`` sends it); each module passes the one it imports, and it is
+imported from memory here by the finder of vacate's ssh bootstrap, built into the same file
+(first on ``sys.meta_path``: nothing is written to disk, and an installed vacate there is
+never the one run). :func:`answer` runs one of the layer's read-only
+operations (``vacate.observing.ops.OPS``) and gives its reply as JSON values, or the error.
+Standard library only, CPython 3.8+.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import sys
+
+
+def _load(payload):
+    """``payload`` (a generated module: ``PAYLOAD``, the zip, and ``Payload``, the bootstrap's
+    finder) first on ``sys.meta_path``, once; a ``vacate`` imported before is forgotten."""
+    for finder in sys.meta_path:
+        if isinstance(finder, payload.Payload):
+            return
+    for name in [m for m in sys.modules if m == "vacate" or m.startswith("vacate.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, payload.Payload(base64.b64decode("".join(payload.PAYLOAD))))
+
+
+def act(payload, op, args, sha256, token):
+    """One operation of an apply's far side (``vacate.act.far.OPS``) in this short process:
+    the apply begun (``apply_begin``) or resumed (its lock and lease taken again, its plan
+    read back: ``far.resume``) first."""
+    _load(payload)
+    from vacate.act import far
+    from vacate.observing import worker
+    from vacate.observing.host import Host
+
+    host = Host.local()
+    try:
+        if op == "apply_begin":
+            args = dict(args, token=token)
+        elif op in far.OPS:
+            far.resume(host, sha256, token)
+        return worker.answer(host, {"op": op, "args": args}, ops=far.OPS)
+    except Exception as e:  # pylint: disable=broad-except
+        return {"error": worker.error_of(e)}
+
+
+def answer(payload, op, args):
+    """``{"ok": value}``, or ``{"error": {...}}`` as vacate's far worker says it."""
+    _load(payload)
+    from vacate.observing import worker
+    from vacate.observing.host import Host
+
+    host = Host.local()
+    try:
+        if op == "entries_whole":
+            return {"ok": _entries_whole(host, **args)}
+        return worker.answer(host, {"op": op, "args": args})
+    except Exception as e:  # pylint: disable=broad-except
+        return {"error": worker.error_of(e)}
+
+
+def _entries_whole(host, path, dev):
+    """An item's entries file recorded, and its bytes (base64) in the same reply: the
+    module's process ends with its reply, so nothing is kept for a later call."""
+    from vacate.observing.ops import OPS
+
+    got = OPS["entries_file"](host, path=path, dev=dev)
+    pieces = []
+    offset = 0
+    while True:
+        piece = OPS["entries_piece"](host, name=got["name"], offset=offset)
+        pieces.append(piece)
+        offset += len(base64.b64decode(piece))
+        if offset >= int(got["size"]) or not piece:
+            break
+    got["data"] = pieces
+    return got

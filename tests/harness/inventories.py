@@ -1,0 +1,23 @@
+"""Ansible inventories of the test sshd for the fleet tests (``check --inventory`` and the
+``vacate.volume`` collection alike)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from harness.paths import HARNESS
+
+PROXY = os.path.join(HARNESS, "slow_proxy.py")
+
+
+def delayed_inventory(path, server, names, delay: float,
+                      python: str = "/usr/bin/python3") -> str:
+    """Hosts that are ``delay`` seconds away (a ProxyCommand that sleeps, then relays)."""
+    proxy = f"{sys.executable} {os.path.abspath(PROXY)} {delay} 127.0.0.1 {server.port}"
+    lines = ["[slow]"] + [f"{n} ansible_host=127.0.0.1 ansible_port={server.port}"
+                          for n in names]
+    lines += ["[slow:vars]", f"ansible_python_interpreter={python}",
+              f"ansible_ssh_common_args='-F {server.config} -o \"ProxyCommand={proxy}\"'"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
