@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from harness import collection, extras, sshd
 from harness.holders import Holders
-from harness.inventories import delayed_inventory
 from harness.volumes import can_loop_mount, make_volume
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
@@ -498,40 +497,3 @@ def ssh_processes(needle: str) -> list[int]:
                 any(needle.encode() in a for a in argv):
             out.append(int(pid))
     return out
-
-
-BENCH = """\
-- hosts: slow
-  gather_facts: false
-  tasks:
-    - name: Is /tmp still used?
-      vacate.volume.check:
-        path: /tmp
-        scan_tree: false
-        configured: false
-"""
-
-
-def test_a_fleet_checked_by_ansible_playbook_within_1_5x_of_check_inventory(installed, server,
-                                                                            tmp_path):
-    """The bench (BENCHMARKS.md): 20 hosts, each 3 s away (a ProxyCommand that sleeps), at
-    forks 5, checked by ansible-playbook and by check --inventory in the same run."""
-    names = [f"h{i:02}" for i in range(20)]
-    inv = delayed_inventory(tmp_path / "twenty.ini", server, names, 3.0)
-    (tmp_path / "bench.yml").write_text(BENCH)
-    env = installed.environ(ANSIBLE_PIPELINING="1")
-    start = time.monotonic()
-    door = subprocess.run([sys.executable, "-m", "vacate", "check", "--json", "--no-scan",
-                           "--no-config", "--forks", "5", "--inventory", inv, "/tmp"],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
-    vacate_s = time.monotonic() - start
-    assert door.returncode in (0, 1), door.stderr[-3000:]
-    start = time.monotonic()
-    r = collection.playbook(installed, "-i", inv, "--forks", "5", str(tmp_path / "bench.yml"),
-                            env=env)
-    ansible_s = time.monotonic() - start
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert sorted(recap(r.stdout)) == names
-    print(f"\n20 hosts 3 s away, forks 5: check --inventory {vacate_s:.1f} s, "
-          f"ansible-playbook {ansible_s:.1f} s ({ansible_s / vacate_s:.2f}x)")
-    assert ansible_s <= 1.5 * vacate_s, (vacate_s, ansible_s)
