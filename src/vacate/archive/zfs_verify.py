@@ -260,12 +260,12 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
             err.seek(0)
             why = err.read().decode(errors="replace").strip()
         findings += feeder.findings
-        if zstd.returncode != 0:
-            findings.append(Finding("stream-damaged", "the parts do not decompress: "
-                                    f"{zstd.stderr.read().decode(errors='replace').strip()}"))
+        zerr = zstd.stderr.read().decode(errors="replace").strip()
         if recv.returncode != 0:
             findings.append(Finding("stream-damaged", f"zfs receive {scratch} refused the "
-                                    f"stream: {why}"))
+                                    f"stream: {why}" + (f" (zstd: {zerr})" if zerr else "")))
+        elif zstd.returncode != 0:
+            findings.append(Finding("stream-damaged", f"the parts do not decompress: {zerr}"))
         if not findings:
             compared, clone = _compare(m, scratch, findings, notes)
     finally:

@@ -1,4 +1,6 @@
-"""``vacate archive SRC... --to DEST [--name NAME] [--exclude P]...``: cold backup."""
+"""``vacate archive SRC... --to DEST [--name NAME] [--exclude P]...``: cold backup;
+``vacate archive --zfs DATASET@SNAP --to DEST``: the dataset itself, as a ``zfs send``
+stream (a native archive)."""
 
 from __future__ import annotations
 
@@ -54,7 +56,20 @@ def seconds(text: str) -> float:
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="cold backup: zstd-compressed pax tar parts, SHA256SUMS, "
                        "a manifest and a restore README")
-    p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
+    p.add_argument("sources", nargs="*", metavar="SRC", help="directories or files to archive")
+    p.add_argument("--zfs", metavar="DATASET@SNAP",
+                   help="instead of SRC: a native archive of the dataset, `zfs send` of the "
+                   "snapshot compressed with zstd into parts NAME.zfs.zst.NNNNNN, with "
+                   "SHA256SUMS, ZFS-MANIFEST.json and a README (restore: cat the parts | "
+                   "zstd -dc | zfs receive POOL/NAME); it gives back the whole dataset on any "
+                   "ZFS, where a tar archive gives files anywhere. Rerunning resumes an "
+                   "interrupted one (the stream is sent again)")
+    p.add_argument("--take-snapshot", action="store_true",
+                   help="with --zfs: take the snapshot where it is not there yet")
+    p.add_argument("--send-flags", default="-p", metavar="FLAGS",
+                   help="with --zfs: flags for zfs send, of -R (the dataset's children and "
+                   "earlier snapshots) and -p (its own properties); default -p, '' for none. "
+                   "Never -D: newer ZFS cannot receive it")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")
     p.add_argument("--name", help="archive name under DEST (default: the first SRC's name); "
@@ -85,6 +100,10 @@ def location(dest: str, name: str) -> str:
 
 
 def run(args, env: Env) -> int:
+    if args.zfs:
+        return _native(args, env)
+    if not args.sources:
+        raise UsageError("nothing to archive", hint="name SRC..., or --zfs DATASET@SNAP")
     from vacate.archive.target import open_target
     from vacate.archive.writer import archive, exit_code
     from vacate.output import archive_view, jsonfmt
@@ -105,3 +124,28 @@ def run(args, env: Env) -> int:
         archive_view.render_archive(r, env.console())
     return exit_code(r)
 
+
+
+def _native(args, env: Env) -> int:
+    from vacate.archive.target import LocalTarget
+    from vacate.archive.zfs_write import split_origin, write_native
+    from vacate.output import jsonfmt, native_view
+
+    if args.sources or args.exclude:
+        raise UsageError("--zfs archives the whole dataset: no SRC or --exclude with it")
+    if "://" in args.to:
+        raise UsageError("a native archive is written to a directory",
+                         hint="--to a local directory (S3 is for tar archives, for now)")
+    dataset, snap = split_origin(args.zfs)
+    name = args.name or dataset.rsplit("/", 1)[-1]
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"bad archive name {name!r}", hint="pass --name NAME")
+    flags = tuple(args.send_flags.split())
+    r = write_native(dataset, snap, LocalTarget(location(args.to, name)), name,
+                     part_size=args.part_size, level=args.level, send_flags=flags,
+                     take_snapshot=args.take_snapshot)
+    if args.json:
+        env.stdout.write(jsonfmt.dumps(native_view.archive_doc(r)))
+    else:
+        native_view.render_archive(r, env.console())
+    return r.exit_code
