@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from vacate.archive import sums, zfs_tool
 from vacate.archive import zfs_names as zn
 from vacate.archive.findings import Finding, exit_code
+from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
 from vacate.archive.target import LocalTarget
 from vacate.archive.tree_compare import Compared, compare, digest
 from vacate.archive.zfs_stream import StreamError, Walker
@@ -63,14 +64,19 @@ class NativeVerifyResult:
 
 
 def is_native(target) -> bool:
-    return isinstance(target, LocalTarget) and zn.MANIFEST in target.list()
+    """A native archive's directory, finished or not (its parts there, no tar manifest)."""
+    if not isinstance(target, LocalTarget):
+        return False
+    here = target.list()
+    return zn.MANIFEST in here or (
+        TAR_MANIFEST not in here and any(".zfs.zst." in n for n in here))
 
 
 def load(target: LocalTarget) -> zn.NativeManifest:
     """The manifest, checked; raises NotFound (none: not a native archive, or an unfinished
     one) or UsageError (damaged or not vacate's, exit 2)."""
     if zn.MANIFEST not in target.list():
-        if any(n.endswith(".zfs.zst.000000") for n in target.list()):
+        if any(".zfs.zst." in n for n in target.list()):
             raise NotFound(f"{target.location} is an unfinished native archive (no "
                            f"{zn.MANIFEST})", hint="run the same vacate archive again")
         raise NotFound(f"no {zn.MANIFEST} in {target.location}")
