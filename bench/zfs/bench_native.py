@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Benchmark the native ZFS archive against its peers, in one run (zfs-fuse or kernel ZFS).
+
+    python3 bench/zfs/bench_native.py [--gb 2] [--runs 3] [--root /var/tmp/vacate-bench-zfs]
+
+Makes (once per run of this script) a pool on a sparse file under ROOT with a dataset of GB
+gigabytes (70 % incompressible "weights", 30 % JSON lines) and its snapshot, then runs,
+interleaved, RUNS times each, and prints medians and ratios:
+  archive: `vacate archive --zfs DS@SNAP` | peer `zfs send -p DS@SNAP | zstd -T0 -3 > FILE`
+  verify:  `vacate verify --verify-pool POOL` (receive into a scratch dataset, compare every
+           entry with the source snapshot, destroy the scratch) | peer `zstd -dc FILE | zfs
+           receive POOL/peer` then `tar -cf - . | sha256sum` in the received tree (its destroy
+           is not timed)
+The zfs-fuse daemon is shared machine-wide: started only when none runs, stopped only if
+started here. Needs root, zfs, zstd, tar, sha256sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
+
+
+def sh(cmd: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], check=True,
+                          capture_output=True, **kw)
+
+
+def timed(cmd: str) -> float:
+    t = time.perf_counter()
+    sh(cmd)
+    return time.perf_counter() - t
+
+
+def fill(mnt: str, gb: float) -> None:
+    total = int(gb * 1e9)
+    rnd = random.Random(1)
+    n = 0
+    left = int(total * 0.7)
+    while left > 0:
+        with open(os.path.join(mnt, f"model-{n:03d}.safetensors"), "wb") as f:
+            k = min(left, 128 << 20)
+            f.writelines(os.urandom(min(16 << 20, k - o)) for o in range(0, k, 16 << 20))
+            left -= k
+        n += 1
+    words = ["token", "draft", "eagle", "decode", "hidden", "state", "layer", "prompt"]
+    left = total - int(total * 0.7)
+    k = 0
+    os.makedirs(os.path.join(mnt, "data"))
+    while left > 0:
+        with open(os.path.join(mnt, "data", f"train-{k:03d}.jsonl"), "w") as f:
+            lines = [f'{{"i": {i}, "text": "{" ".join(rnd.choices(words, k=40))}"}}\n'
+                     for i in range(20000)]
+            text = "".join(lines)
+            f.write(text)
+            left -= len(text)
+        k += 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=2.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--root", default="/var/tmp/vacate-bench-zfs")
+    a = ap.parse_args()
+    root = a.root
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    started = None
+    if subprocess.run(["pgrep", "-x", "zfs-fuse"], capture_output=True, check=False
+                      ).returncode != 0 and shutil.which("zfs-fuse"):
+        os.makedirs("/var/run/zfs", exist_ok=True)
+        os.makedirs("/var/lock/zfs", exist_ok=True)
+        sh(f"zfs-fuse -p {root}/zfs-fuse.pid")
+        for _ in range(40):
+            if os.path.exists("/var/run/zfs/zfs_socket"):
+                break
+            time.sleep(0.25)
+        with open(f"{root}/zfs-fuse.pid") as f:
+            started = int(f.read())
+    pool = f"vb{uuid.uuid4().hex[:8]}"
+    img = f"{root}/pool.img"
+    with open(img, "wb") as f:
+        f.truncate(int(a.gb * 3.2e9) + (1 << 30))
+    sh(f"zpool create -m {root}/mnt {pool} {img}")
+    env = f"PYTHONPATH={SRC} {sys.executable} -m vacate"
+    try:
+        ds = f"{pool}/subvol-129-disk-0"
+        sh(f"zfs create {ds}")
+        fill(f"{root}/mnt/subvol-129-disk-0", a.gb)
+        sh(f"zfs snapshot {ds}@retire")
+        ref = int(sh(f"zfs get -Hp -o value referenced {ds}@retire").stdout)
+        print(f"dataset {ds}@retire: {ref / 1e9:.2f} GB referenced; {a.runs} runs each, "
+              "interleaved", flush=True)
+        t = {"vacate archive": [], "peer send|zstd": [], "vacate verify": [],
+             "peer receive+tar|sha256sum": []}
+        for i in range(a.runs):
+            out = f"{root}/out{i}"
+            t["vacate archive"].append(timed(
+                f"{env} archive --zfs {ds}@retire --to {out} --name ct --no-progress"))
+            t["peer send|zstd"].append(timed(
+                f"zfs send -p {ds}@retire | zstd -T0 -3 -q > {root}/peer.zst"))
+            t["vacate verify"].append(timed(
+                f"{env} verify {out}/ct --verify-pool {pool} --no-progress"))
+            t["peer receive+tar|sha256sum"].append(timed(
+                f"zstd -dc {root}/peer.zst | zfs receive {pool}/peer && "
+                f"cd $(zfs get -Hp -o value mountpoint {pool}/peer) && "
+                "tar -cf - . | sha256sum"))
+            sh(f"for i in $(seq 40); do zfs destroy -r {pool}/peer && break; sleep 0.25; done")
+            shutil.rmtree(out)
+        med = {k: statistics.median(v) for k, v in t.items()}
+        for k, v in t.items():
+            print(f"{k:30s} median {med[k]:7.2f} s  runs {' '.join(f'{x:.2f}' for x in v)}")
+        print(f"archive: vacate / peer = {med['vacate archive'] / med['peer send|zstd']:.2f}x")
+        print(f"verify:  vacate / peer = "
+              f"{med['vacate verify'] / med['peer receive+tar|sha256sum']:.2f}x")
+    finally:
+        for _ in range(40):
+            if subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True,
+                              check=False).returncode == 0:
+                break
+            time.sleep(0.25)
+        if started:
+            subprocess.run(["kill", str(started)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
