@@ -4,8 +4,6 @@ dataset is destroyed), the received snapshot's guid checked against the manifest
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -13,7 +11,7 @@ from vacate.archive import zfs_names as zn
 from vacate.archive import zfs_tool
 from vacate.archive.findings import Finding, exit_code
 from vacate.archive.target import LocalTarget
-from vacate.archive.zfs_verify import check_listing, decompress, load, no_progress
+from vacate.archive.zfs_verify import check_listing, load, no_progress, receive
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import UsageError
 
@@ -52,19 +50,7 @@ def restore_native(target: LocalTarget, into: str, *, progress=no_progress) -> N
     if findings:
         return NativeRestoreResult(target.location, m.origin, into, "", 0, tuple(findings),
                                    time.monotonic() - t0)
-    zstd, feeder = decompress(target, m, progress)
-    with tempfile.TemporaryFile() as err:
-        recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
-                                stdout=subprocess.DEVNULL, stderr=err)
-        zstd.stdout.close()
-        recv.wait()
-        zstd.wait()
-        feeder.join()
-        err.seek(0)
-        why = err.read().decode(errors="replace").strip()
-    findings = list(feeder.findings)
-    if recv.returncode != 0:
-        findings.append(Finding("not-restored", f"zfs receive {into} failed: {why}"))
+    feeder, findings = receive(target, m, into, progress, "not-restored")
     got = f"{into}@{m.snapshot}"
     if not findings:
         guid = int(zfs_tool.props(got, "guid")["guid"]) if zfs_tool.exists(got) else None

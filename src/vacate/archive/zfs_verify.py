@@ -248,6 +248,32 @@ def _unique(findings):
             yield f
 
 
+def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code: str
+            ) -> tuple[_Feeder, list[Finding]]:
+    """The parts (each checked as it is read) through ``zstd -dc`` into ``zfs receive
+    INTO``; returns the feeder (the parts and bytes read) and what went wrong, each a finding
+    of ``code``."""
+    zstd, feeder = decompress(target, m, progress)
+    with tempfile.TemporaryFile() as err:
+        recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        zstd.stdout.close()
+        recv.wait()
+        zstd.wait()
+        feeder.join()
+        err.seek(0)
+        why = err.read().decode(errors="replace").strip()
+    findings = list(feeder.findings)
+    zerr = zstd.stderr.read().decode(errors="replace").strip()
+    zstd.stderr.close()
+    if recv.returncode != 0:
+        findings.append(Finding(code, f"zfs receive {into} refused the stream: {why}"
+                                + (f" (zstd: {zerr})" if zerr else "")))
+    elif zstd.returncode != 0:
+        findings.append(Finding(code, f"the parts do not decompress: {zerr}"))
+    return feeder, findings
+
+
 def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
     clone = None
@@ -255,23 +281,8 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
     compared = None
     feeder = None
     try:
-        zstd, feeder = decompress(target, m, progress)
-        with tempfile.TemporaryFile() as err:
-            recv = subprocess.Popen(zfs_tool.receive_argv(scratch), stdin=zstd.stdout,
-                                    stdout=subprocess.DEVNULL, stderr=err)
-            zstd.stdout.close()
-            recv.wait()
-            zstd.wait()
-            feeder.join()
-            err.seek(0)
-            why = err.read().decode(errors="replace").strip()
-        findings += feeder.findings
-        zerr = zstd.stderr.read().decode(errors="replace").strip()
-        if recv.returncode != 0:
-            findings.append(Finding("stream-damaged", f"zfs receive {scratch} refused the "
-                                    f"stream: {why}" + (f" (zstd: {zerr})" if zerr else "")))
-        elif zstd.returncode != 0:
-            findings.append(Finding("stream-damaged", f"the parts do not decompress: {zerr}"))
+        feeder, got = receive(target, m, scratch, progress, "stream-damaged")
+        findings += got
         if not findings:
             compared, clone = _compare(m, scratch, findings, notes)
     finally:
