@@ -1,14 +1,20 @@
 """Two directory trees compared entry by entry — names, types, sizes, modes, owners, mtimes,
-link counts, symlink targets and each file's sha256 — both walked at once (one thread each),
-in the same sorted order, with nothing held per entry; and a digest of the second tree (the
-one received), over the same fields. Neither walk leaves its filesystem."""
+link counts, symlink targets and each file's sha256 — in the same sorted order, with nothing
+held in memory per entry; and a digest of the second tree (the one received), over the same
+fields. Neither walk leaves its filesystem.
+
+The first tree can be walked ahead, while the second is still being made (a receive): a
+:class:`Recorder` walks it in a thread into a temp file, and :func:`compare_recorded` reads
+that file back beside the walk of the second tree."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import queue
 import stat as S
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -109,15 +115,69 @@ _FIELDS = ("type", "size", "mode", "uid", "gid", "mtime_ns", "links", "symlink t
            "content sha256")
 
 
+class Recorder(threading.Thread):
+    """Walks ``root`` (and hashes its files) in a thread into a temp file of entries;
+    ``close()`` stops it where it is and drops the file."""
+
+    def __init__(self, root: str, skip_top: frozenset[bytes] = frozenset()):
+        super().__init__(daemon=True)
+        self.root, self.skip_top = os.fsencode(root), skip_top
+        self.file = tempfile.TemporaryFile()      # noqa: SIM115 (closed by close())
+        self.error: OSError | None = None
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        batch = []
+        try:
+            for e in entries(self.root, self.skip_top):
+                if self.stopping.is_set():
+                    return
+                batch.append(e)
+                if len(batch) == BATCH:
+                    pickle.dump(batch, self.file)
+                    batch = []
+            pickle.dump(batch, self.file)
+        except OSError as e:
+            self.error = e
+
+    def recorded(self):
+        """The entries walked, in order (after ``join``)."""
+        self.file.seek(0)
+        while True:
+            try:
+                batch = pickle.load(self.file)
+            except EOFError:
+                return
+            yield from batch
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.join()
+        self.file.close()
+
+
 def _key(path: bytes) -> list[bytes]:
     return path.split(b"/")
 
 
 def compare(source: str, received: str, limit: int = 20,
             skip_top: frozenset[bytes] = frozenset()) -> Compared:
-    """``received`` compared with ``source``; ``skip_top``: names at the top of both trees
-    left out (ZFS's ``.zfs``)."""
-    a = _parallel(entries(os.fsencode(source), skip_top))
+    """``received`` compared with ``source`` (both walked now, one thread each);
+    ``skip_top``: names at the top of both trees left out (ZFS's ``.zfs``)."""
+    return _compare(_parallel(entries(os.fsencode(source), skip_top)), received, limit,
+                    skip_top)
+
+
+def compare_recorded(rec: Recorder, received: str, limit: int = 20,
+                     skip_top: frozenset[bytes] = frozenset()) -> Compared:
+    """``received`` compared with the tree ``rec`` walked (waited for here)."""
+    rec.join()
+    if rec.error is not None:
+        raise rec.error
+    return _compare(rec.recorded(), received, limit, skip_top)
+
+
+def _compare(a, received: str, limit: int, skip_top: frozenset[bytes]) -> Compared:
     b = _parallel(entries(os.fsencode(received), skip_top))
     h = hashlib.sha256()
     diffs: list[str] = []

@@ -22,6 +22,7 @@ MAX_MANIFEST = 4 << 20
 # the flags a stream may be sent with: those zfs-fuse 0.7 and every later ZFS share (never
 # -D: a deduplicated stream cannot be received by OpenZFS 2.2+)
 SEND_FLAGS = ("-R", "-p")
+LAYOUT = ("compression", "recordsize", "copies")
 _PART = re.compile(r"\.zfs\.zst\.(\d{6})\Z")
 _DATASET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*\Z")
 _SNAP = re.compile(r"[A-Za-z0-9_.:-]+\Z")
@@ -76,6 +77,8 @@ class NativeManifest:
     parts: tuple[Part, ...]
     level: int
     props_local: tuple[str, ...] = ()   # properties set on the dataset itself (sent by -p)
+    # what the referenced bytes depend on (a receive writes blocks as its pool says)
+    layout: tuple[tuple[str, str], ...] = ()
     tool: str = "vacate"
 
     @property
@@ -96,7 +99,7 @@ class NativeManifest:
                 "referenced": self.referenced, "toguid": self.toguid,
                 "send_flags": list(self.send_flags), "stream_bytes": self.stream_bytes,
                 "compression": {"format": "zstd", "level": self.level},
-                "props_local": list(self.props_local),
+                "props_local": list(self.props_local), "layout": dict(self.layout),
                 "parts": [{"name": p.name, "bytes": p.bytes, "sha256": p.sha256}
                           for p in self.parts],
                 "receive": self.receive_command()}
@@ -160,11 +163,15 @@ def loads(data: bytes, archive_dir_name: str | None = None) -> NativeManifest:
     props = _get(d, "props_local", list)
     if not all(isinstance(x, str) for x in props):
         raise Damaged("'props_local' must be a list of property names")
+    layout = _get(d, "layout", dict)
+    if not all(k in LAYOUT and isinstance(v, str) and len(v) < 64 for k, v in layout.items()):
+        raise Damaged(f"'layout' holds only {', '.join(LAYOUT)}")
     return NativeManifest(
         name, _get(d, "created", str), dataset, snap, _uint(d, "guid"),
         _uint(d, "createtxg"), _uint(d, "creation"), _uint(d, "referenced"),
         _uint(d, "toguid"), tuple(flags), _uint(d, "stream_bytes"), tuple(parts),
-        _uint(comp, "level"), tuple(props), _get(d, "tool", str))
+        _uint(comp, "level"), tuple(props), tuple(sorted(layout.items())),
+        _get(d, "tool", str))
 
 
 def sums_file(parts) -> bytes:

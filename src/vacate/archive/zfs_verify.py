@@ -27,12 +27,15 @@ from vacate.archive import zfs_names as zn
 from vacate.archive.findings import Finding, exit_code
 from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
 from vacate.archive.target import LocalTarget
-from vacate.archive.tree_compare import Compared, compare, digest
+from vacate.archive.tree_compare import Compared, Recorder, compare_recorded, digest
 from vacate.archive.zfs_stream import StreamError, Walker
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import EXIT_UNKNOWN, NotFound, UsageError
 
 CHUNK = 1 << 20
+MAX_SUMS = 1 << 24
+SKIP_TOP = frozenset({b".zfs"})        # ZFS's control directory, at the top of a dataset
+STALL_S = 600.0          # the longest a receive may take no bytes (or digest the last ones)
 RECEIVED, PARSED = "received", "parsed"
 
 
@@ -80,6 +83,9 @@ def load(target: LocalTarget) -> zn.NativeManifest:
             raise NotFound(f"{target.location} is an unfinished native archive (no "
                            f"{zn.MANIFEST})", hint="run the same vacate archive again")
         raise NotFound(f"no {zn.MANIFEST} in {target.location}")
+    if target.list()[zn.MANIFEST] > zn.MAX_MANIFEST:
+        raise UsageError(f"{target.location}/{zn.MANIFEST} is larger than vacate writes a "
+                         f"manifest ({zn.MAX_MANIFEST:,} bytes): not read")
     try:
         return zn.loads(target.get(zn.MANIFEST))
     except zn.Damaged as e:
@@ -103,6 +109,9 @@ def check_listing(target: LocalTarget, m: zn.NativeManifest) -> list[Finding]:
     for n in sorted(here):
         if zn.is_part(n, m.name) and n not in listed:
             out.append(Finding("part-unlisted", f"{n} is not in the manifest", part=n))
+    if zn.SUMS not in here or here[zn.SUMS] > MAX_SUMS:
+        return [*out, Finding("sums-mismatch", f"{zn.SUMS} is missing, not a plain file, or "
+                              "larger than vacate writes it")]
     try:
         lines = sums.parse(target.get(zn.SUMS))
     except OSError as e:
@@ -248,8 +257,22 @@ def _unique(findings):
             yield f
 
 
-def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code: str
-            ) -> tuple[_Feeder, list[Finding]]:
+def _wait(recv: subprocess.Popen, feeder: _Feeder, stall_s: float) -> bool:
+    """Wait for the receive to end; True where it took nothing for ``stall_s``."""
+    last, since = -1, time.monotonic()
+    while True:
+        try:
+            recv.wait(timeout=min(5.0, stall_s))
+            return False
+        except subprocess.TimeoutExpired:
+            if feeder.bytes != last:
+                last, since = feeder.bytes, time.monotonic()
+            elif time.monotonic() - since > stall_s:
+                return True
+
+
+def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code: str,
+            stall_s: float = STALL_S) -> tuple[_Feeder, list[Finding]]:
     """The parts (each checked as it is read) through ``zstd -dc`` into ``zfs receive
     INTO``; returns the feeder (the parts and bytes read) and what went wrong, each a finding
     of ``code``."""
@@ -258,9 +281,15 @@ def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code
         recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
                                 stdout=subprocess.DEVNULL, stderr=err)
         zstd.stdout.close()
-        recv.wait()
+        stalled = _wait(recv, feeder, stall_s)
+        if stalled:
+            for p in (recv, zstd):
+                p.kill()
         zstd.wait()
         feeder.join()
+        if stalled:
+            raise zfs_tool.ZfsError(f"`zfs receive {into}` took nothing for {stall_s:g} s: "
+                                    "stopped (the pool does not answer?)")
         err.seek(0)
         why = err.read().decode(errors="replace").strip()
     findings = list(feeder.findings)
@@ -275,17 +304,31 @@ def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code
 
 
 def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
+    """Receive into a scratch dataset while the source snapshot's tree is walked (and
+    hashed) into a temp file alongside, then walk the received tree against it."""
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
-    clone = None
+    clone = recorder = feeder = compared = None
     notes: list[str] = []
-    compared = None
-    feeder = None
     try:
-        feeder, got = receive(target, m, scratch, progress, "stream-damaged")
-        findings += got
+        try:
+            source, clone = _source_tree(m, scratch)
+        except _NotTheSource as e:
+            findings.append(Finding("received-mismatch", str(e)))
+            source = None
+        if source is not None:
+            recorder = Recorder(source, SKIP_TOP)
+            recorder.start()
+        elif not findings:
+            notes.append(f"{m.origin} is gone: the received tree is digested, not compared "
+                         "with it (guid and referenced bytes were)")
         if not findings:
-            compared, clone = _compare(m, scratch, findings, notes)
+            feeder, got = receive(target, m, scratch, progress, "stream-damaged")
+            findings += got
+        if not findings:
+            compared = _compare(m, scratch, recorder, findings, notes)
     finally:
+        if recorder is not None:
+            recorder.close()
         if feeder is not None:
             feeder.join()
         for name in (clone, scratch):
@@ -297,35 +340,37 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
                               time.monotonic() - t0)
 
 
-def _compare(m: zn.NativeManifest, scratch: str, findings: list[Finding], notes: list[str]
-             ) -> tuple[Compared | None, str | None]:
+def _compare(m: zn.NativeManifest, scratch: str, recorder: Recorder | None,
+             findings: list[Finding], notes: list[str]) -> Compared | None:
     got = f"{scratch}@{m.snapshot}"
     if not zfs_tool.exists(got):
         findings.append(Finding("received-mismatch", f"no snapshot {got} after the receive"))
-        return None, None
+        return None
     p = zfs_tool.props(got, "guid", "referenced")
     if int(p["guid"]) != m.guid:
         findings.append(Finding("received-mismatch", f"received snapshot guid {p['guid']}, "
                                 f"archived {m.guid}"))
-    if int(p["referenced"]) != m.referenced:
+    layout = tuple(sorted(zfs_tool.props(scratch, *zn.LAYOUT).items()))
+    if layout != m.layout:
+        notes.append(f"referenced bytes not compared ({p['referenced']} received, "
+                     f"{m.referenced} archived): the scratch pool writes blocks otherwise "
+                     f"({_props(layout)}; the source: {_props(m.layout)}); the tree is")
+    elif int(p["referenced"]) != m.referenced:
         findings.append(Finding("received-mismatch", f"received {p['referenced']} bytes "
                                 f"referenced, the source snapshot {m.referenced}"))
     received = _mounted(scratch)
-    try:
-        source, clone = _source_tree(m, scratch)
-    except _NotTheSource as e:
-        findings.append(Finding("received-mismatch", str(e)))
-        return None, None
-    if source is None:
-        notes.append(f"{m.origin} is gone: the received tree is digested, not compared "
-                     "with it (guid and referenced bytes were)")
-        return digest(received, skip_top=frozenset({b".zfs"})), clone
-    c = compare(source, received, skip_top=frozenset({b".zfs"}))
+    if recorder is None:
+        return digest(received, skip_top=SKIP_TOP)
+    c = compare_recorded(recorder, received, skip_top=SKIP_TOP)
     for d in c.differences:
         findings.append(Finding("received-mismatch", d))
     if c.more:
         findings.append(Finding("received-mismatch", f"and {c.more} more differences"))
-    return c, clone
+    return c
+
+
+def _props(layout) -> str:
+    return ", ".join(f"{k}={v}" for k, v in layout)
 
 
 class _NotTheSource(Exception):

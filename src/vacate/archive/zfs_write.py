@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +33,7 @@ from vacate.observing.errors import UsageError, VacateError
 
 CHUNK = 1 << 20
 HEAD_LIMIT = 1 << 20          # read at most this much of the stream for its toguid
+STALL_S = 600.0               # the longest wait for the next compressed bytes
 Progress = Callable[[str, int], None]
 
 
@@ -69,7 +71,10 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
                  take_snapshot: bool = False, progress: Progress = _none
                  ) -> NativeArchiveResult:
     """Archive ``dataset@snapshot`` into ``target`` (a local directory) as ``name``'s parts.
-    ``take_snapshot``: take it first where it is not there yet (the plan takes its own)."""
+    ``take_snapshot``: take it first where it is not there yet (the plan takes its own).
+    ``progress(phase, n)``: ``snapshot``, ``send``, ``part-writing`` (n: the stream's bytes
+    sent so far), ``part`` (n: the part committed, from 0), ``sums``, ``readme``,
+    ``manifest`` (the archive is finished)."""
     t0 = time.monotonic()
     origin = f"{dataset}@{snapshot}"
     bad = [f for f in send_flags if f not in zn.SEND_FLAGS]
@@ -101,7 +106,8 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
     m0 = zn.NativeManifest(name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), dataset,
                            snapshot, int(p["guid"]), int(p["createtxg"]), int(p["creation"]),
                            int(p["referenced"]), 0, tuple(send_flags), 0, (), level,
-                           zfs_tool.local_props(dataset))
+                           zfs_tool.local_props(dataset),
+                           tuple(sorted(zfs_tool.props(dataset, *zn.LAYOUT).items())))
     parts, stream_bytes, toguid = _send(origin, m0, target, part_size, progress)
     # -R sends the older snapshots first: the named one's BEGIN comes late in the stream
     # (verify walks it all and finds it there)
@@ -186,7 +192,7 @@ def _send(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: int
 
 
 def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: int,
-             progress: Progress, err) -> tuple[list[zn.Part], int, int]:
+             progress: Progress, err, stall_s: float = STALL_S) -> tuple[list[zn.Part], int, int]:
     send = subprocess.Popen(zfs_tool.send_argv(origin, m.send_flags), stdout=subprocess.PIPE,
                             stderr=err, stdin=subprocess.DEVNULL)
     r, w = os.pipe()
@@ -204,6 +210,10 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
         filled = 0
         h = None
         while True:
+            if not select.select([out], [], [], stall_s)[0]:
+                raise zfs_tool.ZfsError(f"`zfs send {origin}` sent nothing for {stall_s:g} s: "
+                                        "stopped (the pool does not answer?); run again to "
+                                        "send it from the start")
             n = os.readv(out, [memoryview(buf)[:min(CHUNK, part_size - filled)]])
             if n == 0:
                 break
@@ -213,7 +223,7 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
             sink.write(memoryview(buf)[:n])
             h.update(memoryview(buf)[:n])
             filled += n
-            progress("part-writing", filled)
+            progress("part-writing", pump.bytes)
             if filled == part_size:
                 parts.append(_commit(sink, m.name, len(parts), filled, h, progress))
                 sink, filled = None, 0

@@ -128,8 +128,9 @@ def run(args, env: Env) -> int:
 
 def _native(args, env: Env) -> int:
     from vacate.archive.target import LocalTarget
+    from vacate.archive.zfs_tool import props
     from vacate.archive.zfs_write import split_origin, write_native
-    from vacate.output import jsonfmt, native_view
+    from vacate.output import archive_view, jsonfmt, native_view
 
     if args.sources or args.exclude:
         raise UsageError("--zfs archives the whole dataset: no SRC or --exclude with it")
@@ -141,9 +142,17 @@ def _native(args, env: Env) -> int:
     if not name or "/" in name or name.startswith("."):
         raise UsageError(f"bad archive name {name!r}", hint="pass --name NAME")
     flags = tuple(args.send_flags.split())
-    r = write_native(dataset, snap, LocalTarget(location(args.to, name)), name,
-                     part_size=args.part_size, level=args.level, send_flags=flags,
-                     take_snapshot=args.take_snapshot)
+    total = int(props(dataset, "referenced")["referenced"])     # about the stream's size
+    bar = not args.no_progress and env.stderr_isatty
+    view = archive_view.progress_bar(env, "archive") if bar else \
+        archive_view.progress_lines(env, "archive", args.progress_every)
+    with view as prog:
+        def progress(phase: str, n: int) -> None:
+            if prog and phase == "part-writing":
+                prog(n, max(total, n))
+        r = write_native(dataset, snap, LocalTarget(location(args.to, name)), name,
+                         part_size=args.part_size, level=args.level, send_flags=flags,
+                         take_snapshot=args.take_snapshot, progress=progress)
     if args.json:
         env.stdout.write(jsonfmt.dumps(native_view.archive_doc(r)))
     else:
