@@ -33,8 +33,13 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
 
 
 def sh(cmd: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], check=True,
-                          capture_output=True, **kw)
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], check=False,
+                       capture_output=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(f"failed ({r.returncode}): {cmd}\n{r.stdout.decode()[-2000:]}"
+                         f"{r.stderr.decode()[-2000:]}\n")
+        r.check_returncode()
+    return r
 
 
 def timed(cmd: str) -> float:
@@ -138,14 +143,19 @@ def main() -> int:
         with_destroy = med["peer receive+tar|sha256sum"] + med["peer's destroy (untimed above)"]
         print(f"verify:  vacate / (peer + its destroy) = {med['vacate verify'] / with_destroy:.2f}x")
     finally:
-        for _ in range(40):
+        for _ in range(240):       # zfs-fuse says "busy" for a while after heavy use
             if subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True,
                               check=False).returncode == 0:
                 break
             time.sleep(0.25)
+        else:
+            print(f"pool {pool} could not be destroyed: its file {img} is kept", flush=True)
+            started = None
         if started:
             subprocess.run(["kill", str(started)], check=False)
-        shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
+        elif os.path.exists(img) and pool not in sh("zpool list -H -o name").stdout.decode():
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

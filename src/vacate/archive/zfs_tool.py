@@ -55,11 +55,11 @@ def snapshot(dataset: str, snap: str) -> bool:
     return True
 
 
-def destroy_r(name: str) -> None:
-    """``zfs destroy -r`` (a busy dataset is retried for a moment: zfs-fuse holds a mount
-    for a little while after its last use)."""
+def destroy_r(name: str, patience_s: float = 60.0) -> None:
+    """``zfs destroy -r`` (a busy dataset is retried for up to ``patience_s``: zfs-fuse holds
+    a mount for a while after its last use, seconds on a loaded machine)."""
     import time
-    for _ in range(40):
+    for _ in range(max(1, int(patience_s / 0.25))):
         r = zfs("destroy", "-r", name, check=False)
         if r.returncode == 0 or not exists(name):
             return

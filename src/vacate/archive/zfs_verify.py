@@ -332,8 +332,11 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
         if feeder is not None:
             feeder.join()
         for name in (clone, scratch):
-            if name and zfs_tool.exists(name):
-                zfs_tool.destroy_r(name)
+            try:
+                if name and zfs_tool.exists(name):
+                    zfs_tool.destroy_r(name)
+            except zfs_tool.ZfsError as e:      # said, not raised: the result stands
+                notes.append(f"{e.message}: destroy it by hand (zfs destroy -r {name})")
     return NativeVerifyResult(target.location, m.origin, RECEIVED,
                               feeder.parts if feeder else 0, feeder.bytes if feeder else 0,
                               m.stream_bytes, compared, tuple(_unique(findings)), tuple(notes),
