@@ -123,8 +123,8 @@ def main() -> int:
                      f"cd $(zfs get -Hp -o value mountpoint {pool}/peer) && "
                      "tar -cf - . | sha256sum")),
                     ("peer's destroy (untimed above)",
-                     (f"for i in $(seq 40); do zfs destroy -r {pool}/peer && break; "
-                     "sleep 0.25; done"))]
+                     (f"for i in $(seq 240); do zfs destroy -r {pool}/peer && break; "
+                     f"sleep 0.25; done; ! zfs list {pool}/peer >/dev/null 2>&1"))]
             # each pair in turn, who goes first alternating by round
             for k in range(2):
                 pair = [ours[k], peer[k]] if i % 2 == 0 else [peer[k], ours[k]]
