@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from vacate.cli.archive_opts import add_common
+from vacate.cli.archive_opts import add_common, show
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
@@ -106,7 +106,7 @@ def run(args, env: Env) -> int:
         raise UsageError("nothing to archive", hint="name SRC..., or --zfs DATASET@SNAP")
     from vacate.archive.target import open_target
     from vacate.archive.writer import archive, exit_code
-    from vacate.output import archive_view, jsonfmt
+    from vacate.output import archive_view
 
     name = args.name or os.path.basename(os.path.abspath(args.sources[0]).rstrip("/"))
     if not name or "/" in name or name in (".", ".."):
@@ -118,10 +118,7 @@ def run(args, env: Env) -> int:
     with view as prog:
         r = archive(list(args.sources), target, name, part_size=args.part_size,
                     level=args.level, progress=prog, exclude=args.exclude)
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(archive_view.archive_doc(r)))
-    else:
-        archive_view.render_archive(r, env.console())
+    show(r, args, env, archive_view.archive_doc, archive_view.render_archive)
     return exit_code(r)
 
 
@@ -130,7 +127,7 @@ def _native(args, env: Env) -> int:
     from vacate.archive.target import LocalTarget
     from vacate.archive.zfs_tool import props
     from vacate.archive.zfs_write import split_origin, write_native
-    from vacate.output import archive_view, jsonfmt, native_view
+    from vacate.output import archive_view, native_view
 
     if args.sources or args.exclude:
         raise UsageError("--zfs archives the whole dataset: no SRC or --exclude with it")
@@ -153,8 +150,5 @@ def _native(args, env: Env) -> int:
         r = write_native(dataset, snap, LocalTarget(location(args.to, name)), name,
                          part_size=args.part_size, level=args.level, send_flags=flags,
                          take_snapshot=args.take_snapshot, progress=progress)
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(native_view.archive_doc(r)))
-    else:
-        native_view.render_archive(r, env.console())
+    show(r, args, env, native_view.archive_doc, native_view.render_archive)
     return r.exit_code

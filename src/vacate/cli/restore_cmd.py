@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli import paths
-from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
+from vacate.cli.archive_opts import ARCHIVE_HELP, add_common, show
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
@@ -32,7 +32,7 @@ def run(args, env: Env) -> int:
     from vacate.archive.restore import restore
     from vacate.archive.target import open_target
     from vacate.archive.zfs_verify import is_native
-    from vacate.output import archive_view, jsonfmt
+    from vacate.output import archive_view
 
     target = open_target(args.archive, endpoint=args.endpoint, environ=env.environ)
     if is_native(target):
@@ -42,24 +42,18 @@ def run(args, env: Env) -> int:
     with archive_view.progress_bar(env, "restore", not args.no_progress) as prog:
         r = restore(target, args.to, args.patterns, force=args.force,
                     preserve_special=args.preserve_special, progress=prog)
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(archive_view.restore_doc(r)))
-    else:
-        archive_view.render_restore(r, env.console())
+    show(r, args, env, archive_view.restore_doc, archive_view.render_restore)
     return r.exit_code
 
 
 def _native(target, args, env: Env) -> int:
     from vacate.archive.zfs_restore import restore_native
-    from vacate.output import archive_view, jsonfmt, native_view
+    from vacate.output import archive_view, native_view
 
     if not args.into or args.to or args.patterns:
         raise UsageError(f"{args.archive} is a native (zfs send) archive: it is restored "
                          "whole, --into POOL/NAME")
     with archive_view.progress_bar(env, "restore", not args.no_progress) as prog:
         r = restore_native(target, args.into, **({"progress": prog} if prog else {}))
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(native_view.restore_doc(r)))
-    else:
-        native_view.render_restore(r, env.console())
+    show(r, args, env, native_view.restore_doc, native_view.render_restore)
     return r.exit_code

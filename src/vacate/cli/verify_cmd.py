@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from vacate.cli import paths
-from vacate.cli.archive_opts import ARCHIVE_HELP, add_common
+from vacate.cli.archive_opts import ARCHIVE_HELP, add_common, show
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
@@ -30,7 +30,7 @@ def run(args, env: Env) -> int:
     from vacate.archive.target import open_target
     from vacate.archive.verify import verify
     from vacate.archive.zfs_verify import is_native
-    from vacate.output import archive_view, jsonfmt
+    from vacate.output import archive_view
 
     target = open_target(args.archive, endpoint=args.endpoint, environ=env.environ)
     if is_native(target):
@@ -40,16 +40,13 @@ def run(args, env: Env) -> int:
                          hint=f"{args.archive} is a tar archive")
     with archive_view.progress_bar(env, "verify", not args.no_progress) as prog:
         r = verify(target, against=args.against, progress=prog)
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(archive_view.verify_doc(r)))
-    else:
-        archive_view.render_verify(r, env.console())
+    show(r, args, env, archive_view.verify_doc, archive_view.render_verify)
     return r.exit_code
 
 
 def _native(target, args, env: Env) -> int:
     from vacate.archive.zfs_verify import verify_native
-    from vacate.output import archive_view, jsonfmt, native_view
+    from vacate.output import archive_view, native_view
 
     if args.against:
         raise UsageError("--against is for a tar archive: a native one is compared with its "
@@ -57,8 +54,5 @@ def _native(target, args, env: Env) -> int:
     with archive_view.progress_bar(env, "verify", not args.no_progress) as prog:
         r = verify_native(target, verify_pool=args.verify_pool,
                           **({"progress": prog} if prog else {}))
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(native_view.verify_doc(r)))
-    else:
-        native_view.render_verify(r, env.console())
+    show(r, args, env, native_view.verify_doc, native_view.render_verify)
     return r.exit_code
