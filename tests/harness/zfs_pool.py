@@ -50,8 +50,8 @@ class ZfsPool:
         return os.path.join(self.mountpoint, dataset)
 
     def close(self) -> None:
-        for _ in range(40):   # "pool is busy" for a moment after datasets were used
-            r = _run("zpool", "destroy", "-f", self.name, check=False)
+        for _ in range(120):  # "pool is busy" for a while after datasets were used (seconds
+            r = _run("zpool", "destroy", "-f", self.name, check=False)   # on a loaded machine)
             if r.returncode == 0 or "no such pool" in r.stderr:
                 break
             time.sleep(0.25)

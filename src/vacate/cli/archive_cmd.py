@@ -1,11 +1,13 @@
-"""``vacate archive SRC... --to DEST [--name NAME] [--exclude P]...``: cold backup."""
+"""``vacate archive SRC... --to DEST [--name NAME] [--exclude P]...``: cold backup;
+``vacate archive --zfs DATASET@SNAP --to DEST``: the dataset itself, as a ``zfs send``
+stream (a native archive)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from vacate.cli.archive_opts import add_common
+from vacate.cli.archive_opts import add_common, show
 from vacate.cli.env import Env
 from vacate.observing.errors import UsageError
 
@@ -54,7 +56,20 @@ def seconds(text: str) -> float:
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="cold backup: zstd-compressed pax tar parts, SHA256SUMS, "
                        "a manifest and a restore README")
-    p.add_argument("sources", nargs="+", metavar="SRC", help="directories or files to archive")
+    p.add_argument("sources", nargs="*", metavar="SRC", help="directories or files to archive")
+    p.add_argument("--zfs", metavar="DATASET@SNAP",
+                   help="instead of SRC: a native archive of the dataset, `zfs send` of the "
+                   "snapshot compressed with zstd into parts NAME.zfs.zst.NNNNNN, with "
+                   "SHA256SUMS, ZFS-MANIFEST.json and a README (restore: cat the parts | "
+                   "zstd -dc | zfs receive POOL/NAME); it gives back the whole dataset on any "
+                   "ZFS, where a tar archive gives files anywhere. Rerunning resumes an "
+                   "interrupted one (the stream is sent again)")
+    p.add_argument("--take-snapshot", action="store_true",
+                   help="with --zfs: take the snapshot where it is not there yet")
+    p.add_argument("--send-flags", default="-p", metavar="FLAGS",
+                   help="with --zfs: flags for zfs send, of -R (the dataset's children and "
+                   "earlier snapshots) and -p (its own properties); default -p, '' for none. "
+                   "Never -D: newer ZFS cannot receive it")
     p.add_argument("--to", required=True, metavar="DEST",
                    help="a directory, or s3://bucket/prefix")
     p.add_argument("--name", help="archive name under DEST (default: the first SRC's name); "
@@ -85,9 +100,13 @@ def location(dest: str, name: str) -> str:
 
 
 def run(args, env: Env) -> int:
+    if args.zfs:
+        return _native(args, env)
+    if not args.sources:
+        raise UsageError("nothing to archive", hint="name SRC..., or --zfs DATASET@SNAP")
     from vacate.archive.target import open_target
     from vacate.archive.writer import archive, exit_code
-    from vacate.output import archive_view, jsonfmt
+    from vacate.output import archive_view
 
     name = args.name or os.path.basename(os.path.abspath(args.sources[0]).rstrip("/"))
     if not name or "/" in name or name in (".", ".."):
@@ -99,9 +118,37 @@ def run(args, env: Env) -> int:
     with view as prog:
         r = archive(list(args.sources), target, name, part_size=args.part_size,
                     level=args.level, progress=prog, exclude=args.exclude)
-    if args.json:
-        env.stdout.write(jsonfmt.dumps(archive_view.archive_doc(r)))
-    else:
-        archive_view.render_archive(r, env.console())
+    show(r, args, env, archive_view.archive_doc, archive_view.render_archive)
     return exit_code(r)
 
+
+
+def _native(args, env: Env) -> int:
+    from vacate.archive.target import LocalTarget
+    from vacate.archive.zfs_tool import props
+    from vacate.archive.zfs_write import split_origin, write_native
+    from vacate.output import archive_view, native_view
+
+    if args.sources or args.exclude:
+        raise UsageError("--zfs archives the whole dataset: no SRC or --exclude with it")
+    if "://" in args.to:
+        raise UsageError("a native archive is written to a directory",
+                         hint="--to a local directory (S3 is for tar archives, for now)")
+    dataset, snap = split_origin(args.zfs)
+    name = args.name or dataset.rsplit("/", 1)[-1]
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"bad archive name {name!r}", hint="pass --name NAME")
+    flags = tuple(args.send_flags.split())
+    total = int(props(dataset, "referenced")["referenced"])     # about the stream's size
+    bar = not args.no_progress and env.stderr_isatty
+    view = archive_view.progress_bar(env, "archive") if bar else \
+        archive_view.progress_lines(env, "archive", args.progress_every)
+    with view as prog:
+        def progress(phase: str, n: int) -> None:
+            if prog and phase == "part-writing":
+                prog(n, max(total, n))
+        r = write_native(dataset, snap, LocalTarget(location(args.to, name)), name,
+                         part_size=args.part_size, level=args.level, send_flags=flags,
+                         take_snapshot=args.take_snapshot, progress=progress)
+    show(r, args, env, native_view.archive_doc, native_view.render_archive)
+    return r.exit_code

@@ -13,3 +13,13 @@ def add_common(p: argparse.ArgumentParser, progress_help: str = "no progress bar
     p.add_argument("--endpoint", help="S3 endpoint URL (default: $AWS_ENDPOINT_URL)")
     p.add_argument("--json", action="store_true", help="versioned JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help=progress_help)
+
+
+def show(r, args, env, doc, render) -> None:
+    """The result: its versioned JSON document (``doc(r)``) on stdout with ``--json``, else
+    rendered for people (``render(r, console)``)."""
+    if args.json:
+        from vacate.output import jsonfmt
+        env.stdout.write(jsonfmt.dumps(doc(r)))
+    else:
+        render(r, env.console())

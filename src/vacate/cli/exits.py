@@ -41,10 +41,14 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
                 (2, ("usage error, or the target could not be written (a full disk: the "
                     "unfinished part is removed, the finished ones kept for a rerun, "
                     "which resumes)"))),
-    "verify": ((0, "every part and file checks"), (1, "a mismatch was found (named)"),
+    "verify": ((0, ("every part and file checks (a native archive: received and equal to its "
+                   "source with --verify-pool; without it only parsed, said so)")),
+               (1, "a mismatch was found (named)"),
                (3, "something could not be read"), USAGE),
-    "restore": ((0, "all restored, every file checked"),
-                (1, "something was not restored, or not as archived (named)"),
+    "restore": ((0, ("all restored, every file checked (a native archive: received, its "
+                    "snapshot's guid the archived one)")),
+                (1, ("something was not restored, or not as archived (named; a native "
+                    "archive's half-received dataset is destroyed)")),
                 (3, "something could not be read"), USAGE),
     "payload": ((0, "written"), USAGE),
     "collection": ((0, "built: the tarball's path on stdout"),

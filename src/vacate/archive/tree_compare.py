@@ -1,0 +1,226 @@
+"""Two directory trees compared entry by entry — names, types, sizes, modes, owners, mtimes,
+link counts, symlink targets and each file's sha256 — in the same sorted order, with nothing
+held in memory per entry; and a digest of the second tree (the one received), over the same
+fields. Neither walk leaves its filesystem.
+
+The first tree can be walked ahead, while the second is still being made (a receive): a
+:class:`Recorder` walks it in a thread into a temp file, and :func:`compare_recorded` reads
+that file back beside the walk of the second tree."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import queue
+import stat as S
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from vacate.observing.compat import SLOTS
+
+CHUNK = 1 << 20
+BATCH = 256
+_DONE = object()
+
+
+@dataclass(frozen=True, **SLOTS)
+class Compared:
+    entries: int                   # in the second tree
+    bytes: int                     # file bytes hashed in the second tree
+    digest: str                    # sha256 over the second tree's entries
+    differences: tuple[str, ...]   # the first ones (``limit``), each a sentence
+    more: int                      # differences not listed
+
+
+def _kind(mode: int) -> str:
+    return {S.S_IFREG: "file", S.S_IFDIR: "dir", S.S_IFLNK: "symlink", S.S_IFIFO: "fifo",
+            S.S_IFSOCK: "socket", S.S_IFCHR: "char", S.S_IFBLK: "block"}.get(
+                S.S_IFMT(mode), "other")
+
+
+def _sha(path: bytes) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        buf = bytearray(CHUNK)
+        mv = memoryview(buf)
+        while n := os.readv(fd, [buf]):
+            h.update(mv[:n])
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def entries(root: bytes, skip_top: frozenset[bytes] = frozenset()):
+    """(relative path, fields) of every entry below ``root``, sorted by path component."""
+    dev = os.lstat(root).st_dev
+
+    def walk(d: bytes, rel: bytes):
+        names = sorted(os.listdir(d))
+        for name in names:
+            if not rel and name in skip_top:
+                continue
+            p = d + b"/" + name
+            r = rel + b"/" + name if rel else name
+            st = os.lstat(p)
+            kind = _kind(st.st_mode)
+            link = os.readlink(p) if kind == "symlink" else b""
+            sha = _sha(p) if kind == "file" else ""
+            size = st.st_size if kind in ("file", "symlink") else 0
+            yield r, (kind, size, S.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns,
+                      st.st_nlink if kind != "dir" else 0, link, sha)
+            if kind == "dir" and st.st_dev == dev:
+                yield from walk(p, r)
+
+    st = os.lstat(root)
+    yield b".", ("dir", 0, S.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns, 0,
+                 b"", "")
+    yield from walk(root, b"")
+
+
+def _feed(it, q: queue.Queue) -> None:
+    batch = []
+    try:
+        for e in it:
+            batch.append(e)
+            if len(batch) == BATCH:
+                q.put(batch)
+                batch = []
+        q.put(batch)
+        q.put(_DONE)
+    except OSError as e:
+        q.put(batch)
+        q.put(e)
+
+
+def _drain(q: queue.Queue):
+    while True:
+        b = q.get()
+        if b is _DONE:
+            return
+        if isinstance(b, BaseException):
+            raise b
+        yield from b
+
+
+def _parallel(it):
+    q: queue.Queue = queue.Queue(maxsize=16)
+    threading.Thread(target=_feed, args=(it, q), daemon=True).start()
+    return _drain(q)
+
+
+_FIELDS = ("type", "size", "mode", "uid", "gid", "mtime_ns", "links", "symlink target",
+           "content sha256")
+
+
+class Recorder(threading.Thread):
+    """Walks ``root`` (and hashes its files) in a thread into a temp file of entries;
+    ``close()`` stops it where it is and drops the file."""
+
+    def __init__(self, root: str, skip_top: frozenset[bytes] = frozenset()):
+        super().__init__(daemon=True)
+        self.root, self.skip_top = os.fsencode(root), skip_top
+        self.file = tempfile.TemporaryFile()      # noqa: SIM115 (closed by close())
+        self.error: OSError | None = None
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        batch = []
+        try:
+            for e in entries(self.root, self.skip_top):
+                if self.stopping.is_set():
+                    return
+                batch.append(e)
+                if len(batch) == BATCH:
+                    pickle.dump(batch, self.file)
+                    batch = []
+            pickle.dump(batch, self.file)
+        except OSError as e:
+            self.error = e
+
+    def recorded(self):
+        """The entries walked, in order (after ``join``)."""
+        self.file.seek(0)
+        while True:
+            try:
+                batch = pickle.load(self.file)
+            except EOFError:
+                return
+            yield from batch
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.join()
+        self.file.close()
+
+
+def _key(path: bytes) -> list[bytes]:
+    return path.split(b"/")
+
+
+def compare(source: str, received: str, limit: int = 20,
+            skip_top: frozenset[bytes] = frozenset()) -> Compared:
+    """``received`` compared with ``source`` (both walked now, one thread each);
+    ``skip_top``: names at the top of both trees left out (ZFS's ``.zfs``)."""
+    return _compare(_parallel(entries(os.fsencode(source), skip_top)), received, limit,
+                    skip_top)
+
+
+def compare_recorded(rec: Recorder, received: str, limit: int = 20,
+                     skip_top: frozenset[bytes] = frozenset()) -> Compared:
+    """``received`` compared with the tree ``rec`` walked (waited for here)."""
+    rec.join()
+    if rec.error is not None:
+        raise rec.error
+    return _compare(rec.recorded(), received, limit, skip_top)
+
+
+def _compare(a, received: str, limit: int, skip_top: frozenset[bytes]) -> Compared:
+    b = _parallel(entries(os.fsencode(received), skip_top))
+    h = hashlib.sha256()
+    diffs: list[str] = []
+    n = nbytes = more = 0
+
+    def differ(text: str) -> None:
+        nonlocal more
+        if len(diffs) < limit:
+            diffs.append(text)
+        else:
+            more += 1
+
+    ea, eb = next(a, None), next(b, None)
+    while ea is not None or eb is not None:
+        if eb is not None and (ea is None or _key(eb[0]) < _key(ea[0])):
+            differ(f"{_shown(eb[0])}: received, not in the source")
+            eb = next(b, None)
+            continue
+        if eb is None or _key(ea[0]) < _key(eb[0]):
+            differ(f"{_shown(ea[0])}: in the source, not received")
+            ea = next(a, None)
+            continue
+        path, fb = eb
+        n += 1
+        nbytes += fb[1] if fb[0] == "file" else 0
+        h.update(path + b"\0" + repr(fb).encode() + b"\n")
+        if ea[1] != fb:
+            what = [f for f, x, y in zip(_FIELDS, ea[1], fb) if x != y]
+            differ(f"{_shown(path)}: {', '.join(what)} differ")
+        ea, eb = next(a, None), next(b, None)
+    return Compared(n, nbytes, h.hexdigest(), tuple(diffs), more)
+
+
+def digest(root: str, skip_top: frozenset[bytes] = frozenset()) -> Compared:
+    """The digest of one tree alone (as :func:`compare` makes it of the second)."""
+    h = hashlib.sha256()
+    n = nbytes = 0
+    for path, f in entries(os.fsencode(root), skip_top):
+        n += 1
+        nbytes += f[1] if f[0] == "file" else 0
+        h.update(path + b"\0" + repr(f).encode() + b"\n")
+    return Compared(n, nbytes, h.hexdigest(), (), 0)
+
+
+def _shown(path: bytes) -> str:
+    return repr(path.decode("utf-8", "surrogateescape"))[1:-1]

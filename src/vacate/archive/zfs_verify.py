@@ -1,0 +1,407 @@
+"""``verify_native()``: a native archive read back from its directory and proven.
+
+Every part is read once: hashed against ``SHA256SUMS`` and the manifest while it is fed to
+``zstd -dc``. With a scratch pool (``verify_pool``) the stream goes on into ``zfs receive
+POOL/vacate-verify-RANDOM``; the received snapshot is compared with what was archived (its
+guid, its referenced bytes) and its tree with the source snapshot's (every name, type, size,
+mode, owner, mtime, link and content sha256; the source read from ``.zfs/snapshot`` or from a
+clone), then the scratch (and any clone) is destroyed, whatever happened. Without a pool the
+stream is walked record by record to its END (:mod:`vacate.archive.zfs_stream`): the weaker
+check, said so in the result (``strength``: ``parsed``), which never proves the archive
+receivable and so never allows freeing the dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from vacate.archive import sums, zfs_tool
+from vacate.archive import zfs_names as zn
+from vacate.archive.findings import Finding, exit_code
+from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
+from vacate.archive.target import LocalTarget
+from vacate.archive.tree_compare import Compared, Recorder, compare_recorded, digest
+from vacate.archive.zfs_stream import StreamError, Walker
+from vacate.observing.compat import SLOTS
+from vacate.observing.errors import EXIT_UNKNOWN, NotFound, UsageError
+
+CHUNK = 1 << 20
+MAX_SUMS = 1 << 24
+SKIP_TOP = frozenset({b".zfs"})        # ZFS's control directory, at the top of a dataset
+STALL_S = 600.0          # the longest a receive may take no bytes (or digest the last ones)
+RECEIVED, PARSED = "received", "parsed"
+
+
+@dataclass(frozen=True, **SLOTS)
+class NativeVerifyResult:
+    location: str
+    origin: str
+    strength: str                  # received (proven receivable) | parsed (the weaker check)
+    parts_checked: int
+    bytes_checked: int             # compressed bytes read
+    stream_bytes: int
+    compared: Compared | None      # the received tree against the source's
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...]
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def allows_freeing(self) -> bool:
+        """Only an archive received and compared equal proves the dataset can go."""
+        return self.ok and self.strength == RECEIVED
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.findings)
+
+
+def is_native(target) -> bool:
+    """A native archive's directory, finished or not (its parts there, no tar manifest)."""
+    if not isinstance(target, LocalTarget):
+        return False
+    here = target.list()
+    return zn.MANIFEST in here or (
+        TAR_MANIFEST not in here and any(".zfs.zst." in n for n in here))
+
+
+def load(target: LocalTarget) -> zn.NativeManifest:
+    """The manifest, checked; raises NotFound (none: not a native archive, or an unfinished
+    one) or UsageError (damaged or not vacate's, exit 2)."""
+    if zn.MANIFEST not in target.list():
+        if any(".zfs.zst." in n for n in target.list()):
+            raise NotFound(f"{target.location} is an unfinished native archive (no "
+                           f"{zn.MANIFEST})", hint="run the same vacate archive again")
+        raise NotFound(f"no {zn.MANIFEST} in {target.location}")
+    if target.list()[zn.MANIFEST] > zn.MAX_MANIFEST:
+        raise UsageError(f"{target.location}/{zn.MANIFEST} is larger than vacate writes a "
+                         f"manifest ({zn.MAX_MANIFEST:,} bytes): not read")
+    try:
+        return zn.loads(target.get(zn.MANIFEST))
+    except zn.Damaged as e:
+        raise UsageError(f"{target.location}/{zn.MANIFEST} cannot be used: {e}") from None
+    except OSError as e:
+        raise UsageError(f"{target.location}/{zn.MANIFEST} cannot be read: {e.strerror}",
+                         exit_code=EXIT_UNKNOWN) from None
+
+
+def check_listing(target: LocalTarget, m: zn.NativeManifest) -> list[Finding]:
+    """SHA256SUMS against the manifest, and the directory's parts against both."""
+    out = []
+    here = target.list()
+    for p in m.parts:
+        if p.name not in here:
+            out.append(Finding("part-missing", f"{p.name} is missing", part=p.name))
+        elif here[p.name] != p.bytes:
+            out.append(Finding("part-truncated", f"{p.name} is {here[p.name]:,} bytes, "
+                               f"not {p.bytes:,}", part=p.name))
+    listed = {p.name for p in m.parts}
+    for n in sorted(here):
+        if zn.is_part(n, m.name) and n not in listed:
+            out.append(Finding("part-unlisted", f"{n} is not in the manifest", part=n))
+    if zn.SUMS not in here or here[zn.SUMS] > MAX_SUMS:
+        return [*out, Finding("sums-mismatch", f"{zn.SUMS} is missing, not a plain file, or "
+                              "larger than vacate writes it")]
+    try:
+        lines = sums.parse(target.get(zn.SUMS))
+    except OSError as e:
+        return [*out, Finding("sums-unreadable", f"{zn.SUMS}: {e.strerror or e}")]
+    except ValueError as e:
+        return [*out, Finding("sums-mismatch", f"{zn.SUMS}: {e}")]
+    want = {p.name.encode(): p.sha256 for p in m.parts}
+    if {n: d for d, n in lines} != want:
+        out.append(Finding("sums-mismatch", f"{zn.SUMS} does not list the manifest's parts "
+                           "with their sha256"))
+    return out
+
+
+class _Feeder(threading.Thread):
+    """Reads the parts in order, hashing each, into ``dst`` (zstd's stdin)."""
+
+    def __init__(self, target: LocalTarget, m: zn.NativeManifest, dst: int, progress):
+        super().__init__(daemon=True)
+        self.target, self.m, self.dst, self.progress = target, m, dst, progress
+        self.findings: list[Finding] = []
+        self.parts = 0
+        self.bytes = 0
+
+    def run(self) -> None:
+        try:
+            for p in self.m.parts:
+                h = hashlib.sha256()
+                try:
+                    with self.target.open(p.name) as f:
+                        while data := f.read(CHUNK):
+                            h.update(data)
+                            self._write(data)
+                            self.bytes += len(data)
+                            self.progress(self.bytes, self.m.archive_bytes)
+                except BrokenPipeError:
+                    return                       # the reader stopped: it says why
+                except OSError as e:
+                    self.findings.append(Finding("part-unreadable", f"{p.name}: "
+                                                 f"{e.strerror or e}", part=p.name))
+                    return
+                self.parts += 1
+                if h.hexdigest() != p.sha256:
+                    self.findings.append(Finding("part-checksum", f"{p.name}: sha256 is not "
+                                                 "the one archived", part=p.name))
+        finally:
+            os.close(self.dst)
+
+    def _write(self, data: bytes) -> None:
+        mv = memoryview(data)
+        while mv:
+            mv = mv[os.write(self.dst, mv):]
+
+
+def no_progress(done: int, total: int) -> None:
+    pass
+
+
+def verify_native(target: LocalTarget, *, verify_pool: str | None = None,
+                  progress=no_progress) -> NativeVerifyResult:
+    t0 = time.monotonic()
+    m = load(target)
+    findings = check_listing(target, m)
+    if any(f.code in ("part-missing", "part-truncated") for f in findings):
+        return NativeVerifyResult(target.location, m.origin, PARSED if verify_pool is None
+                                  else RECEIVED, 0, 0, 0, None, tuple(findings), (),
+                                  time.monotonic() - t0)
+    if verify_pool is not None:
+        _check_pool(verify_pool, m)
+        return _received(target, m, verify_pool, findings, progress, t0)
+    return _parsed(target, m, findings, progress, t0)
+
+
+def _check_pool(pool: str, m: zn.NativeManifest) -> None:
+    if why := zn.dataset_error(pool):
+        raise UsageError(f"--verify-pool {pool!r}: {why}")
+    if not zfs_tool.exists(pool):
+        raise UsageError(f"--verify-pool {pool}: no such pool or dataset")
+    if "mountpoint" in m.props_local and m.send_flags:
+        raise UsageError(f"the stream carries {m.dataset}'s own mountpoint (sent with "
+                         f"{' '.join(m.send_flags)}): receiving it would mount over the "
+                         "source", hint="verify without --verify-pool (the weaker check), "
+                         "or on a host where that path is free")
+
+
+def decompress(target: LocalTarget, m: zn.NativeManifest, progress):
+    """``zstd -dc`` fed the parts by a :class:`_Feeder` (started); the caller reads its
+    stdout."""
+    r, w = os.pipe()
+    zstd = subprocess.Popen(["zstd", "-dc", "-q"], stdin=r, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    os.close(r)
+    feeder = _Feeder(target, m, w, progress)
+    feeder.start()
+    return zstd, feeder
+
+
+def _parsed(target, m, findings, progress, t0) -> NativeVerifyResult:
+    zstd, feeder = decompress(target, m, progress)
+    walker = Walker()
+    n = 0
+    damaged = None
+    try:
+        while data := zstd.stdout.read(CHUNK):
+            n += len(data)
+            if damaged is None:
+                try:
+                    walker.feed(data)
+                except StreamError as e:
+                    damaged = str(e)
+        err = zstd.stderr.read().decode(errors="replace").strip()
+    finally:
+        zstd.stdout.close()
+        zstd.wait()
+        feeder.join()
+    findings += feeder.findings
+    if zstd.returncode != 0:
+        findings.append(Finding("stream-damaged", f"the parts do not decompress: {err}"))
+    elif damaged is None:
+        try:
+            w = walker.end()
+            if m.guid not in w.toguids:
+                findings.append(Finding("stream-damaged", f"the stream holds no snapshot "
+                                        f"with guid {m.guid} ({m.origin})"))
+            if n != m.stream_bytes:
+                findings.append(Finding("stream-damaged", f"the stream is {n:,} bytes, not "
+                                        f"the {m.stream_bytes:,} sent"))
+        except StreamError as e:
+            damaged = str(e)
+    if damaged:
+        findings.append(Finding("stream-damaged", f"the stream: {damaged}"))
+    notes = ("the weaker check: the stream was parsed record by record to its END, not "
+             "received (give --verify-pool POOL to prove it receivable)"),
+    return NativeVerifyResult(target.location, m.origin, PARSED, feeder.parts, feeder.bytes,
+                              n, None, tuple(_unique(findings)), notes,
+                              time.monotonic() - t0)
+
+
+def _unique(findings):
+    seen = set()
+    for f in findings:
+        if (f.code, f.message) not in seen:
+            seen.add((f.code, f.message))
+            yield f
+
+
+def _wait(recv: subprocess.Popen, feeder: _Feeder, stall_s: float) -> bool:
+    """Wait for the receive to end; True where it took nothing for ``stall_s``."""
+    last, since = -1, time.monotonic()
+    while True:
+        try:
+            recv.wait(timeout=min(5.0, stall_s))
+            return False
+        except subprocess.TimeoutExpired:
+            if feeder.bytes != last:
+                last, since = feeder.bytes, time.monotonic()
+            elif time.monotonic() - since > stall_s:
+                return True
+
+
+def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code: str,
+            stall_s: float = STALL_S) -> tuple[_Feeder, list[Finding]]:
+    """The parts (each checked as it is read) through ``zstd -dc`` into ``zfs receive
+    INTO``; returns the feeder (the parts and bytes read) and what went wrong, each a finding
+    of ``code``."""
+    zstd, feeder = decompress(target, m, progress)
+    with tempfile.TemporaryFile() as err:
+        recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        zstd.stdout.close()
+        stalled = _wait(recv, feeder, stall_s)
+        if stalled:
+            for p in (recv, zstd):
+                p.kill()
+        zstd.wait()
+        feeder.join()
+        if stalled:
+            raise zfs_tool.ZfsError(f"`zfs receive {into}` took nothing for {stall_s:g} s: "
+                                    "stopped (the pool does not answer?)")
+        err.seek(0)
+        why = err.read().decode(errors="replace").strip()
+    findings = list(feeder.findings)
+    zerr = zstd.stderr.read().decode(errors="replace").strip()
+    zstd.stderr.close()
+    if recv.returncode != 0:
+        findings.append(Finding(code, f"zfs receive {into} refused the stream: {why}"
+                                + (f" (zstd: {zerr})" if zerr else "")))
+    elif zstd.returncode != 0:
+        findings.append(Finding(code, f"the parts do not decompress: {zerr}"))
+    return feeder, findings
+
+
+def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
+    """Receive into a scratch dataset while the source snapshot's tree is walked (and
+    hashed) into a temp file alongside, then walk the received tree against it."""
+    scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
+    clone = recorder = feeder = compared = None
+    notes: list[str] = []
+    try:
+        try:
+            source, clone = _source_tree(m, scratch)
+        except _NotTheSource as e:
+            findings.append(Finding("received-mismatch", str(e)))
+            source = None
+        if source is not None:
+            recorder = Recorder(source, SKIP_TOP)
+            recorder.start()
+        elif not findings:
+            notes.append(f"{m.origin} is gone: the received tree is digested, not compared "
+                         "with it (guid and referenced bytes were)")
+        if not findings:
+            feeder, got = receive(target, m, scratch, progress, "stream-damaged")
+            findings += got
+        if not findings:
+            compared = _compare(m, scratch, recorder, findings, notes)
+    finally:
+        if recorder is not None:
+            recorder.close()
+        if feeder is not None:
+            feeder.join()
+        for name in (clone, scratch):
+            try:
+                if name and zfs_tool.exists(name):
+                    zfs_tool.destroy_r(name)
+            except zfs_tool.ZfsError as e:      # said, not raised: the result stands
+                notes.append(f"{e.message}: destroy it by hand (zfs destroy -r {name})")
+    return NativeVerifyResult(target.location, m.origin, RECEIVED,
+                              feeder.parts if feeder else 0, feeder.bytes if feeder else 0,
+                              m.stream_bytes, compared, tuple(_unique(findings)), tuple(notes),
+                              time.monotonic() - t0)
+
+
+def _compare(m: zn.NativeManifest, scratch: str, recorder: Recorder | None,
+             findings: list[Finding], notes: list[str]) -> Compared | None:
+    got = f"{scratch}@{m.snapshot}"
+    if not zfs_tool.exists(got):
+        findings.append(Finding("received-mismatch", f"no snapshot {got} after the receive"))
+        return None
+    p = zfs_tool.props(got, "guid", "referenced")
+    if int(p["guid"]) != m.guid:
+        findings.append(Finding("received-mismatch", f"received snapshot guid {p['guid']}, "
+                                f"archived {m.guid}"))
+    layout = tuple(sorted(zfs_tool.props(scratch, *zn.LAYOUT).items()))
+    if layout != m.layout:
+        notes.append(f"referenced bytes not compared ({p['referenced']} received, "
+                     f"{m.referenced} archived): the scratch pool writes blocks otherwise "
+                     f"({_props(layout)}; the source: {_props(m.layout)}); the tree is")
+    elif int(p["referenced"]) != m.referenced:
+        findings.append(Finding("received-mismatch", f"received {p['referenced']} bytes "
+                                f"referenced, the source snapshot {m.referenced}"))
+    received = _mounted(scratch)
+    if recorder is None:
+        return digest(received, skip_top=SKIP_TOP)
+    c = compare_recorded(recorder, received, skip_top=SKIP_TOP)
+    for d in c.differences:
+        findings.append(Finding("received-mismatch", d))
+    if c.more:
+        findings.append(Finding("received-mismatch", f"and {c.more} more differences"))
+    return c
+
+
+def _props(layout) -> str:
+    return ", ".join(f"{k}={v}" for k, v in layout)
+
+
+class _NotTheSource(Exception):
+    pass
+
+
+def _mounted(ds: str) -> str:
+    p = zfs_tool.props(ds, "mounted", "mountpoint")
+    if p.get("mounted") != "yes":
+        zfs_tool.zfs("mount", ds)
+        p = zfs_tool.props(ds, "mountpoint")
+    return p["mountpoint"]
+
+
+def _source_tree(m: zn.NativeManifest, scratch: str) -> tuple[str | None, str | None]:
+    """Where the source snapshot's tree can be read: its ``.zfs/snapshot`` directory, or a
+    clone of it made for the purpose (returned, to be destroyed); (None, None) where the
+    snapshot is gone."""
+    if not zfs_tool.exists(m.origin):
+        return None, None
+    if int(zfs_tool.props(m.origin, "guid")["guid"]) != m.guid:
+        raise _NotTheSource(f"{m.origin} is not the snapshot archived (its guid is not "
+                            f"{m.guid}): not compared, nothing cloned")
+    mp = zfs_tool.props(m.dataset, "mountpoint", "mounted")
+    snapdir = os.path.join(mp.get("mountpoint", ""), ".zfs", "snapshot", m.snapshot)
+    if mp.get("mounted") == "yes" and os.path.isdir(snapdir):
+        return snapdir, None
+    pool = m.dataset.split("/", 1)[0]
+    clone = f"{pool}/vacate-verify-src-{scratch.rsplit('-', 1)[1]}"
+    zfs_tool.zfs("clone", m.origin, clone)
+    return _mounted(clone), clone
