@@ -42,6 +42,7 @@ from vacate.act import copy_tree
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.compat import cut_suffix
+from vacate.observing.fsio import makedirs_durable
 from vacate.observing.model.plan import Step
 from vacate.observing.model.window import window_of
 from vacate.observing.parsers.paths import is_under
@@ -116,7 +117,7 @@ def _copy(step: Step, ctx: Context) -> Outcome:
         done[0] += n
         ctx.tell(step, done[0], total, "copying")
 
-    os.makedirs(ctx.host.path(os.path.dirname(p.to.rstrip("/"))), exist_ok=True)
+    makedirs_durable(ctx.host.path(os.path.dirname(p.to.rstrip("/"))))
     r = copy_tree.copy_pass(ctx.host.path(p.item), ctx.host.path(p.to), tell=tell)
     data = {"files": r.files, "copied": r.copied, "bytes": r.bytes_copied,
             "reflinked": r.reflinked, "hardlinked": r.linked, "removed": r.removed,
