@@ -1,0 +1,462 @@
+"""``vacate apply`` and ``vacate undo`` crashed for real on the cut filesystem
+(:mod:`harness.lazyfs`), over and over, and what must hold after each crash.
+
+A :class:`Rig` is a small volume (:func:`harness.retire.fill`) on one cut filesystem and,
+on a second one, everything apply writes elsewhere: the archive destination, the plan and
+its journal, the copy of a migrated item, and a copy of ``/etc`` (an fstab line and a
+crontab line that name the volume; the run's ``Host(etc=...)``). A crash (:meth:`Rig.crash`)
+is the apply's process group killed with ``SIGKILL`` and both filesystems cut: at a journal
+point (the process kills itself right after its k-th journal record is fsynced), right after
+the n-th changing request one filesystem gets (``arm``), or after a random delay.
+
+After each crash, :meth:`Rig.broken_promises` checks what every ``ok`` in the journal
+promised (an archive that restores with stock tools, a deleted item gone, a config line
+edited with its backup whole, a copy equal to its source); a crash's *kind* is the kind of
+the step in progress (its intent the journal's last record) or ``journal`` between two
+steps (:class:`Tally` counts them). The chain ends with a whole rerun, compared with an
+uninterrupted run (:meth:`Rig.end_state`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+
+import vacate
+from harness.fusefs import is_mounted
+from harness.lazyfs import LazyFS
+from harness.retire import fill, restore_with_stock_tools, tree_hashes
+from vacate.observing.model.journal import path_for, read_records
+
+SRC = os.path.dirname(os.path.dirname(vacate.__file__))
+SEED_ENV = "VACATE_CUT_SEED"
+
+# apply or undo in a process of its own, with /etc read from the rig's copy; with
+# KILL_AT=k it kills itself right after its k-th journal record is written and fsynced
+DRIVER = """
+import json, os, signal, sys
+k = int(os.environ.get("KILL_AT", "0"))
+new = os.environ.get("KILL_NEW")
+if k or new:
+    from vacate.act import journal
+    real, n, seen = journal.Journal.write, [0], set(json.loads(new or "[]"))
+    def write(self, rec):
+        real(self, rec)
+        n[0] += 1
+        if n[0] == k or (new and "%s/%s" % (rec.get("step"), rec["event"]) not in seen):
+            os.killpg(0, signal.SIGKILL)
+    journal.Journal.write = write
+from vacate.cli.env import Env
+from vacate.cli.main import main
+from vacate.observing.host import Host
+sys.exit(main(sys.argv[3:], Env(host=Host(etc=sys.argv[1], run=sys.argv[2]))))
+"""
+
+MARK = re.compile(rb"\d{8}T\d{6}|\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d)?)?")
+
+
+class Rig:
+    """See the module's docstring. ``how``: ``retire`` (archive ``runs``, delete ``cache``
+    and ``cuda.run``, keep ``notes.txt``) or ``migrate`` (``runs`` copied to the second
+    filesystem and the crontab line repointed there; ``vacate undo`` puts it back)."""
+
+    def __init__(self, tmp: str, how: str = "retire", cache_files: int = 24):
+        self.tmp, self.how = tmp, how
+        for d in ("vb", "vm", "db", "dm"):
+            os.makedirs(os.path.join(tmp, d))
+        fill(os.path.join(tmp, "vb"), cache_files=cache_files, weights_mb=1)
+        self.before = tree_hashes(os.path.join(tmp, "vb"))
+        self.vol = LazyFS(os.path.join(tmp, "vb"), os.path.join(tmp, "vm"))
+        self.dst = LazyFS(os.path.join(tmp, "db"), os.path.join(tmp, "dm"))
+        m, d = self.vol.mountpoint, self.dst.mountpoint
+        self.m, self.d = m, d
+        etc = os.path.join(tmp, "db", "etc")
+        os.makedirs(etc)
+        for name in ("passwd", "group"):
+            shutil.copy2(f"/etc/{name}", etc)
+        self.config = {
+            "fstab": f"# a test's fstab\nlazyfs {m} fuse.lazyfs defaults,nofail 0 0\n".encode(),
+            "crontab": f"SHELL=/bin/sh\n*/5 * * * * root {m}/runs/exp1/log.jsonl\n".encode(),
+        }
+        for name, text in self.config.items():
+            with open(os.path.join(etc, name), "wb") as f:
+                f.write(text)
+        self.etc = os.path.join(d, "etc")
+        self.run_dir = os.path.join(tmp, "run")
+        os.makedirs(self.run_dir)
+        self.backup = os.path.join(d, "backup")
+        self.moved = os.path.join(d, "moved")
+        self.plan = os.path.join(d, "retire.plan")
+        try:
+            self.vol.start()
+            self.dst.start()
+        except BaseException:
+            self.close()
+            raise
+        self.steps: dict[str, str] = {}
+        self.deletes: dict[str, str] = {}
+
+    def close(self) -> None:
+        for fs in (self.vol, self.dst):
+            with contextlib.suppress(Exception):
+                fs.close()
+        subprocess.run(["chattr", "-i", self.m], capture_output=True, check=False)
+
+    # -- running vacate ----------------------------------------------------------------
+    def _argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-c", DRIVER, self.etc, self.run_dir, *args]
+
+    def vacate(self, *args: str, kill_at: int = 0, kill_new: list[str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": SRC, "KILL_AT": str(kill_at),
+               "KILL_NEW": "" if kill_new is None else json.dumps(["-"] + kill_new)}
+        return subprocess.run(self._argv(*args), capture_output=True, text=True, env=env,
+                              timeout=timeout, check=False, start_new_session=True)
+
+    def make_plan(self) -> None:
+        what = ["--archive-to", self.backup, "--delete", "cuda.run", "--delete", "cache",
+                "--keep", "notes.txt"] if self.how == "retire" else \
+            ["--migrate", f"runs={self.moved}", "--keep", "cache", "--keep", "cuda.run",
+             "--keep", "notes.txt"]
+        r = self.vacate("plan", self.m, *what, "--grace", "1", "-o", self.plan)
+        assert r.returncode == 0, r.stderr
+        from vacate.observing.model.plan import Plan
+        with open(self.plan) as f:
+            plan = Plan.loads(f.read())
+        self.steps = {s.id: s.kind for s in plan.steps}
+        self.deletes = {s.id: os.path.relpath(s.params.item, self.m) for s in plan.steps
+                        if s.kind == "delete"}
+        # the plan and its directory durable, as a person's saved plan is before apply
+        for p in (self.plan, self.d):
+            fd = os.open(p, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+
+    def command(self, undo: bool = False) -> tuple[str, ...]:
+        return ("undo", self.plan) if undo else ("apply", self.plan, "--yes")
+
+    # -- crashes -----------------------------------------------------------------------
+    def crash_at_record(self, k: int, undo: bool = False) -> bool:
+        """Run until the k-th journal record is fsynced, then the crash; False when the run
+        ended before it."""
+        r = self.vacate(*self.command(undo), kill_at=k)
+        if r.returncode != -signal.SIGKILL:
+            return False
+        self._cut(None)
+        return True
+
+    def crash_at_new_point(self, covered: set[str], undo: bool = False) -> str | None:
+        """Run until a journal record is fsynced at a point ``covered`` does not name yet
+        (``STEP/EVENT``), then the crash: that point (added to ``covered``), or None when the
+        run ended first."""
+        r = self.vacate(*self.command(undo), kill_new=sorted(covered))
+        if r.returncode != -signal.SIGKILL:
+            return None
+        self._cut(None)
+        recs = read_records(path_for(self.plan))
+        # killed inside Journal.__enter__, after its first record and before the directory
+        # fsync that names the journal (nothing was promised yet): no journal at all
+        point = f"{recs[-1].get('step')}/{recs[-1]['event']}" if recs else "None/begin"
+        assert point not in covered, f"the journal lost the record {point} was killed at"
+        covered.add(point)
+        return point
+
+    def crash_after_request(self, fs: LazyFS, n: int, undo: bool = False) -> bool:
+        """Run until ``fs`` has had n changing requests, then the crash; False when the run
+        ended before it."""
+        fs.arm(n)
+        p = self._start(undo)
+        end = time.monotonic() + 120
+        while p.poll() is None and not fs.state()["cut"]:
+            assert time.monotonic() < end, "the run neither ended nor reached its cut"
+            time.sleep(0.003)
+        cut = fs.state()["cut"]
+        self._kill(p)
+        if cut:
+            self._cut(fs)
+        fs.thaw()
+        return cut
+
+    def crash_after(self, seconds: float, undo: bool = False) -> bool:
+        """Run for ``seconds``, then the crash; False when the run ended before it."""
+        p = self._start(undo)
+        try:
+            p.wait(timeout=seconds)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill(p)
+        self._cut(None)
+        return True
+
+    def _start(self, undo: bool) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": SRC}
+        return subprocess.Popen(self._argv(*self.command(undo)), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    @staticmethod
+    def _kill(p: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+    def _cut(self, done: LazyFS | None) -> None:
+        """Every filesystem not cut yet (``done`` was) loses what was not durable."""
+        for fs in (self.vol, self.dst):
+            if fs is done or fs.proc is None:
+                continue
+            if is_mounted(fs.mountpoint):
+                fs.cut()
+            else:           # unmounted by apply: its daemon writes what is durable and ends
+                fs.proc.wait(timeout=30)
+
+    def kind_in_progress(self) -> str:
+        """The kind of the step the journal's last record started, or ``journal`` (between
+        two steps, or before the first)."""
+        recs = read_records(path_for(self.plan))
+        last = recs[-1] if recs else {}
+        if last.get("event") == "intent":
+            return str(last.get("kind") or self.steps.get(last.get("step"), "?"))
+        return "journal"
+
+    # -- what must hold -----------------------------------------------------------------
+    def vol_tree(self) -> dict[str, str]:
+        """The volume's files: through its mount, or (unmounted by apply) its backing
+        directory, which then holds what was durable."""
+        if self.vol.proc is not None and is_mounted(self.m):
+            return tree_hashes(self.m)
+        if self.vol.proc is not None:
+            self.vol.proc.wait(timeout=30)
+        return tree_hashes(self.vol.backing)
+
+    def broken_promises(self) -> list[str]:
+        """What an ``ok`` in the journal promised and no longer holds."""
+        from vacate.observing.model.journal import states_of
+        out = []
+        states = states_of(read_records(path_for(self.plan)))
+        ok = {s for s, st in states.items() if st.event == "outcome" and st.status == "ok"}
+        kinds = {self.steps.get(s) for s in ok}
+        if kinds & {"archive", "verify"}:
+            out += self._archive_broken()
+        gone = {self.deletes[s] for s in ok if s in self.deletes}
+        if gone:
+            out += [f"{p} is back after an ok delete" for p in self.vol_tree()
+                    if p.split("/")[0] in gone]
+        if kinds & {"edit-config", "repoint-config"}:
+            out += self._config_broken(edited=True)
+        if kinds & {"migrate"}:
+            out += self._copy_broken()
+        return out
+
+    def _archive_broken(self) -> list[str]:
+        into = tempfile.mkdtemp(dir=self.tmp, prefix="restored-")
+        try:
+            restore_with_stock_tools(os.path.join(self.backup, "runs"), into)
+        except (subprocess.CalledProcessError, OSError) as e:
+            return [f"the archive does not restore with stock tools: {e}"]
+        finally:
+            got = tree_hashes(os.path.join(into, "runs")) if os.path.isdir(
+                os.path.join(into, "runs")) else {}
+            shutil.rmtree(into, ignore_errors=True)
+        want = {k[len("runs/"):]: v for k, v in self.before.items() if k.startswith("runs/")}
+        return [] if got == want else [f"the archive restores other files: {sorted(got)}"]
+
+    def _config_broken(self, edited: bool) -> list[str]:
+        """Each config file and each backup beside it whole: each of its lines an original
+        one, one commented out by vacate or one repointed to the copy, and every original
+        line there, as it was or commented out."""
+        out = []
+        for name, orig in self.config.items():
+            try:
+                now = self._config_of(name)
+            except OSError as e:
+                out.append(f"/etc/{name}: {e.strerror}")
+                continue
+            if not self._whole(now, orig):
+                out.append(f"/etc/{name} is not whole: {now!r}")
+            for b in os.listdir(self.etc):
+                if b.lstrip(".").startswith(name + ".vacate-backup-"):
+                    with open(os.path.join(self.etc, b), "rb") as f:
+                        got = f.read()
+                    if not self._whole(got, orig):
+                        out.append(f"the backup {b} is not whole: {got!r}")
+        if edited and all(self._config_of(n) == o for n, o in self.config.items()):
+            out.append("no config line is edited after an ok edit")
+        return out
+
+    def _whole(self, now: bytes, orig: bytes) -> bool:
+        moves = (f"{self.m}/runs".encode(), f"{self.moved}/runs".encode())
+        lines = orig.splitlines()
+        allowed = set(lines) | {ln.replace(*moves) for ln in lines}
+
+        def commented(ln: bytes, o: bytes) -> bool:
+            return ln.startswith(b"# vacate ") and ln.endswith(o)
+
+        got = now.splitlines()
+        return now.endswith(b"\n") and \
+            all(ln in allowed or any(commented(ln, o) for o in lines) for ln in got) and \
+            all(any(ln == o or commented(ln, o) for ln in got) for o in lines)
+
+    def _config_of(self, name: str) -> bytes:
+        with open(os.path.join(self.etc, name), "rb") as f:
+            return f.read()
+
+    def _copy_broken(self) -> list[str]:
+        want = {k[len("runs/"):]: v for k, v in self.before.items() if k.startswith("runs/")}
+        got = tree_hashes(self.moved) if os.path.isdir(self.moved) else {}
+        return [] if got == want else [f"the copy is not its source: {sorted(got)}"]
+
+    def end_state(self) -> dict:
+        """What a finished run leaves, timestamps masked: each step's status, the volume's
+        files, the config files (and their backups' contents), the archive restored or the
+        copy."""
+        from vacate.observing.model.journal import states_of
+        states = states_of(read_records(path_for(self.plan)))
+        out: dict = {"steps": {s: st.status for s, st in sorted(states.items())}}
+        out["volume"] = self.vol_tree()
+        out["config"] = {n: MARK.sub(b"T", self._config_of(n)) for n in self.config}
+        out["backups"] = sorted({self._config_of(b) for b in os.listdir(self.etc)
+                                 if ".vacate-backup-" in b})
+        if self.how == "retire":
+            out["archive"] = self._archive_broken()
+        else:
+            out["copy"] = self._copy_broken()
+        return out
+
+
+@contextlib.contextmanager
+def own_mount_namespace():
+    """This process (and what it starts) in a mount namespace of its own, private, until the
+    block ends: a mount namespace made elsewhere meanwhile (a booted systemd box of a test
+    running beside this one) gets no copy of the rig's mounts, which apply would see as
+    another user of the volume. The process must run one thread (``unshare``)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    back = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.unshare(CLONE_NEWNS) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"unshare(CLONE_NEWNS): {os.strerror(e)}")
+        try:
+            subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+            yield
+        finally:
+            if libc.setns(back, CLONE_NEWNS) != 0:
+                e = ctypes.get_errno()
+                raise OSError(e, f"setns back to the first mount namespace: {os.strerror(e)}")
+    finally:
+        os.close(back)
+
+
+CLONE_NEWNS = 0x00020000
+
+
+class Tally:
+    """Crashes counted by the kind of step they cut, printed by :meth:`report`."""
+
+    def __init__(self):
+        self.by_kind: Counter = Counter()
+
+    def add(self, kind: str) -> None:
+        self.by_kind[kind] += 1
+
+    def report(self, what: str) -> str:
+        line = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items()))
+        text = f"{what}: {sum(self.by_kind.values())} cuts survived ({line})"
+        print(text)
+        return text
+
+
+def seed() -> int:
+    """The random runs' seed: ``VACATE_CUT_SEED`` replays one (printed by each run)."""
+    got = os.environ.get(SEED_ENV)
+    s = int(got) if got else int.from_bytes(os.urandom(4), "little")
+    print(f"{SEED_ENV}={s}")
+    return s
+
+
+# how a crash inside a step of each kind is made: the filesystem whose changing requests it
+# is cut after ("vol" or "dst"), and up to how many of them; None: at a random moment only
+REQUESTS = {"archive": ("dst", 40), "delete": ("vol", 30), "edit-config": ("dst", 12),
+            "repoint-config": ("dst", 12), "copy": ("dst", 40), "undo-repoint": ("dst", 12)}
+
+
+def reference(rig: Rig, undo: bool = False) -> tuple[dict, dict[str, float]]:
+    """An uninterrupted run on ``rig``: its end state and how long each kind of step took
+    (the longest of its steps, in seconds)."""
+    before = len(read_records(path_for(rig.plan)))
+    r = rig.vacate(*rig.command(undo))
+    assert r.returncode == 0, r.stdout + r.stderr
+    recs = read_records(path_for(rig.plan))[before:]
+    took: dict[str, float] = {}
+    start: dict[str, float] = {}
+    for rec in recs:
+        if rec.get("event") == "intent":
+            start[rec["step"]] = rec["t"]
+        elif rec.get("event") == "outcome" and rec["step"] in start:
+            k = rec_kind(rig, rec["step"], recs)
+            took[k] = max(took.get(k, 0.0), rec["t"] - start[rec["step"]])
+    return normal(rig, rig.end_state()), took
+
+
+def rec_kind(rig: Rig, step: str, recs: list[dict]) -> str:
+    return next((r["kind"] for r in recs if r.get("step") == step and r.get("kind")),
+                rig.steps.get(step, "?"))
+
+
+def normal(rig: Rig, state: dict) -> dict:
+    """``state`` with the rig's own directory named TMP."""
+    t = rig.tmp.encode()
+    return {**state, "config": {n: v.replace(t, b"TMP") for n, v in state["config"].items()},
+            "backups": sorted({b.replace(t, b"TMP") for b in state["backups"]}),
+            "volume": {p: "as before" if rig.before.get(p) == h else h
+                       for p, h in state["volume"].items()}}
+
+
+def crash_in(rig: Rig, step: str, rng, took: dict[str, float], undo: bool = False
+             ) -> str | None:
+    """A run of ``rig`` crashed inside ``step`` (its intent in the journal, then a cut after
+    one of the next changing requests of the filesystem it writes, or a random moment
+    later); the kind of step the crash cut, or None when the run ended first."""
+    sid = f"undo:{step}" if undo else step
+    journal = path_for(rig.plan)
+    before = len(read_records(journal))
+    p = rig._start(undo)
+    end = time.monotonic() + 120
+    while not any(r.get("event") == "intent" and r.get("step") == sid
+                  for r in read_records(journal)[before:]):
+        if p.poll() is not None:
+            return None
+        assert time.monotonic() < end, f"{sid} did not start"
+        time.sleep(0.002)
+    kind = rec_kind(rig, sid, read_records(journal))
+    how = REQUESTS.get(kind)
+    if how is not None and rng.random() < 0.5:
+        fs = rig.vol if how[0] == "vol" else rig.dst
+        fs.arm(rng.randint(1, how[1]))
+        while p.poll() is None and not fs.state()["cut"]:
+            assert time.monotonic() < end, "the run neither ended nor reached its cut"
+            time.sleep(0.002)
+        cut = fs.state()["cut"]
+        rig._kill(p)
+        fs.thaw()
+        if not cut:
+            return None
+        rig._cut(fs)
+    else:
+        try:
+            p.wait(timeout=rng.uniform(0, took.get(kind, 0.05) * 1.2))
+            return None
+        except subprocess.TimeoutExpired:
+            rig._kill(p)
+        rig._cut(None)
+    return rig.kind_in_progress()
