@@ -32,12 +32,14 @@ import time
 from collections import Counter
 
 import vacate
-from harness.fusefs import is_mounted
 from harness.lazyfs import LazyFS
 from harness.retire import fill, restore_with_stock_tools, tree_hashes
 from vacate.observing.model.journal import path_for, read_records
 
 SRC = os.path.dirname(os.path.dirname(vacate.__file__))
+# the hundreds of runs compile vacate once (outside the checkout), not each time
+RUN_ENV = {"PYTHONPATH": SRC, "PYTHONDONTWRITEBYTECODE": "",
+           "PYTHONPYCACHEPREFIX": os.path.join(tempfile.gettempdir(), "vacate-powercut-pyc")}
 SEED_ENV = "VACATE_CUT_SEED"
 
 # apply or undo in a process of its own, with /etc read from the rig's copy; with
@@ -46,7 +48,8 @@ DRIVER = """
 import json, os, signal, sys
 k = int(os.environ.get("KILL_AT", "0"))
 new = os.environ.get("KILL_NEW")
-if k or new:
+pause = os.environ.get("PAUSE_FDS")
+if k or new or pause:
     from vacate.act import journal
     real, n, seen = journal.Journal.write, [0], set(json.loads(new or "[]"))
     def write(self, rec):
@@ -54,6 +57,10 @@ if k or new:
         n[0] += 1
         if n[0] == k or (new and "%s/%s" % (rec.get("step"), rec["event"]) not in seen):
             os.killpg(0, signal.SIGKILL)
+        if pause:       # say which record is on the disk, and wait to be told to go on
+            w, r = map(int, pause.split(","))
+            os.write(w, ("%s %s\\n" % (rec.get("step"), rec["event"])).encode())
+            os.read(r, 1)
     journal.Journal.write = write
 from vacate.cli.env import Env
 from vacate.cli.main import main
@@ -96,9 +103,16 @@ class Rig:
         self.backup = os.path.join(d, "backup")
         self.moved = os.path.join(d, "moved")
         self.plan = os.path.join(d, "retire.plan")
+        # vacate runs in a box of its own (a pid and a mount namespace, one for the rig, made
+        # once the two filesystems are mounted): it sees no process of a test beside this
+        # one, and its unmount of the volume leaves the mount here, whose device number then
+        # goes to no other filesystem while the rig lives and whose daemon stays to be cut
+        # and read
+        self.box: subprocess.Popen | None = None
         try:
             self.vol.start()
             self.dst.start()
+            self.box, self.box_pid = start_box()
         except BaseException:
             self.close()
             raise
@@ -106,6 +120,9 @@ class Rig:
         self.deletes: dict[str, str] = {}
 
     def close(self) -> None:
+        if self.box is not None:
+            self.box.kill()
+            self.box.wait()
         for fs in (self.vol, self.dst):
             with contextlib.suppress(Exception):
                 fs.close()
@@ -113,11 +130,12 @@ class Rig:
 
     # -- running vacate ----------------------------------------------------------------
     def _argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-c", DRIVER, self.etc, self.run_dir, *args]
+        return ["nsenter", "-t", str(self.box_pid), "-m", "-p", sys.executable, "-c", DRIVER,
+                self.etc, self.run_dir, *args]
 
     def vacate(self, *args: str, kill_at: int = 0, kill_new: list[str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess:
-        env = {**os.environ, "PYTHONPATH": SRC, "KILL_AT": str(kill_at),
+        env = {**os.environ, **RUN_ENV, "KILL_AT": str(kill_at),
                "KILL_NEW": "" if kill_new is None else json.dumps(["-"] + kill_new)}
         return subprocess.run(self._argv(*args), capture_output=True, text=True, env=env,
                               timeout=timeout, check=False, start_new_session=True)
@@ -199,7 +217,7 @@ class Rig:
         return True
 
     def _start(self, undo: bool) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": SRC}
+        env = {**os.environ, **RUN_ENV}
         return subprocess.Popen(self._argv(*self.command(undo)), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=env, start_new_session=True)
 
@@ -212,12 +230,8 @@ class Rig:
     def _cut(self, done: LazyFS | None) -> None:
         """Every filesystem not cut yet (``done`` was) loses what was not durable."""
         for fs in (self.vol, self.dst):
-            if fs is done or fs.proc is None:
-                continue
-            if is_mounted(fs.mountpoint):
+            if fs is not done:
                 fs.cut()
-            else:           # unmounted by apply: its daemon writes what is durable and ends
-                fs.proc.wait(timeout=30)
 
     def kind_in_progress(self) -> str:
         """The kind of the step the journal's last record started, or ``journal`` (between
@@ -230,13 +244,8 @@ class Rig:
 
     # -- what must hold -----------------------------------------------------------------
     def vol_tree(self) -> dict[str, str]:
-        """The volume's files: through its mount, or (unmounted by apply) its backing
-        directory, which then holds what was durable."""
-        if self.vol.proc is not None and is_mounted(self.m):
-            return tree_hashes(self.m)
-        if self.vol.proc is not None:
-            self.vol.proc.wait(timeout=30)
-        return tree_hashes(self.vol.backing)
+        """The volume's files (still mounted here when apply unmounted it in its box)."""
+        return tree_hashes(self.m)
 
     def broken_promises(self) -> list[str]:
         """What an ``ok`` in the journal promised and no longer holds."""
@@ -333,31 +342,27 @@ class Rig:
         return out
 
 
-@contextlib.contextmanager
-def own_mount_namespace():
-    """This process (and what it starts) in a mount namespace of its own, private, until the
-    block ends: a mount namespace made elsewhere meanwhile (a booted systemd box of a test
-    running beside this one) gets no copy of the rig's mounts, which apply would see as
-    another user of the volume. The process must run one thread (``unshare``)."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    back = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.unshare(CLONE_NEWNS) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, f"unshare(CLONE_NEWNS): {os.strerror(e)}")
+def start_box() -> tuple[subprocess.Popen, int]:
+    """A pid namespace with its own /proc, in a mount namespace copied from this one (its
+    mounts then private): the process that holds it, and the pid (here) of its first
+    process, to ``nsenter -t PID -m -p``."""
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                          "sleep", "infinity"])
+    end = time.monotonic() + 10
+    mine = os.readlink("/proc/self/ns/pid")
+    while True:
         try:
-            subprocess.run(["mount", "--make-rprivate", "/"], check=True)
-            yield
-        finally:
-            if libc.setns(back, CLONE_NEWNS) != 0:
-                e = ctypes.get_errno()
-                raise OSError(e, f"setns back to the first mount namespace: {os.strerror(e)}")
-    finally:
-        os.close(back)
-
-
-CLONE_NEWNS = 0x00020000
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                kids = f.read().split()
+            if kids and os.readlink(f"/proc/{kids[0]}/ns/pid") != mine and \
+                    os.readlink(f"/proc/{kids[0]}/exe").endswith("sleep"):
+                return p, int(kids[0])
+        except OSError:
+            pass
+        if p.poll() is not None or time.monotonic() > end:
+            p.kill()
+            raise RuntimeError("unshare --pid --fork --mount-proc did not start its box")
+        time.sleep(0.005)
 
 
 class Tally:
@@ -384,33 +389,35 @@ def seed() -> int:
     return s
 
 
-# how a crash inside a step of each kind is made: the filesystem whose changing requests it
-# is cut after ("vol" or "dst"), and up to how many of them; None: at a random moment only
-REQUESTS = {"archive": ("dst", 40), "delete": ("vol", 30), "edit-config": ("dst", 12),
-            "repoint-config": ("dst", 12), "copy": ("dst", 40), "undo-repoint": ("dst", 12)}
-
-
-def reference(rig: Rig, undo: bool = False) -> tuple[dict, dict[str, float]]:
-    """An uninterrupted run on ``rig``: its end state and how long each kind of step took
-    (the longest of its steps, in seconds)."""
-    before = len(read_records(path_for(rig.plan)))
-    r = rig.vacate(*rig.command(undo))
-    assert r.returncode == 0, r.stdout + r.stderr
-    recs = read_records(path_for(rig.plan))[before:]
-    took: dict[str, float] = {}
-    start: dict[str, float] = {}
-    for rec in recs:
-        if rec.get("event") == "intent":
-            start[rec["step"]] = rec["t"]
-        elif rec.get("event") == "outcome" and rec["step"] in start:
-            k = rec_kind(rig, rec["step"], recs)
-            took[k] = max(took.get(k, 0.0), rec["t"] - start[rec["step"]])
-    return normal(rig, rig.end_state()), took
-
-
-def rec_kind(rig: Rig, step: str, recs: list[dict]) -> str:
-    return next((r["kind"] for r in recs if r.get("step") == step and r.get("kind")),
-                rig.steps.get(step, "?"))
+def reference(rig: Rig, undo: bool = False) -> tuple[dict, dict[str, tuple]]:
+    """An uninterrupted run on ``rig``, paused at each journal record to count each
+    filesystem's changing requests: its end state, and for each step (its id) how long it
+    took and the filesystem with most changing requests in it, with their number."""
+    said_r, said_w = os.pipe()
+    go_r, go_w = os.pipe()
+    env = {**os.environ, **RUN_ENV, "PAUSE_FDS": f"{said_w},{go_r}"}
+    p = subprocess.Popen(rig._argv(*rig.command(undo)), env=env, pass_fds=(said_w, go_r),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    os.close(said_w)
+    os.close(go_r)
+    steps: dict[str, tuple] = {}
+    started: dict[str, tuple] = {}
+    with os.fdopen(said_r, "rb") as said:
+        for line in said:
+            step, event = line.decode().split()
+            now = (time.monotonic(), rig.vol.state()["steps"], rig.dst.state()["steps"])
+            if event == "intent":
+                started[step] = now
+            elif event == "outcome" and step in started:
+                t0, v0, d0 = started[step]
+                v, d = now[1] - v0, now[2] - d0
+                steps[step] = (now[0] - t0, "vol" if v > d else "dst", max(v, d))
+            os.write(go_w, b"g")
+    os.close(go_w)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode == 0, out
+    return normal(rig, rig.end_state()), steps
 
 
 def normal(rig: Rig, state: dict) -> dict:
@@ -418,18 +425,28 @@ def normal(rig: Rig, state: dict) -> dict:
     t = rig.tmp.encode()
     return {**state, "config": {n: v.replace(t, b"TMP") for n, v in state["config"].items()},
             "backups": sorted({b.replace(t, b"TMP") for b in state["backups"]}),
+            # a step a crash cut after it acted is found done by the rerun (skipped)
+            "steps": {k: "done" if v in ("ok", "skipped") else v
+                      for k, v in state["steps"].items()},
             "volume": {p: "as before" if rig.before.get(p) == h else h
                        for p, h in state["volume"].items()}}
 
 
-def crash_in(rig: Rig, step: str, rng, took: dict[str, float], undo: bool = False
+def crash_in(rig: Rig, step: str, rng, calibrated: dict[str, tuple], undo: bool = False
              ) -> str | None:
-    """A run of ``rig`` crashed inside ``step`` (its intent in the journal, then a cut after
-    one of the next changing requests of the filesystem it writes, or a random moment
-    later); the kind of step the crash cut, or None when the run ended first."""
+    """A run of ``rig`` crashed inside ``step`` (its intent in the journal): a cut after one
+    of the changing requests the step made in the uninterrupted run (on the filesystem it
+    changes most) or, half the time or where it changes nothing, at a random moment within
+    the time it took; the kind of step the crash cut, or None when the run ended first (the
+    step was done)."""
+    from vacate.observing.model.journal import states_of
     sid = f"undo:{step}" if undo else step
     journal = path_for(rig.plan)
-    before = len(read_records(journal))
+    recs = read_records(journal)
+    st = states_of(recs).get(sid)
+    if st is not None and st.event == "outcome" and st.status in ("ok", "skipped"):
+        return None
+    before = len(recs)
     p = rig._start(undo)
     end = time.monotonic() + 120
     while not any(r.get("event") == "intent" and r.get("step") == sid
@@ -437,12 +454,11 @@ def crash_in(rig: Rig, step: str, rng, took: dict[str, float], undo: bool = Fals
         if p.poll() is not None:
             return None
         assert time.monotonic() < end, f"{sid} did not start"
-        time.sleep(0.002)
-    kind = rec_kind(rig, sid, read_records(journal))
-    how = REQUESTS.get(kind)
-    if how is not None and rng.random() < 0.5:
-        fs = rig.vol if how[0] == "vol" else rig.dst
-        fs.arm(rng.randint(1, how[1]))
+        time.sleep(0.005)
+    took, where, requests = calibrated.get(sid, (0.05, "dst", 0))
+    if requests > 2 and rng.random() < 0.5:
+        fs = rig.vol if where == "vol" else rig.dst
+        fs.arm(rng.randint(1, (requests - 2) * 2 // 3))    # a rerun may have less to do
         while p.poll() is None and not fs.state()["cut"]:
             assert time.monotonic() < end, "the run neither ended nor reached its cut"
             time.sleep(0.002)
@@ -454,7 +470,7 @@ def crash_in(rig: Rig, step: str, rng, took: dict[str, float], undo: bool = Fals
         rig._cut(fs)
     else:
         try:
-            p.wait(timeout=rng.uniform(0, took.get(kind, 0.05) * 1.2))
+            p.wait(timeout=rng.uniform(0, took * 0.6))
             return None
         except subprocess.TimeoutExpired:
             rig._kill(p)
