@@ -96,13 +96,13 @@ def test_apply_crashed_inside_each_step_ends_as_a_whole_run(tmp_path, how):
     kinds = KINDS[how]
     rigs = 0
     while any(tally.by_kind[k] < PER_KIND for k in kinds):
-        assert rigs < 12, tally.report("too many rigs")
+        assert rigs < 20, tally.report("too many rigs")
         rig = _rig(tmp_path, f"cut-{rigs}", how)
         rigs += 1
         try:
             for step, kind in rig.steps.items():
                 n = 0
-                while kind in kinds and tally.by_kind[kind] < PER_KIND and n < 15:
+                while kind in kinds and tally.by_kind[kind] < PER_KIND and n < 25:
                     got = crash_in(rig, step, rng, took)
                     if got is None:
                         break

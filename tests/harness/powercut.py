@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from typing import Self
 
 import vacate
 from harness.lazyfs import LazyFS
@@ -262,7 +263,7 @@ class Rig:
                     if p.split("/")[0] in gone]
         if kinds & {"edit-config", "repoint-config"}:
             out += self._config_broken(edited=True)
-        if kinds & {"migrate"}:
+        if kinds & {"copy", "verify-copy"}:
             out += self._copy_broken()
         return out
 
@@ -321,7 +322,8 @@ class Rig:
 
     def _copy_broken(self) -> list[str]:
         want = {k[len("runs/"):]: v for k, v in self.before.items() if k.startswith("runs/")}
-        got = tree_hashes(self.moved) if os.path.isdir(self.moved) else {}
+        copy = os.path.join(self.moved, "runs")
+        got = tree_hashes(copy) if os.path.isdir(copy) else {}
         return [] if got == want else [f"the copy is not its source: {sorted(got)}"]
 
     def end_state(self) -> dict:
@@ -393,19 +395,10 @@ def reference(rig: Rig, undo: bool = False) -> tuple[dict, dict[str, tuple]]:
     """An uninterrupted run on ``rig``, paused at each journal record to count each
     filesystem's changing requests: its end state, and for each step (its id) how long it
     took and the filesystem with most changing requests in it, with their number."""
-    said_r, said_w = os.pipe()
-    go_r, go_w = os.pipe()
-    env = {**os.environ, **RUN_ENV, "PAUSE_FDS": f"{said_w},{go_r}"}
-    p = subprocess.Popen(rig._argv(*rig.command(undo)), env=env, pass_fds=(said_w, go_r),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    os.close(said_w)
-    os.close(go_r)
     steps: dict[str, tuple] = {}
     started: dict[str, tuple] = {}
-    with os.fdopen(said_r, "rb") as said:
-        for line in said:
-            step, event = line.decode().split()
+    with Paused(rig, undo) as run:
+        for step, event in run.records():
             now = (time.monotonic(), rig.vol.state()["steps"], rig.dst.state()["steps"])
             if event == "intent":
                 started[step] = now
@@ -413,10 +406,8 @@ def reference(rig: Rig, undo: bool = False) -> tuple[dict, dict[str, tuple]]:
                 t0, v0, d0 = started[step]
                 v, d = now[1] - v0, now[2] - d0
                 steps[step] = (now[0] - t0, "vol" if v > d else "dst", max(v, d))
-            os.write(go_w, b"g")
-    os.close(go_w)
-    out = p.communicate(timeout=120)[0]
-    assert p.returncode == 0, out
+            run.go(1)
+        assert run.p.wait(timeout=120) == 0, "the uninterrupted run failed"
     return normal(rig, rig.end_state()), steps
 
 
@@ -434,45 +425,90 @@ def normal(rig: Rig, state: dict) -> dict:
 
 def crash_in(rig: Rig, step: str, rng, calibrated: dict[str, tuple], undo: bool = False
              ) -> str | None:
-    """A run of ``rig`` crashed inside ``step`` (its intent in the journal): a cut after one
-    of the changing requests the step made in the uninterrupted run (on the filesystem it
-    changes most) or, half the time or where it changes nothing, at a random moment within
-    the time it took; the kind of step the crash cut, or None when the run ended first (the
-    step was done)."""
+    """A run of ``rig`` crashed inside ``step``: held right after the step's intent is on
+    the disk, then let go with a cut armed after one of the changing requests the step made
+    in the uninterrupted run (on the filesystem it changes most) or, a quarter of the time or
+    where it changes nothing, killed at a random moment within the time the step took; the kind
+    of step the crash cut, or None when the step is done already."""
     from vacate.observing.model.journal import states_of
     sid = f"undo:{step}" if undo else step
-    journal = path_for(rig.plan)
-    recs = read_records(journal)
-    st = states_of(recs).get(sid)
+    st = states_of(read_records(path_for(rig.plan))).get(sid)
     if st is not None and st.event == "outcome" and st.status in ("ok", "skipped"):
         return None
-    before = len(recs)
-    p = rig._start(undo)
-    end = time.monotonic() + 120
-    while not any(r.get("event") == "intent" and r.get("step") == sid
-                  for r in read_records(journal)[before:]):
-        if p.poll() is not None:
-            return None
-        assert time.monotonic() < end, f"{sid} did not start"
-        time.sleep(0.005)
     took, where, requests = calibrated.get(sid, (0.05, "dst", 0))
-    if requests > 2 and rng.random() < 0.5:
-        fs = rig.vol if where == "vol" else rig.dst
-        fs.arm(rng.randint(1, (requests - 2) * 2 // 3))    # a rerun may have less to do
-        while p.poll() is None and not fs.state()["cut"]:
-            assert time.monotonic() < end, "the run neither ended nor reached its cut"
-            time.sleep(0.002)
-        cut = fs.state()["cut"]
-        rig._kill(p)
-        fs.thaw()
-        if not cut:
+    fs = rig.vol if where == "vol" else rig.dst
+    armed = requests > 2 and rng.random() < 0.75
+    # the outcome's write and fsync left out, and a rerun may have less to do than the first
+    n = rng.randint(1, max(1, (requests - 2) * 2 // 3)) if armed else 0
+    delay = rng.uniform(0, took / 2)        # the kill itself takes a while
+    with Paused(rig, undo) as run:
+        if not run.until(sid):
             return None
-        rig._cut(fs)
-    else:
-        try:
-            p.wait(timeout=rng.uniform(0, took * 0.6))
-            return None
-        except subprocess.TimeoutExpired:
-            rig._kill(p)
-        rig._cut(None)
+        if armed:
+            fs.arm(n)
+        run.go()
+        if armed:
+            end = time.monotonic() + 120
+            while run.p.poll() is None and not fs.state()["cut"]:
+                assert time.monotonic() < end, "the run neither ended nor reached its cut"
+                time.sleep(0.002)
+            run.kill()
+            if not fs.state()["cut"]:
+                fs.thaw()
+                return None
+            fs.thaw()
+            rig._cut(fs)
+        else:
+            time.sleep(delay)
+            run.kill()
+            rig._cut(None)
     return rig.kind_in_progress()
+
+
+class Paused:
+    """A run of ``rig`` that waits after each journal record until it is told to go on."""
+
+    def __init__(self, rig: Rig, undo: bool = False):
+        self.rig, self.undo = rig, undo
+
+    def __enter__(self) -> Self:
+        said_r, said_w = os.pipe()
+        go_r, self.go_w = os.pipe()
+        env = {**os.environ, **RUN_ENV, "PAUSE_FDS": f"{said_w},{go_r}"}
+        self.p = subprocess.Popen(self.rig._argv(*self.rig.command(self.undo)), env=env,
+                                  pass_fds=(said_w, go_r), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        os.close(said_w)
+        os.close(go_r)
+        self.said = os.fdopen(said_r, "rb")
+        return self
+
+    def records(self):
+        """(step, event) of each record as it is on the disk, the run held there until
+        :meth:`go`."""
+        for line in self.said:
+            step, event = line.decode().split()
+            yield step, event
+
+    def until(self, sid: str) -> bool:
+        """Let the run go on record by record until the intent of ``sid`` is on the disk
+        (held there); False when the run ends first."""
+        for step, event in self.records():
+            if step == sid and event == "intent":
+                return True
+            self.go(1)
+        return False
+
+    def go(self, records: int = 1000) -> None:
+        """Let the run go on past this record and the next ``records - 1``."""
+        with contextlib.suppress(BrokenPipeError):
+            os.write(self.go_w, b"g" * records)
+
+    def kill(self) -> None:
+        self.rig._kill(self.p)
+
+    def __exit__(self, *exc) -> None:
+        if self.p.poll() is None:
+            self.kill()
+        self.said.close()
+        os.close(self.go_w)

@@ -362,9 +362,11 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
         _dropin_name(existing)
     path = f"{d}/{name}"
     tmp = f"{d}/.{name}.tmp"
+    # the drop-in, its name, and its directory's name (made here when the unit had none)
+    # on the disk before it counts: sync FILE... fsyncs each
     script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
               f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
-              f"sync {shlex.quote(d)}")
+              f"sync {shlex.quote(d)} {shlex.quote(os.path.dirname(d))}")
     _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
