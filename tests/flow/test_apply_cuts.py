@@ -41,6 +41,15 @@ def _rig(tmp_path, name: str, how: str) -> Rig:
     return rig
 
 
+def _uninterrupted(tmp_path, how: str) -> tuple[dict, dict]:
+    """:func:`harness.powercut.reference` on a rig of its own."""
+    ref = _rig(tmp_path, "ref", how)
+    try:
+        return reference(ref)
+    finally:
+        ref.close()
+
+
 def _finish(rig: Rig, want: dict, undo: bool = False) -> None:
     """The rerun after the last crash: it ends as the uninterrupted run did."""
     r = rig.vacate(*rig.command(undo))
@@ -62,11 +71,7 @@ def test_apply_crashed_at_every_journal_point_ends_as_a_whole_run(tmp_path, how)
     """The run crashes right after each journal record is on the disk, one point after the
     other (the first record, each step's intent, the step not run yet, and its outcome),
     the rerun going on from there each time and crashing at the next point not cut yet."""
-    ref = _rig(tmp_path, "ref", how)
-    try:
-        want, _ = reference(ref)
-    finally:
-        ref.close()
+    want, _ = _uninterrupted(tmp_path, how)
     tally = Tally()
     rig = _rig(tmp_path, "cut", how)
     covered: set[str] = set()
@@ -87,11 +92,7 @@ def test_apply_crashed_inside_each_step_ends_as_a_whole_run(tmp_path, how):
     PER_KIND of them (a new rig when a rig's run is over), each followed by the check of
     what the journal's oks promised; each rig's last rerun ends as an uninterrupted run."""
     rng = random.Random(seed())
-    ref = _rig(tmp_path, "ref", how)
-    try:
-        want, took = reference(ref)
-    finally:
-        ref.close()
+    want, took = _uninterrupted(tmp_path, how)
     tally = Tally()
     kinds = KINDS[how]
     rigs = 0
