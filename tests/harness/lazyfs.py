@@ -133,6 +133,12 @@ class LazyFS:
         EIO until :meth:`thaw`: the machine went down after that step. 0 disarms."""
         self._ask(f"arm {int(step)}")
 
+    def state(self) -> dict:
+        """``{"steps": N, "cut": bool}`` as :meth:`thaw` says them, without thawing: whether
+        an armed cut was made yet."""
+        got = self._ask("state")
+        return {"steps": got["steps"], "cut": got["cut"]}
+
     def thaw(self) -> dict:
         """Serve again after an armed cut: ``{"steps": N, "cut": bool}``, how many changing
         requests came since :meth:`arm` and whether the cut was made."""

@@ -111,6 +111,8 @@ class LazyOps(Operations):
                         elif line == "thaw":
                             reply = {"ok": True, "steps": self.steps, "cut": self.frozen}
                             self.armed, self.frozen = 0, False
+                        elif line == "state":
+                            reply = {"ok": True, "steps": self.steps, "cut": self.frozen}
                         elif line == "pending":
                             reply = {"ok": True, "pending": self.s.pending()}
                         elif line == "ping":

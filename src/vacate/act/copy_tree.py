@@ -20,8 +20,9 @@ shrinks, grows or is written while copied (its size, ``mtime_ns`` or ``ctime_ns`
 copy are not those before) fails the pass with ``ESTALE`` and is not recorded.
 
 The state file (beside the copy, ``.NAME.vacate-copy``) is written crash-safe every few
-seconds and at the end, each time after a ``syncfs`` of the destination (what it records as
-copied is on the disk; one flush for many files, not an ``fsync`` each): a ``kill -9`` loses
+seconds and at the end, each time once what it records as copied is on the disk (a
+``syncfs`` of the destination writes it back at once, then each file and each directory
+holding a new name is fsynced, finding little left to write): a ``kill -9`` or a crash loses
 only the files copied since, and a rerun recopies a file it finds unrecorded (a partial file
 is never recorded). Entries the state recorded that the source no longer has are removed
 from the copy (only those: the copy is vacate's own).
@@ -42,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 
 from vacate.act.copy_hash import ALGOS, PIECE, PIPELINE_CHUNK, Hashing, Pipeline, hashing_for
-from vacate.observing.fsio import write_atomic
+from vacate.observing.fsio import fsync_dir, makedirs_durable, write_atomic
 
 FICLONE = 0x40049409
 CHUNK = 8 << 20            # progress told every CHUNK bytes copied
@@ -92,11 +93,11 @@ def syncfs(path: str) -> None:
 class State:
     """What each entry of the source was when copied (by its path in the item), with its
     hash and whether the copy was read back. An entry copied counts only once its data is
-    on the disk: ``pending`` ones are recorded at the next flush, after a ``syncfs`` of the
-    destination."""
+    on the disk: ``pending`` ones are recorded at the next flush, once :meth:`_durable` has
+    made them so. ``dest``: the copy (needed only by a pass that copies)."""
 
-    def __init__(self, path: str, source: str):
-        self.path, self.source = path, source
+    def __init__(self, path: str, source: str, dest: str = ""):
+        self.path, self.source, self.dest = path, source, dest
         self.entries: dict[str, dict] = {}
         self.pending: dict[str, dict] = {}
         self._flushed = time.monotonic()
@@ -112,12 +113,35 @@ class State:
         if not force and time.monotonic() - self._flushed < FLUSH_S:
             return
         if self.pending:
-            syncfs(os.path.dirname(self.path))
+            self._durable()
             self.entries.update(self.pending)
             self.pending = {}
         doc = {"schema": STATE_VERSION, "source": self.source, "entries": self.entries}
         write_atomic(self.path, json.dumps(doc, ensure_ascii=True).encode("ascii"))
         self._flushed = time.monotonic()
+
+
+    def _durable(self) -> None:
+        """What ``pending`` names, on the disk: a ``syncfs`` of the destination writes it all
+        back at once, then an ``fsync`` of each file and of each directory that holds a new
+        name makes sure of it (each finds little left to write). ``syncfs`` alone is not
+        enough: it reports no file's write-back error before Linux 5.8, and reaches no disk
+        on some filesystems (FUSE's)."""
+        syncfs(os.path.dirname(self.path))
+        dirs = set()
+        for rel, rec in self.pending.items():
+            p = os.path.join(self.dest, rel) if rel else self.dest
+            if rec.get("type") == "file" and not rec.get("link"):
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            elif rec.get("type") == "dir":
+                dirs.add(p)
+            dirs.add(os.path.dirname(p))
+        for d in sorted(dirs, reverse=True):
+            fsync_dir(d)
 
 
 def _walk(root: str, dev: int):
@@ -268,13 +292,13 @@ def copy_pass(source: str, dest: str, *, tell=lambda n: None) -> CopyResult:
 
 def _copy_pass(source: str, dest: str, tell, pipeline: Pipeline) -> CopyResult:
     result = CopyResult()
-    state = State(state_path(dest), source)
+    state = State(state_path(dest), source, dest)
     root_st = os.lstat(source)
     seen: set[str] = set()
     links: dict[tuple[int, int], str] = {}
     dirs: list[tuple[str, str, os.stat_result]] = []
     if stat.S_ISDIR(root_st.st_mode):
-        os.makedirs(dest, exist_ok=True)
+        makedirs_durable(dest)
         dirs.append((source, dest, root_st))
         walk = _walk(source, root_st.st_dev)
     else:

@@ -734,39 +734,47 @@ def delete_item(item_path: str, recorded: EntryList | EntriesFile, *, target_roo
     gc_was_on = gc.isenabled()
     gc.disable()           # plain tuples and lists pile up; there are no cycles to collect
     try:
-        if isinstance(recorded, EntryList):
-            index = dict(recorded.dirs)
-            rows_of, counts = index.get, lambda: {k: len(v) for k, v in index.items()}
-        else:
-            rows_of, counts = recorded.rows, recorded.counts
-        d = _Deleter(item, rows_of, mnt)
-        if os.fstatvfs(pfd).f_flag & os.ST_RDONLY:
-            d.error("read-only", "", "the filesystem is mounted read-only")
-            return _result(d, False)
-        name = item.rpartition("/")[2]
-        try:
-            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-        except FileNotFoundError:
-            return _result(d, True)
-        r = (name, *recorded.root[1:])
-        if not stat.S_ISDIR(st.st_mode):
-            return _result(d, d.unlink(pfd, name, "", st, r))
-        if r[KIND] not in DIR_KINDS:
-            d.keep("", "changed", _not_a(r))
-            return _result(d, False)
-        if progress is not None:
-            d.report = lambda: progress(d.entries, d.bytes)
-        n = workers or cpus()
-        pdev = os.fstat(pfd).st_dev
-        seen = (st.st_dev, st.st_ino)
-        if n > 1 and len(recorded) >= PARALLEL_MIN and can_fork():
-            gone, used = _parallel(d, counts(), pfd, pdev, name, seen, r, n, progress)
-        else:
-            gone, used = d.tree(None, pfd, pdev, name, "", seen, r), 0
-        if progress is not None:
-            progress(d.entries, d.bytes)
-        return _result(d, gone, used)
+        r = _delete_below(pfd, mnt, item, recorded, progress, workers)
+        os.fsync(pfd)      # what went from the item's directory is gone on the disk too: a
+        return r           # crash after an ok must not bring the item back
     finally:
         os.close(pfd)
         if gc_was_on:
             gc.enable()
+
+
+def _delete_below(pfd: int, mnt: int, item: str, recorded: EntryList | EntriesFile,
+                  progress: ProgressFn | None, workers: int | None) -> DeleteResult:
+    """The delete of ``item`` in its directory ``pfd`` (:func:`delete_item`)."""
+    if isinstance(recorded, EntryList):
+        index = dict(recorded.dirs)
+        rows_of, counts = index.get, lambda: {k: len(v) for k, v in index.items()}
+    else:
+        rows_of, counts = recorded.rows, recorded.counts
+    d = _Deleter(item, rows_of, mnt)
+    if os.fstatvfs(pfd).f_flag & os.ST_RDONLY:
+        d.error("read-only", "", "the filesystem is mounted read-only")
+        return _result(d, False)
+    name = item.rpartition("/")[2]
+    try:
+        st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return _result(d, True)
+    r = (name, *recorded.root[1:])
+    if not stat.S_ISDIR(st.st_mode):
+        return _result(d, d.unlink(pfd, name, "", st, r))
+    if r[KIND] not in DIR_KINDS:
+        d.keep("", "changed", _not_a(r))
+        return _result(d, False)
+    if progress is not None:
+        d.report = lambda: progress(d.entries, d.bytes)
+    n = workers or cpus()
+    pdev = os.fstat(pfd).st_dev
+    seen = (st.st_dev, st.st_ino)
+    if n > 1 and len(recorded) >= PARALLEL_MIN and can_fork():
+        gone, used = _parallel(d, counts(), pfd, pdev, name, seen, r, n, progress)
+    else:
+        gone, used = d.tree(None, pfd, pdev, name, "", seen, r), 0
+    if progress is not None:
+        progress(d.entries, d.bytes)
+    return _result(d, gone, used)

@@ -25,6 +25,7 @@ import shutil
 import time
 
 from vacate.observing.errors import VacateError
+from vacate.observing.fsio import fsync_dir
 from vacate.observing.host import Host
 
 LOCK_DIRS = ("/run/vacate", "/run/lock/vacate")
@@ -195,6 +196,7 @@ def put(host: Host, name: str, offset: int, data: str, last: bool = False) -> in
             os.unlink(path + ".part")
             raise VacateError(f"the entries file {name} arrived damaged")
         os.replace(path + ".part", path)
+        fsync_dir(_session["work"])  # in place after a crash too (begin would ask for it again)
     return offset
 
 

@@ -63,7 +63,8 @@ class Journal:
 
     def __enter__(self) -> Journal:
         recs = check_belongs(self.path, self.plan_sha256)
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self._end_torn_tail()
         if not recs:
             self.write({"event": "begin", "schema": SCHEMA, "plan_sha256": self.plan_sha256})
             dfd = os.open(os.path.dirname(os.path.abspath(self.path)),
@@ -76,6 +77,14 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _end_torn_tail(self) -> None:
+        """A last line a crash cut short ends here, fsynced, before anything is appended:
+        otherwise the next record would run on from it, and the reader skip both."""
+        size = os.fstat(self.fd).st_size
+        if size and os.pread(self.fd, 1, size - 1) != b"\n":
+            os.write(self.fd, b"\n")
+            os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -42,6 +42,7 @@ from vacate.act import copy_tree
 from vacate.act.base import CommandFailed, Context, Outcome
 from vacate.act.kind import Kind, params
 from vacate.observing.compat import cut_suffix
+from vacate.observing.fsio import makedirs_durable
 from vacate.observing.model.plan import Step
 from vacate.observing.model.window import window_of
 from vacate.observing.parsers.paths import is_under
@@ -116,7 +117,7 @@ def _copy(step: Step, ctx: Context) -> Outcome:
         done[0] += n
         ctx.tell(step, done[0], total, "copying")
 
-    os.makedirs(ctx.host.path(os.path.dirname(p.to.rstrip("/"))), exist_ok=True)
+    makedirs_durable(ctx.host.path(os.path.dirname(p.to.rstrip("/"))))
     r = copy_tree.copy_pass(ctx.host.path(p.item), ctx.host.path(p.to), tell=tell)
     data = {"files": r.files, "copied": r.copied, "bytes": r.bytes_copied,
             "reflinked": r.reflinked, "hardlinked": r.linked, "removed": r.removed,
@@ -361,9 +362,11 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
         _dropin_name(existing)
     path = f"{d}/{name}"
     tmp = f"{d}/.{name}.tmp"
+    # the drop-in, its name, and its directory's name (made here when the unit had none)
+    # on the disk before it counts: sync FILE... fsyncs each
     script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
               f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
-              f"sync {shlex.quote(d)}")
+              f"sync {shlex.quote(d)} {shlex.quote(os.path.dirname(d))}")
     _in_manager(m, _as_owner(m, script), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()

@@ -116,7 +116,7 @@ class _LocalSink:
     def __init__(self, final: str):
         self.final = final
         try:
-            os.makedirs(os.path.dirname(final), exist_ok=True)
+            fsio.makedirs_durable(os.path.dirname(final))
             self.tmp = fsio.temp_path(final)
             self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
                               0o644)
@@ -294,7 +294,7 @@ class LocalTarget:
     def put(self, name: str, data: bytes) -> None:
         final = self._p(name)
         try:
-            os.makedirs(os.path.dirname(final), exist_ok=True)
+            fsio.makedirs_durable(os.path.dirname(final))
             fsio.write_atomic(final, data)
         except OSError as e:
             raise WriteError(final, e) from e

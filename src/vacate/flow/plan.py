@@ -22,6 +22,7 @@ from vacate.flow.carve import carve, is_glob
 from vacate.flow.running import refuse_running_system
 from vacate.observing.entries_fused import WalkRecords
 from vacate.observing.errors import UsageError
+from vacate.observing.fsio import makedirs_durable
 from vacate.observing.host import Host
 from vacate.observing.model.observation import Destination
 from vacate.observing.model.plan import Identity, Plan
@@ -86,7 +87,7 @@ def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | N
             named = [p if p.startswith("/") else os.path.join(target.path, p)
                      for a, p in overrides if a == "delete" and not is_glob(p)]
             if named:
-                os.makedirs(store, exist_ok=True)
+                makedirs_durable(store)
                 walked = WalkRecords(named, directory=store, dev=target.st_dev)
                 stack.callback(walked.close)      # what the plan did not take is removed
         obs = carve(reach.observe(path, **({} if walked is None else {"records": walked})),
@@ -104,7 +105,7 @@ def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | N
                 identities[it.path] = identity_of(reach.call("record_item", path=it.path,
                                                              dev=target.st_dev))
             elif deleted(it):
-                os.makedirs(store, exist_ok=True)
+                makedirs_durable(store)
                 rec = walked.recorded(it.path) if walked is not None else None
                 if rec is None:
                     rec = reach.write_entries(it.path, dev=target.st_dev, directory=store)

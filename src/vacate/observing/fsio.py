@@ -261,6 +261,25 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def makedirs_durable(path: str, mode: int = 0o777) -> None:
+    """``os.makedirs(path, mode, exist_ok=True)`` whose new directories survive a crash: a
+    directory's name is on the disk once its parent is fsynced, so each one made here is
+    followed by an fsync of its parent (a file later committed inside it would otherwise
+    lose its path with it)."""
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.isdir(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+        fsync_dir(os.path.dirname(d))
+
+
 def commit_temp(fd: int, tmp: str, final: str, dir_fd: int | None = None) -> None:
     """Make the written temp file ``tmp`` (open as ``fd``, closed here) the file ``final``:
     fsync -> close -> rename -> fsync the directory. On failure ``tmp`` is removed.

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from vacate import __version__
 from vacate.observing.errors import VacateError
+from vacate.observing.fsio import fsync_dir
 from vacate.observing.model.inventory import ScanResult
 
 
@@ -90,6 +91,7 @@ def write_file(result: ScanResult, path: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(d)                        # the new name survives a crash too
     except BaseException:
         try:
             os.unlink(tmp)
