@@ -1,7 +1,7 @@
 """The plan's ``check`` steps: after the deletes, the space freed against what the plan
 expected; at the end, the volume retired, looked for by its recorded identity (the device
-``major:minor``, not the path, which now shows the root filesystem) in every mount namespace.
-Both only look."""
+``major:minor`` and its filesystem type, not the path, which now shows the root filesystem) in
+every mount namespace. Both only look."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from vacate.observing.model.plan import Step
 KINDS = (Kind("check", proves_itself=True, after_earlier=True, every_time=True),)
 
 
-def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
-    """(namespace, mountpoint) of every mount of the device ``dev`` seen from here."""
+def _mounts_of(dev: str, host, fstype: str | None = None) -> list[tuple[str, str]]:
+    """(namespace, mountpoint) of every mount of the device ``dev`` seen from here; with
+    ``fstype``, of that type only: a device number a retired filesystem held can be handed to
+    another one (a loop device attached to another image, an anonymous device number of
+    btrfs, tmpfs or FUSE), and a filesystem of another type there is not the volume."""
     from vacate.observing.parsers import mountinfo
 
     seen_ns: set[str] = set()
@@ -35,7 +38,8 @@ def _mounts_of(dev: str, host) -> list[tuple[str, str]]:
             continue
         seen_ns.add(ns)
         ms, _bad = mountinfo.parse(text)
-        out.extend((ns, m.mountpoint) for m in ms if m.dev == dev)
+        out.extend((ns, m.mountpoint) for m in ms
+                   if m.dev == dev and (fstype is None or m.fstype == fstype))
     return out
 
 
@@ -102,7 +106,7 @@ def run(step: Step, ctx: Context) -> Outcome:
                            data)
         return Outcome("ok", f"{freed} bytes freed, {plan.expected_freed_bytes} expected", data)
     if what == "retired":
-        left = _mounts_of(step.params.mount_dev, ctx.host)
+        left = _mounts_of(step.params.mount_dev, ctx.host, ctx.plan.fstype)
         if left:
             return Outcome("failed", "still mounted: " + ", ".join(
                 f"{mp} ({ns})" for ns, mp in left[:10]), {"mounted": [mp for _, mp in left]})
