@@ -149,8 +149,9 @@ def test_the_story_migrated_inside_the_container_then_undo(ct129_shared, tmp_pat
     assert f"mp1: {behind},mp=/shared" in text and "delete: mp0" in text, text
     calls = host.calls()
     assert any(c.startswith(f"exec 129 --keep-env 0 -- systemctl stop {UNIT}") for c in calls)
-    assert any(c.startswith(f"exec 129 --keep-env 0 -- sh -c mkdir -p /etc/systemd/system/"
-                            f"{UNIT}.d && cat > ") for c in calls), calls   # written there
+    assert any(c.startswith("exec 129 --keep-env 0 -- sh -c ") and
+               f"d=/etc/systemd/system/{UNIT}.d;" in c and 'mkdir -p "$d" && cat > ' in c
+               for c in calls), calls   # written there
     assert any(c.startswith(f"exec 129 --keep-env 0 -- systemctl start {UNIT}")
                for c in calls), calls
 

@@ -209,6 +209,32 @@ def _dropin_name(existing: list[str]) -> str:
     return name
 
 
+def dropin_write_script(path: str) -> str:
+    """The shell script (``sh -c``, in the unit's manager) that writes the drop-in ``path``
+    from its stdin so that it is on the disk, whole, before it returns 0: a temporary file
+    beside it, fsync'd (``sync FILE...`` fsyncs each), renamed over it, then its directory
+    fsync'd, and with it every directory ``mkdir -p`` made and the one that names the topmost
+    of them (a cut before the end leaves no drop-in or the one before, never half of one;
+    ``tests/act/test_dropin_cuts.py`` cuts it at every step)."""
+    d = os.path.dirname(path)
+    tmp = f"{d}/.{os.path.basename(path)}.tmp"
+    q = shlex.quote
+    return (f"d={q(d)}; t={q(tmp)}; p={q(path)}; "
+            # the deepest directory there already: what mkdir -p makes is below it
+            'top=$d; while [ ! -d "$top" ]; do top=${top%/*}; top=${top:-/}; done; '
+            'mkdir -p "$d" && cat > "$t" && sync "$t" && mv -f "$t" "$p" && '
+            # $d, its parent, and up to (with) the deepest one that was there
+            'set -- "$d" && s=$d && while :; do s=${s%/*}; s=${s:-/}; set -- "$@" "$s"; '
+            '[ "${#s}" -le "${#top}" ] && break; done && sync "$@"')
+
+
+def dropin_remove_script(path: str) -> str:
+    """The shell script that removes the drop-in ``path`` (there or not; its directory
+    there) and fsyncs its directory: gone for good when it returns 0, not back after a
+    power cut."""
+    return f"rm -f {shlex.quote(path)} && sync {shlex.quote(os.path.dirname(path))}"
+
+
 def _ours(props: dict) -> str | None:
     return next((x for x in props.get("DropInPaths", "").split() if x.endswith(DROPIN)), None)
 
@@ -361,13 +387,7 @@ def _repoint(step: Step, ctx: Context) -> Outcome:
     name = os.path.basename(old) if old and os.path.dirname(old) == d else \
         _dropin_name(existing)
     path = f"{d}/{name}"
-    tmp = f"{d}/.{name}.tmp"
-    # the drop-in, its name, and its directory's name (made here when the unit had none)
-    # on the disk before it counts: sync FILE... fsyncs each
-    script = (f"mkdir -p {shlex.quote(d)} && cat > {shlex.quote(tmp)} && "
-              f"sync {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)} && "
-              f"sync {shlex.quote(d)} {shlex.quote(os.path.dirname(d))}")
-    _in_manager(m, _as_owner(m, script), input=text)
+    _in_manager(m, _as_owner(m, dropin_write_script(path)), input=text)
     _in_manager(m, ("systemctl", "daemon-reload"))
     sha = hashlib.sha256(text.encode()).hexdigest()
     data = {"unit": p.unit, "manager": m.where.manager_words(), "dropin": path, "sha256": sha,
@@ -572,7 +592,7 @@ def bring_back(step: Step, ctx: Context) -> str:
     ours = _ours(props)
     said = []
     if ours:
-        _in_manager(m, ("rm", "-f", ours))
+        _in_manager(m, ("sh", "-c", dropin_remove_script(ours)))
         said.append(f"removed {ours}")
     _in_manager(m, ("systemctl", "daemon-reload"))
     _in_manager(m, ("systemctl", "start", p.unit))
@@ -593,7 +613,7 @@ def undo_dropin(plan, step: Step, data: dict, ctx: Context) -> str:
     if hashlib.sha256(r.stdout.encode()).hexdigest() != data.get("sha256"):
         raise CommandFailed(("cat", path), 1, f"{path} was edited since vacate wrote it: "
                                               "left as it is")
-    _in_manager(m, ("rm", "-f", path))
+    _in_manager(m, ("sh", "-c", dropin_remove_script(path)))
     _in_manager(m, ("systemctl", "daemon-reload"))
     return f"removed {path} ({params(step).unit}: back to its own settings)"
 
