@@ -7,7 +7,8 @@ What a user checks: every reachable host answered with the verdict ``check --inv
 gives (the same document, connection labels and timings aside), the dead one reported by
 Ansible as unreachable, nothing left on the targets (Ansible's ``remote_tmp`` emptied by
 Ansible), check mode; a rolling retirement (``serial: 1``) stops at the first host whose check
-is not safe, the hosts before it planned, those after it untouched."""
+is not safe, the hosts before it planned, those after it untouched; ``become: true`` from an
+unprivileged login (a real sudo) runs the modules as root, who sees every process."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from harness import collection, extras, sshd
+from harness import collection, extras, sshd, sudoer
 from harness.holders import Holders
 from harness.volumes import can_loop_mount, make_volume
 
@@ -497,3 +499,92 @@ def ssh_processes(needle: str) -> list[int]:
                 any(needle.encode() in a for a in argv):
             out.append(int(pid))
     return out
+
+
+BECOME = """\
+- hosts: fleet
+  become: true
+  gather_facts: false
+  tasks:
+    - name: Who runs the module
+      ansible.builtin.command: id -u
+      register: who
+      changed_when: false
+    - name: Is the volume still used?
+      vacate.volume.check:
+        path: "{{ vol }}"
+        scan_tree: false
+      register: usage
+      failed_when: false
+    - name: Keep the answer
+      ansible.builtin.copy:
+        content: "{{ {'uid': who.stdout, 'usage': usage} | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}-{{ run }}.json"
+        mode: "0644"
+      delegate_to: localhost
+      become: false
+"""
+
+
+@pytest.mark.skipif(not sudoer.available(), reason="needs root, sudo and useradd")
+def test_become_runs_the_check_as_root_through_a_real_sudo(installed, volumes, tmp_path):
+    """Logged in as a throwaway unprivileged user, ``become: true`` (sudo, no password) runs
+    the module as root: it sees the root-owned process that holds the volume; the same
+    check without ``become`` cannot look into root's processes and says so."""
+    busy = volumes[0].mountpoint
+    os.chmod(os.path.dirname(busy), 0o755)      # (make_volume's directory is root's alone)
+    # an sshd of its own: the user reads its authorized_keys, so nothing of it under
+    # pytest's root-only directories
+    sdir = tempfile.mkdtemp(prefix="vacate-become-sshd-")
+    os.chmod(sdir, 0o755)
+    holders = Holders(busy)
+    server = None
+    try:
+        server = sshd.start(os.path.join(sdir, "sshd"))
+        os.chmod(server.dir, 0o755)
+        with sudoer.sudoer() as user:
+            inv = inventory(tmp_path / "hosts.ini", server, {"web1": {
+                "ansible_host": "127.0.0.1", "ansible_port": server.port,
+                "ansible_user": user.name, "ansible_python_interpreter": "/usr/bin/python3"}})
+            (tmp_path / "become.yml").write_text(BECOME)
+            out = tmp_path / "out"
+            out.mkdir()
+            # no ControlPersist: nothing of the user's left logged in when it is removed
+            env = installed.environ(ANSIBLE_PIPELINING="1",
+                                    ANSIBLE_SSH_ARGS="-o ControlMaster=no")
+            pid = holders.fd(os.path.join(busy, "data", "a.jsonl"))
+
+            (tmp_path / "plain.yml").write_text(BECOME.replace("become: true",
+                                                               "become: false", 1))
+
+            def play(run):
+                r = collection.playbook(installed, "-i", inv, str(tmp_path / f"{run}.yml"),
+                                        "-e", f"vol={busy}", "-e", f"out={out}",
+                                        "-e", f"run={run}", env=env)
+                assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+                return json.loads((out / f"web1-{run}.json").read_text())
+
+            plain = play("plain")
+            became = play("become")
+    finally:
+        holders.close()
+        if server is not None:
+            server.stop()
+        shutil.rmtree(sdir, ignore_errors=True)
+    # the user and its sudoers drop-in are gone
+    assert not os.path.exists(f"/etc/sudoers.d/vacate-test-{user.name[2:]}")
+    assert subprocess.run(["id", user.name], capture_output=True, check=False).returncode
+    assert plain["uid"] == str(user.uid) and became["uid"] == "0"
+    # as root: the holder found, the volume in use
+    u = became["usage"]
+    assert u["safe_to_unmount"] is False, u
+    assert any(c["type"] == "process" and "fd" in c["access"] for c in u["consumers"]), u
+    # as the plain user: root's processes are out of sight (the holder's among them): could
+    # not tell, never "safe"
+    p = plain["usage"]
+    assert not any(c["type"] == "process" for c in p["consumers"]), p
+    assert p["safe_to_unmount"] is None and p["verdict"]["safe_to_unmount"] is None, p
+    assert p["verdict"]["blockers"] == []
+    assert {"code": "permission-denied", "path": f"/proc/{pid}", "blocks_verdict": True} in [
+        {k: x.get(k) for k in ("code", "path", "blocks_verdict")}
+        for x in p["verdict"]["unknowns"]], p["verdict"]["unknowns"][:5]
