@@ -3,7 +3,7 @@
 # containers, then the package itself with its test extras. Idempotent; run as root.
 set -eu
 cd "$(dirname "$0")/.."
-PKGS="openssh-server tmux e2fsprogs xfsprogs btrfs-progs util-linux mount lsof psmisc ncdu gdu zstd tar coreutils findutils lxc docker.io debootstrap nfs-kernel-server zfs-fuse systemd git gdb qemu-utils rpm fdisk gcc python3-dev python3-venv fuse chromium chromium-driver"
+PKGS="openssh-server sudo tmux e2fsprogs xfsprogs btrfs-progs util-linux mount lsof psmisc ncdu gdu zstd tar coreutils findutils lxc docker.io debootstrap nfs-kernel-server zfs-fuse systemd git gdb qemu-utils rpm fdisk gcc python3-dev python3-venv fuse chromium chromium-driver"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -28,14 +28,18 @@ def test_the_install_and_demo_line_runs_as_root_without_sudo(tmp_path):
         if os.path.isfile(os.path.join(ROOT, f)):
             os.makedirs(clone / os.path.dirname(f), exist_ok=True)
             shutil.copy2(os.path.join(ROOT, f), clone / f)
-    # no sudo on PATH: the line must not need it as root
-    path = ":".join(d for d in os.environ["PATH"].split(":")
-                    if not os.path.exists(os.path.join(d, "sudo")))
+    # the line must not need sudo as root: a sudo first on PATH that refuses, and says it
+    # was asked (dropping the directories that hold the real one drops sh with them)
+    shim = tmp_path / "no-sudo"
+    shim.mkdir()
+    (shim / "sudo").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sudo-asked\nexit 1\n")
+    (shim / "sudo").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PATH"] = path
+    env["PATH"] = f"{shim}:{os.environ['PATH']}"
     line = _first_commands()[0]
     assert "sudo vacate" not in line and ".venv/bin/vacate demo" in line
     r = subprocess.run(["sh", "-c", line], cwd=clone, env=env, capture_output=True, text=True,
                        timeout=600, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "not safe to unmount" in r.stdout and "lock-dir" in r.stdout
+    assert not (tmp_path / "sudo-asked").exists(), (tmp_path / "sudo-asked").read_text()

@@ -7,7 +7,10 @@ What a user checks: every reachable host answered with the verdict ``check --inv
 gives (the same document, connection labels and timings aside), the dead one reported by
 Ansible as unreachable, nothing left on the targets (Ansible's ``remote_tmp`` emptied by
 Ansible), check mode; a rolling retirement (``serial: 1``) stops at the first host whose check
-is not safe, the hosts before it planned, those after it untouched."""
+is not safe, the hosts before it planned, those after it untouched; ``become: true`` from an
+unprivileged login (a real sudo) runs the modules as root, who sees every process;
+``max_fail_percentage: 0`` stops a batch at a failed check, ``throttle: 1`` runs the check one
+host at a time."""
 
 from __future__ import annotations
 
@@ -19,12 +22,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from harness import collection, extras, sshd
+from harness import collection, extras, sshd, sudoer
 from harness.holders import Holders
+from harness.inventories import delayed_inventory
 from harness.volumes import can_loop_mount, make_volume
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
@@ -497,3 +502,189 @@ def ssh_processes(needle: str) -> list[int]:
                 any(needle.encode() in a for a in argv):
             out.append(int(pid))
     return out
+
+
+BECOME = """\
+- hosts: fleet
+  become: true
+  gather_facts: false
+  tasks:
+    - name: Who runs the module
+      ansible.builtin.command: id -u
+      register: who
+      changed_when: false
+    - name: Is the volume still used?
+      vacate.volume.check:
+        path: "{{ vol }}"
+        scan_tree: false
+      register: usage
+      failed_when: false
+    - name: Keep the answer
+      ansible.builtin.copy:
+        content: "{{ {'uid': who.stdout, 'usage': usage} | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}-{{ run }}.json"
+        mode: "0644"
+      delegate_to: localhost
+      become: false
+"""
+
+
+@pytest.mark.skipif(not sudoer.available(), reason="needs root, sudo and useradd")
+def test_become_runs_the_check_as_root_through_a_real_sudo(installed, volumes, tmp_path):
+    """Logged in as a throwaway unprivileged user, ``become: true`` (sudo, no password) runs
+    the module as root: it sees the root-owned process that holds the volume; the same
+    check without ``become`` cannot look into root's processes and says so."""
+    busy = volumes[0].mountpoint
+    os.chmod(os.path.dirname(busy), 0o755)      # (make_volume's directory is root's alone)
+    # an sshd of its own: the user reads its authorized_keys, so nothing of it under
+    # pytest's root-only directories
+    sdir = tempfile.mkdtemp(prefix="vacate-become-sshd-")
+    os.chmod(sdir, 0o755)
+    holders = Holders(busy)
+    server = None
+    try:
+        server = sshd.start(os.path.join(sdir, "sshd"))
+        os.chmod(server.dir, 0o755)
+        with sudoer.sudoer() as user:
+            inv = inventory(tmp_path / "hosts.ini", server, {"web1": {
+                "ansible_host": "127.0.0.1", "ansible_port": server.port,
+                "ansible_user": user.name, "ansible_python_interpreter": "/usr/bin/python3"}})
+            (tmp_path / "become.yml").write_text(BECOME)
+            out = tmp_path / "out"
+            out.mkdir()
+            # no ControlPersist: nothing of the user's left logged in when it is removed
+            env = installed.environ(ANSIBLE_PIPELINING="1",
+                                    ANSIBLE_SSH_ARGS="-o ControlMaster=no")
+            pid = holders.fd(os.path.join(busy, "data", "a.jsonl"))
+
+            (tmp_path / "plain.yml").write_text(BECOME.replace("become: true",
+                                                               "become: false", 1))
+
+            def play(run):
+                r = collection.playbook(installed, "-i", inv, str(tmp_path / f"{run}.yml"),
+                                        "-e", f"vol={busy}", "-e", f"out={out}",
+                                        "-e", f"run={run}", env=env)
+                assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+                return json.loads((out / f"web1-{run}.json").read_text())
+
+            plain = play("plain")
+            became = play("become")
+    finally:
+        holders.close()
+        if server is not None:
+            server.stop()
+        shutil.rmtree(sdir, ignore_errors=True)
+    # the user and its sudoers drop-in are gone
+    assert not os.path.exists(f"/etc/sudoers.d/vacate-test-{user.name[2:]}")
+    assert subprocess.run(["id", user.name], capture_output=True, check=False).returncode
+    assert plain["uid"] == str(user.uid) and became["uid"] == "0"
+    # as root: the holder found, the volume in use
+    u = became["usage"]
+    assert u["safe_to_unmount"] is False, u
+    assert any(c["type"] == "process" and "fd" in c["access"] for c in u["consumers"]), u
+    # as the plain user: root's processes are out of sight (the holder's among them): could
+    # not tell, never "safe"
+    p = plain["usage"]
+    assert not any(c["type"] == "process" for c in p["consumers"]), p
+    assert p["safe_to_unmount"] is None and p["verdict"]["safe_to_unmount"] is None, p
+    assert p["verdict"]["blockers"] == []
+    assert {"code": "permission-denied", "path": f"/proc/{pid}", "blocks_verdict": True} in [
+        {k: x.get(k) for k in ("code", "path", "blocks_verdict")}
+        for x in p["verdict"]["unknowns"]], p["verdict"]["unknowns"][:5]
+
+
+GUARDED = """\
+- hosts: fleet:slow
+  serial: 3
+  max_fail_percentage: 0
+  gather_facts: false
+  tasks:
+    - name: Before the check
+      ansible.builtin.set_fact:
+        t0: "{{ now().timestamp() }}"
+    - name: Is the volume still used? (one host at a time)
+      vacate.volume.check:
+        path: "{{ vol }}"
+        scan_tree: false
+      register: usage
+      throttle: 1
+    - name: Keep each answer
+      ansible.builtin.copy:
+        content: "{{ {'t0': t0 | float, 't1': now().timestamp(), 'usage': usage} | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+      delegate_to: localhost
+"""
+
+
+def test_max_fail_percentage_stops_the_batch_and_throttle_runs_one_host_at_a_time(
+        installed, server, volumes, tmp_path):
+    """``serial: 3`` with ``max_fail_percentage: 0``: one host of three whose check fails to
+    look (its path is not there), and no host goes on to the next task; the same play on
+    three live hosts, each a second away, with ``throttle: 1`` on the check: the check takes
+    at least three seconds (one host after another), and every host goes on.
+
+    (An unreachable host would not do for the first: Ansible counts only failed hosts
+    against ``max_fail_percentage``, ansible/ansible#56265; ``any_errors_fatal`` stops on
+    either.)"""
+    idle = volumes[1].mountpoint
+    (tmp_path / "guarded.yml").write_text(GUARDED)
+    # no ControlPersist: every connection of the check pays the delay
+    env = installed.environ(ANSIBLE_PIPELINING="1", ANSIBLE_SSH_ARGS="-o ControlMaster=no")
+
+    def play(inv, out, *more):
+        out.mkdir()
+        t = time.monotonic()
+        r = collection.playbook(installed, "-i", inv, str(tmp_path / "guarded.yml"),
+                                "-e", f"out={out}", "--forks", "3", *more, env=env)
+        return r, time.monotonic() - t
+
+    base = fleet(server)["web1"]
+    hosts = {"web1": {**base, "vol": idle}, "web2": {**base, "vol": idle},
+             "web3": {**base, "vol": os.path.join(idle, "not-there")}}
+    stopped, _ = play(inventory(tmp_path / "broken.ini", server, hosts), tmp_path / "broken")
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 2, said[-4000:]
+    counts = recap(stopped.stdout)
+    assert sorted(counts) == ["web1", "web2", "web3"], said[-4000:]
+    assert (counts["web3"]["ok"], counts["web3"]["failed"]) == (1, 1), said[-4000:]
+    for n in ("web1", "web2"):             # the set_fact and the check; not the copy
+        assert (counts[n]["ok"], counts[n]["changed"], counts[n]["failed"]) == (2, 0, 0), \
+            said[-4000:]
+    assert "Keep each answer" not in stopped.stdout, said[-4000:]
+    assert os.listdir(tmp_path / "broken") == []
+
+    delay, names = 1.0, ["h1", "h2", "h3"]
+
+    def throttled(limit, run):
+        (tmp_path / "guarded.yml").write_text(GUARDED.replace("throttle: 1",
+                                                              f"throttle: {limit}"))
+        log = tmp_path / f"{run}.log"
+        inv = delayed_inventory(tmp_path / f"{run}.ini", server, names, delay, log=str(log))
+        r, wall = play(inv, tmp_path / run, "-e", f"vol={idle}")
+        said = r.stdout + r.stderr
+        assert r.returncode == 0, said[-4000:]
+        assert sorted(os.listdir(tmp_path / run)) == [f"{n}.json" for n in names]
+        got = {n: json.loads((tmp_path / run / f"{n}.json").read_text()) for n in names}
+        for n, d in got.items():
+            assert d["usage"]["safe_to_unmount"] is True, d
+            assert d["usage"]["inventory_hostname"] == n
+        # the check began on all three at once (t0); the first copy after all three checks
+        took = min(d["t1"] for d in got.values()) - min(d["t0"] for d in got.values())
+        spans = sorted(tuple(map(float, line.split())) for line in
+                       log.read_text().splitlines())
+        assert len(spans) >= len(names), spans
+        overlaps, open_until = 0, spans[0][1]
+        for start, end in spans[1:]:          # connections that began while one was open
+            overlaps += start < open_until
+            open_until = max(open_until, end)
+        return took, wall, overlaps
+
+    # throttle 1: not two connections open at once, one host after another
+    took, wall, overlaps = throttled(1, "one")
+    assert overlaps == 0, overlaps
+    assert took >= len(names) * delay and wall >= len(names) * delay
+    # without it: the three hosts' connections at once
+    took_all, _, overlaps = throttled(0, "all")
+    assert overlaps >= len(names) - 1, overlaps
+    assert took_all < took, (took_all, took)

@@ -12,9 +12,12 @@ PROXY = os.path.join(HARNESS, "slow_proxy.py")
 
 
 def delayed_inventory(path, server, names, delay: float,
-                      python: str = "/usr/bin/python3") -> str:
-    """Hosts that are ``delay`` seconds away (a ProxyCommand that sleeps, then relays)."""
+                      python: str = "/usr/bin/python3", log: str | None = None) -> str:
+    """Hosts that are ``delay`` seconds away (a ProxyCommand that sleeps, then relays);
+    ``log``: the file where each connection's interval is appended (see slow_proxy)."""
     proxy = f"{sys.executable} {os.path.abspath(PROXY)} {delay} 127.0.0.1 {server.port}"
+    if log is not None:
+        proxy += f" {log}"
     lines = ["[slow]"] + [f"{n} ansible_host=127.0.0.1 ansible_port={server.port}"
                           for n in names]
     lines += ["[slow:vars]", f"ansible_python_interpreter={python}",
