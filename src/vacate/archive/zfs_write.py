@@ -39,6 +39,8 @@ Progress = Callable[[str, int], None]
 
 @dataclass(frozen=True, **SLOTS)
 class NativeArchiveResult:
+    """What write_native() wrote (or found finished already: ``up_to_date``)."""
+
     location: str
     manifest: zn.NativeManifest
     snapshot_taken: bool
