@@ -20,8 +20,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Callable
 
 from vacate.archive import zfs_names as zn
 from vacate.archive import zfs_tool
