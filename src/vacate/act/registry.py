@@ -9,6 +9,7 @@ MODULES = tuple(importlib.import_module(f"vacate.act.{name}") for name in (
     "archive_step",
     "check_step",
     "config_edit",
+    "dataset_step",
     "containers",
     "delete_step",
     "gpu",

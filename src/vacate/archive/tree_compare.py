@@ -27,6 +27,8 @@ _DONE = object()
 
 @dataclass(frozen=True, **SLOTS)
 class Compared:
+    """A received tree walked against the source's: what was compared and what differed."""
+
     entries: int                   # in the second tree
     bytes: int                     # file bytes hashed in the second tree
     digest: str                    # sha256 over the second tree's entries

@@ -55,6 +55,8 @@ def snapshot_error(name: str) -> str | None:
 
 @dataclass(frozen=True, **SLOTS)
 class Part:
+    """One part of a native archive: its file name, size and sha256."""
+
     name: str
     bytes: int
     sha256: str

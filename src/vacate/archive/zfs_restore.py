@@ -18,6 +18,8 @@ from vacate.observing.errors import UsageError
 
 @dataclass(frozen=True, **SLOTS)
 class NativeRestoreResult:
+    """What a native restore received, and where."""
+
     location: str
     origin: str
     into: str

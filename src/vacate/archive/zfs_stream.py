@@ -31,6 +31,8 @@ class StreamError(ValueError):
 
 @dataclass(frozen=True, **SLOTS)
 class Begin:
+    """A send stream's DRR_BEGIN record: what the stream is of."""
+
     compound: bool
     creation: int
     toguid: int

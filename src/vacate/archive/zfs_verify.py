@@ -41,6 +41,8 @@ RECEIVED, PARSED = "received", "parsed"
 
 @dataclass(frozen=True, **SLOTS)
 class NativeVerifyResult:
+    """What verify found of a native archive: how strongly it was checked, what was read."""
+
     location: str
     origin: str
     strength: str                  # received (proven receivable) | parsed (the weaker check)

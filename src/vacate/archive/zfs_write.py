@@ -20,8 +20,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Callable
 
 from vacate.archive import zfs_names as zn
 from vacate.archive import zfs_tool
@@ -39,6 +39,8 @@ Progress = Callable[[str, int], None]
 
 @dataclass(frozen=True, **SLOTS)
 class NativeArchiveResult:
+    """What write_native() wrote (or found finished already: ``up_to_date``)."""
+
     location: str
     manifest: zn.NativeManifest
     snapshot_taken: bool

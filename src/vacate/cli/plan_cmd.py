@@ -31,6 +31,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--archive-to", metavar="DEST",
                    help="where archived items go (a directory or s3://bucket/prefix; not on "
                         "the volume)")
+    p.add_argument("--archive-format", choices=("tar", "zfs", "both"), default="tar",
+                   help="tar (the default): each archived item as a tar archive, files "
+                        "restored anywhere; zfs: the volume's ZFS dataset itself, its "
+                        "snapshot (named for the plan, taken once nothing holds it, before any "
+                        "delete) sent with zfs send into zstd parts in --archive-to, the whole "
+                        "dataset restored on any ZFS (zfs receive); both: the two")
+    p.add_argument("--verify-pool", metavar="POOL",
+                   help="with --archive-format zfs or both: prove the dataset's archive "
+                        "receivable by receiving it into a scratch dataset of POOL (destroyed "
+                        "after) and comparing it with the snapshot; without it the stream is "
+                        "only parsed end to end (the weaker check, named so)")
     for a in ("keep", "archive", "delete"):
         p.add_argument(f"--{a}", action="append", default=[], metavar="P",
                        help=f"{a} P (relative to PATH or absolute under it; globs allowed; the "
@@ -79,7 +90,8 @@ def run(args, env: Env) -> int:
         result = plan(args.path, reach=reach, archive_to=args.archive_to,
                       overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
                       outputs=(args.output,) if args.output else (),
-                      mask_references=args.mask_references, migrations=migrations)
+                      mask_references=args.mask_references, migrations=migrations,
+                      archive_format=args.archive_format, verify_pool=args.verify_pool)
     text = result.dumps()
     if args.output:
         from vacate.observing.fsio import write_atomic

@@ -27,11 +27,12 @@ from vacate.decide.teardown import (
     SNAPSHOT_FS,
     Teardown,
     archive_location,
+    dataset_archive,
     deleted,
     teardown,
 )
 from vacate.observing.model.observation import Destination, Observation
-from vacate.observing.model.plan import Identity, Plan, PlanItem
+from vacate.observing.model.plan import ARCHIVE_FORMATS, Identity, Plan, PlanItem
 from vacate.observing.model.usage import ItemUsage
 from vacate.observing.parsers.paths import is_under
 
@@ -285,6 +286,7 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     observation's ``destinations``."""
     request = request or PlanRequest()
     archive_to, grace_s, snapshot = request.archive_to, request.grace_s, request.snapshot
+    _check_format(obs, request)
     mask_references = request.mask_references
     dests = {d.path: d for d in obs.destinations}
     here = dests.get(archive_to) if archive_to else None
@@ -298,6 +300,12 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     items = plan_items(obs, result.items, list(request.overrides), archive_to, identities,
                        dict(request.entries), snapshot, migrations, migrate_free,
                        migrate_inside)
+    if request.archive_format != "tar":      # the dataset's archive holds every item
+        way = ("restore the dataset's archive " +
+               dataset_archive(archive_to, obs.target.zfs_dataset) +
+               " (zfs receive, see its README), then copy it out")
+        items = tuple(replace(i, get_back=way) if _held_by_dataset(i, request) else i
+                      for i in items)
     blocked = _check_migrations(obs, items)
     to_archive = [i for i in items if i.action == "archive"]
     subs = {i.path: i for i in items}
@@ -317,9 +325,11 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
-                              result.verdict))
+                              result.verdict, request.archive_format, request.verify_pool,
+                              request.created_at))
     deletes = [i for i in items if deleted(i)]
-    snap = snapshot and obs.target.mount.fstype in SNAPSHOT_FS and bool(deletes)
+    snap = (snapshot and obs.target.mount.fstype in SNAPSHOT_FS or
+            request.archive_format != "tar") and bool(deletes)   # a snapshot holds them
     by_path = {i.path: i for i in items}
     hashed = sum(i.apparent_bytes - sum(by_path[e].apparent_bytes for e in i.exclude
                                         if e in by_path) for i in to_archive)
@@ -331,7 +341,38 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
                 problems=tuple(p for p in result.warnings if p.blocks_verdict),
                 expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
                 archive_bytes=need, archive_estimate_s=hashed / HASH_BYTES_PER_S,
-                created_at=request.created_at)
+                created_at=request.created_at, archive_format=request.archive_format,
+                verify_pool=request.verify_pool)
+
+
+def _held_by_dataset(it: PlanItem, request: PlanRequest) -> bool:
+    """Whether the dataset's archive is the item's way back: an item archived with no tar
+    archive of its own, or one deleted that nothing else gives back."""
+    if it.action == "archive":
+        return request.archive_format == "zfs"
+    return it.action == "delete" and it.get_back.startswith(("gone for good", "only the"))
+
+
+def _check_format(obs: Observation, request: PlanRequest) -> None:
+    """``--archive-format zfs`` or ``both`` needs the volume to be a ZFS dataset and a local
+    directory to write to; ``--verify-pool`` goes with them."""
+    fmt = request.archive_format
+    if fmt not in ARCHIVE_FORMATS:
+        raise PlanRefused(f"--archive-format {fmt}: one of {', '.join(ARCHIVE_FORMATS)}")
+    if fmt == "tar":
+        if request.verify_pool is not None:
+            raise PlanRefused("--verify-pool proves a native archive receivable: it goes "
+                              "with --archive-format zfs or both")
+        return
+    if not obs.target.zfs_dataset:
+        raise PlanRefused(f"--archive-format {fmt}: {obs.target.mountpoint} is not a ZFS "
+                          f"dataset ({obs.target.mount.fstype}); only tar archives it")
+    if not request.archive_to:
+        raise PlanRefused(f"--archive-format {fmt}: the dataset's archive needs a "
+                          "destination (--archive-to DIR)")
+    if "://" in request.archive_to:
+        raise PlanRefused(f"--archive-format {fmt}: a native archive is written to a local "
+                          f"directory, not {request.archive_to}")
 
 
 def _check_migrations(obs: Observation, items) -> list[str]:

@@ -6,7 +6,8 @@ The phases, in order (:data:`PHASES`): archive and verify what nothing uses whil
 services still run; stop the units whose processes use the volume, then disable what would
 start them; end the remaining holders (TERM, wait, KILL); confirm the GPUs are released;
 kernel users (containers, swap, loop devices, nested and other mounts, exports); archive
-and verify the rest; snapshot, delete; configuration that would mount or use the volume
+and verify the rest; the ZFS dataset itself archived natively and verified
+(``--archive-format zfs``/``both``); snapshot, delete; configuration that would mount or use the volume
 again; units that still name what goes away (masked when asked); unmount, lock the empty
 mount point, and look again. Items migrated have their phases in
 :mod:`vacate.decide.teardown_migrate` (copied while the services run, their units stopped,
@@ -15,6 +16,7 @@ repointed and started again from the new place, what else names them repointed).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 
@@ -37,6 +39,7 @@ from vacate.observing.model.conditions import (
     Immutable,
     ItemKnown,
     MountPin,
+    NativeArchived,
     ReadBack,
     Running,
     Unit,
@@ -47,6 +50,7 @@ from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import PlanItem, Step
 from vacate.observing.model.steps import (
     Archive,
+    ArchiveDataset,
     Check,
     Delete,
     DetachLoop,
@@ -65,6 +69,7 @@ from vacate.observing.model.steps import (
     Unexport,
     Unmount,
     Verify,
+    VerifyDataset,
 )
 from vacate.observing.model.usage import Consumer, Verdict
 from vacate.observing.parsers.paths import is_under
@@ -114,6 +119,24 @@ def _archive_steps(st: _Steps, items, archive_to: str, downtime: bool) -> None:
         st.add(Verify(it.path, where, it.path), f"verify the archive of {it.path} read back from {archive_to}",
                downtime=downtime,
                postcondition=ReadBack(0))
+
+
+def dataset_archive_name(dataset: str) -> str:
+    """The native archive's name at the destination: ``dataset-`` and the dataset, ``/`` as
+    ``_``."""
+    return "dataset-" + dataset.replace("/", "_")
+
+
+def dataset_archive(archive_to: str, dataset: str) -> str:
+    """Where the dataset's native archive lies (a directory)."""
+    return f"{archive_to.rstrip('/')}/{dataset_archive_name(dataset)}"
+
+
+def dataset_snapshot(dataset: str, created_at: float) -> str:
+    """The snapshot the dataset's archive is sent from, named for the plan (its dataset and
+    the moment it was made): a rerun finds its own."""
+    h = hashlib.sha256(f"{dataset}\0{created_at!r}".encode()).hexdigest()[:12]
+    return f"vacate-archive-{h}"
 
 
 def _live_users(u: PlanItem, by_id: dict[str, Consumer]) -> bool:
@@ -186,6 +209,9 @@ class Teardown:
     snapshot: bool
     mask_references: bool
     verdict: Verdict
+    archive_format: str = "tar"
+    verify_pool: str | None = None
+    created_at: float = 0.0
     st: _Steps = field(default_factory=lambda: _Steps())
     stopped_units: set = field(default_factory=set)      # (unit, manager label)
     disabled: set = field(default_factory=set)
@@ -202,7 +228,7 @@ class Teardown:
 
 def archive_idle(t: Teardown) -> None:
     """1. What nothing uses now is archived while the services still run."""
-    if t.archive_to:
+    if t.archive_to and t.archive_format != "zfs":
         _archive_steps(t.st, [i for i in t.to_archive if not _live_users(i, t.by_id)],
                        t.archive_to, False)
 
@@ -365,9 +391,28 @@ def kernel_users(t: Teardown) -> None:
 
 def archive_rest(t: Teardown) -> None:
     """6. The rest of the archives, now that nothing uses them."""
-    if t.archive_to:
+    if t.archive_to and t.archive_format != "zfs":
         _archive_steps(t.st, [i for i in t.to_archive if _live_users(i, t.by_id)],
                        t.archive_to, True)
+
+
+def archive_dataset(t: Teardown) -> None:
+    """6. The dataset itself (``--archive-format zfs`` or ``both``), once nothing holds it
+    and before any delete: its snapshot, named for the plan, sent into parts at the
+    destination; then proved receivable (``--verify-pool``) or its stream parsed."""
+    ds = t.obs.target.zfs_dataset
+    if t.archive_format == "tar" or not t.archive_to or not ds:
+        return
+    snap = dataset_snapshot(ds, t.created_at)
+    where = dataset_archive(t.archive_to, ds)
+    t.st.add(ArchiveDataset(ds, snap, t.archive_to, dataset_archive_name(ds)),
+             f"archive the dataset {ds} (zfs send of @{snap}) to {t.archive_to}",
+             downtime=True, postcondition=NativeArchived(where, f"{ds}@{snap}"))
+    how = f"received into {t.verify_pool}" if t.verify_pool else \
+        "its stream parsed end to end (the weaker check: no --verify-pool)"
+    t.st.add(VerifyDataset(where, t.verify_pool),
+             f"verify the dataset's archive {where}: {how}", downtime=True,
+             postcondition=ReadBack(0))
 
 
 def snapshot_and_delete(t: Teardown) -> None:
@@ -438,7 +483,8 @@ def retire(t: Teardown) -> None:
 
 
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,
-          release_gpus, stop_containers, kernel_users, archive_rest, migrate_rest, snapshot_and_delete,
+          release_gpus, stop_containers, kernel_users, archive_rest, archive_dataset,
+          migrate_rest, snapshot_and_delete,
           disarm_config, mask_references, retire)
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from vacate.decide.inside import inside
 from vacate.observing.human import human_bytes, human_duration
-from vacate.observing.model.plan import Plan
+from vacate.observing.model.plan import RESTORE_MEANS, Plan
 from vacate.observing.model.sentence import command
 from vacate.output.report_migrate import action_text
 
@@ -68,6 +68,12 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
         console.print(f"archive: {human_bytes(plan.archive_bytes)} to "
                       f"{escape(plan.archive_to)}, about "
                       f"{human_duration(plan.archive_estimate_s)} at the hashing rate")
+    if plan.archive_format != "tar":
+        for f in plan.archive_formats:
+            console.print(f"archive format {f}: gives back {escape(RESTORE_MEANS[f])}")
+        console.print("the dataset's archive is verified " + (
+            f"by receiving it into {escape(plan.verify_pool)}" if plan.verify_pool else
+            "by parsing its stream end to end (the weaker check: no --verify-pool)"))
     if plan.expected_freed_bytes or any(i.action == "delete" for i in plan.items):
         console.print(f"space freed by the deletes: {human_bytes(plan.expected_freed_bytes)}"
                       + (" (a snapshot holds it until destroyed)"

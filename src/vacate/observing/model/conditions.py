@@ -137,6 +137,15 @@ class Archived(Condition):
 
 
 @dataclass(frozen=True, **SLOTS)
+class NativeArchived(Condition):
+    """The native archive at ``native_archive`` is finished, of the snapshot ``origin``
+    (``DATASET@SNAP``): its manifest holds that snapshot's guid."""
+
+    native_archive: str
+    origin: str
+
+
+@dataclass(frozen=True, **SLOTS)
 class ReadBack(Condition):
     """Read back with this many mismatches."""
 
@@ -305,5 +314,5 @@ def decode(choices: tuple, data, where: str) -> Condition:
 
 
 codec.register(Nothing, ItemKnown, Process, Unit, UnitProcess, UnitState, Running, Backing, MountPin,
-               Archived, ReadBack, CopyOf, UnitActive, Enabled, Gone, Held, Exists, Unmounted,
+               Archived, NativeArchived, ReadBack, CopyOf, UnitActive, Enabled, Gone, Held, Exists, Unmounted,
                Immutable, Shows, Names, PointsTo, MountPointSet, Engine, DisableNow, Todo)

@@ -142,6 +142,14 @@ class Step:
 
 
 _BY_KIND = ("params", "precondition", "postcondition")    # read as the step's kind says
+_SINCE = frozenset({"archive_format", "verify_pool"})     # left out while at their default
+ARCHIVE_FORMATS = ("tar", "zfs", "both")
+RESTORE_MEANS = {
+    "tar": "each archived item as files, restored anywhere (vacate restore, or zstd -dc | "
+           "tar -x)",
+    "zfs": "the whole dataset (every file, its properties and its snapshot), restored on any "
+           "ZFS (cat the parts | zstd -dc | zfs receive POOL/NAME)",
+}
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -166,6 +174,22 @@ class Plan:
     archive_estimate_s: float = 0.0
     created_at: float = 0.0
     mask_references: bool = False
+    # how the volume is archived (``--archive-format``): ``tar`` (its items, each a tar
+    # archive), ``zfs`` (its dataset, natively: zfs send) or ``both``; where a native archive
+    # is proved receivable (``--verify-pool``; None: its stream parsed, the weaker check)
+    archive_format: str = "tar"
+    verify_pool: str | None = None
+
+    def encode_fields(self) -> dict:
+        """Every field, but those added since ``vacate.plan/1`` was first written left out
+        while at their default (a plan of the earlier code writes back byte for byte)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in _SINCE and v == f.default:
+                continue
+            out[f.name] = codec.encode(v)
+        return out
 
     def to_json(self) -> dict:
         """The document: its own fields, and for people and scripts the volume as ``target``
@@ -176,8 +200,15 @@ class Plan:
             if s.action is not None:
                 d["argv"] = list(s.action.command)
                 d["where"] = codec.encode(s.action.where)
+        if self.archive_format != "tar":     # what each archive gives back, for people
+            doc["restore_means"] = {f: RESTORE_MEANS[f] for f in self.archive_formats}
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
                 "target": self.observation.target.as_json(), **doc}
+
+    @property
+    def archive_formats(self) -> tuple[str, ...]:
+        """The archives the plan writes: ``("tar",)``, ``("zfs",)`` or both."""
+        return ("tar", "zfs") if self.archive_format == "both" else (self.archive_format,)
 
     def dumps(self) -> str:
         """The plan file: indented for people, but the drill-down's table (a row per
@@ -202,6 +233,9 @@ class Plan:
             got = doc.get("schema") if isinstance(doc, dict) else None
             raise codec.Malformed("schema", f"not a {SCHEMA} document ({got!r})")
         plan = codec.decode(cls, doc)
+        if plan.archive_format not in ARCHIVE_FORMATS:
+            raise codec.Malformed("archive_format", f"{plan.archive_format!r} is not one of "
+                                                    f"{', '.join(ARCHIVE_FORMATS)}")
         for i, it in enumerate(plan.items):
             if it.action not in ITEM_ACTIONS:
                 raise codec.Malformed(f"items[{i}].action", f"{it.action!r} is not one of "

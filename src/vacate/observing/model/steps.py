@@ -30,6 +30,7 @@ from vacate.observing.model.conditions import (
     MountPin,
     MountPointSet,
     Names,
+    NativeArchived,
     Nothing,
     PointsTo,
     Process,
@@ -121,6 +122,32 @@ class Verify(Params):
     item: str
     archive: str
     against: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class ArchiveDataset(Params):
+    """The volume's ZFS dataset archived natively: the snapshot taken (named for the plan),
+    then ``zfs send`` of it (with ``send_flags``) compressed into parts in ``to/name``."""
+
+    KIND = "archive-dataset"
+    POST = (NativeArchived,)
+    dataset: str
+    snapshot: str
+    to: str
+    name: str
+    send_flags: tuple[str, ...] = ("-p",)
+
+
+@dataclass(frozen=True, **SLOTS)
+class VerifyDataset(Params):
+    """The native archive at ``archive`` proved receivable into a scratch dataset of
+    ``verify_pool`` (and compared with the snapshot), or, with no pool, its stream parsed
+    end to end (the weaker check)."""
+
+    KIND = "verify-dataset"
+    POST = (ReadBack,)
+    archive: str
+    verify_pool: str | None = None
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -303,10 +330,10 @@ class RepointLink(Params):
 
 
 KINDS: dict[str, type] = {c.KIND: c for c in (
-    Archive, Check, Copy, Delete, DetachLoop, DisableUnit, EditConfig, EndProcess, LockDir,
-    Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink, RepointMountPoint, RepointUnit,
-    Snapshot, StartUnit, StopContainer, StopUnit, Swapoff, Unexport, Unmount, Verify,
-    VerifyCopy)}
+    Archive, ArchiveDataset, Check, Copy, Delete, DetachLoop, DisableUnit, EditConfig,
+    EndProcess, LockDir, Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink,
+    RepointMountPoint, RepointUnit, Snapshot, StartUnit, StopContainer, StopUnit, Swapoff,
+    Unexport, Unmount, Verify, VerifyCopy, VerifyDataset)}
 
 
 def decode(kind: str, data, where: str) -> Params:
