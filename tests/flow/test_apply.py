@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
-from harness.retire import Story, cli
+from harness.retire import Story, cli, kill_during
 from harness.volumes import can_loop_mount
 
 from vacate.observing.model.conditions import NOTHING
@@ -58,33 +55,6 @@ def test_a_retirement_from_plan_to_unmounted(story):
     assert rc == 0 and json.loads(out)["complete"] is True
 
 
-def _intents(path: str) -> int:
-    return sum(1 for r in read_records(path) if r.get("event") == "intent")
-
-
-def _kill_during(plan: str, *, intents: int, delay: float = 0.0, timeout: float = 120) -> bool:
-    """Start `vacate apply PLAN --yes` and kill -9 it once the journal holds ``intents``
-    intents (and ``delay`` more seconds); False when it finished first."""
-    p = subprocess.Popen([sys.executable, "-m", "vacate", "apply", plan, "--yes"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    jpath = path_for(plan)
-    end = time.monotonic() + timeout
-    try:
-        while time.monotonic() < end and p.poll() is None:
-            if _intents(jpath) >= intents:
-                if delay:
-                    time.sleep(delay)
-                break
-            time.sleep(0.002)
-        if p.poll() is not None:
-            return False
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=30)
-        return True
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.slow
@@ -102,7 +72,7 @@ def test_kill_9_at_every_step_then_rerun_ends_retired(tmp_path):
         try:
             plan = s.make_plan()
             points = len(plan["steps"])
-            killed += _kill_during(s.plan, intents=k + 1)
+            killed += kill_during(s.plan, intents_seen=k + 1)
             rc, _doc, err = _apply(s.plan)
             assert rc == 0, f"after a kill at step {k + 1}: {err}"
             s.assert_retired()
@@ -121,7 +91,7 @@ def test_kill_9_inside_the_long_steps(tmp_path, kind):
     try:
         plan = s.make_plan()
         first = next(i for i, st in enumerate(plan["steps"]) if st["kind"] == kind)
-        assert _kill_during(s.plan, intents=first + 1, delay=0.02)
+        assert kill_during(s.plan, intents_seen=first + 1, delay=0.02)
         recs = read_records(path_for(s.plan))
         last = [r for r in recs if r.get("step") == plan["steps"][first]["id"]]
         assert last and last[-1]["event"] == "intent"      # killed inside the step

@@ -9,14 +9,10 @@ from __future__ import annotations
 import glob
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from harness.archives import make_awkward_tree, run, snapshot, snapshot_diff
-from harness.retire import cli
+from harness.retire import cli, kill_during
 
 from vacate.observing.model.journal import path_for, read_records
 from vacate.observing.model.plan import Plan
@@ -118,29 +114,6 @@ def test_without_a_verify_pool_the_weaker_check_is_named(pool, tmp_path):
     assert out["data"]["allows_freeing"] is False
 
 
-def _kill_during(plan: str, *, intents: int, delay: float) -> bool:
-    """`vacate apply PLAN --yes` killed -9 once its journal holds ``intents`` intents (and
-    ``delay`` more seconds); False when it finished first."""
-    p = subprocess.Popen([sys.executable, "-m", "vacate", "apply", plan, "--yes"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    end = time.monotonic() + 120
-    try:
-        while time.monotonic() < end and p.poll() is None:
-            if sum(r.get("event") == "intent" for r in read_records(path_for(plan))) >= \
-                    intents:
-                time.sleep(delay)
-                break
-            time.sleep(0.002)
-        if p.poll() is not None:
-            return False
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=30)
-        return True
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
 
 def _end_state(pool, ds: str, plan: str, dest: str) -> dict:
     adir = glob.glob(os.path.join(dest, "*"))
@@ -169,7 +142,7 @@ def test_kill_9_at_each_new_step_then_a_rerun_ends_as_an_uninterrupted_run(
     (tmp_path / "k").mkdir()
     plan, dest, doc = _plan(tmp_path / "k", mnt, "--verify-pool", pool.name)
     at = next(i for i, s in enumerate(doc["steps"]) if s["kind"] == kind)
-    killed = _kill_during(plan, intents=at + 1, delay=delay)
+    killed = kill_during(plan, intents_seen=at + 1, delay=delay)
     assert killed or delay            # at the intent the kill lands
     _apply(plan)
     want = _end_state(pool, ref_ds, ref_plan, ref_dest)

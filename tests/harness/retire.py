@@ -8,14 +8,17 @@ import hashlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from harness.holders import Holders
 from harness.volumes import Volume, make_volume
 from vacate.cli.env import Env
 from vacate.cli.main import main
+from vacate.observing.model.journal import path_for, read_records
 
 VACATE = [sys.executable, "-m", "vacate"]
 
@@ -144,3 +147,33 @@ def _state(pid: int) -> str:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "X"
+
+
+def intents(plan: str) -> int:
+    """How many steps the plan's journal says were begun (intents written)."""
+    return sum(1 for r in read_records(path_for(plan)) if r.get("event") == "intent")
+
+
+def kill_during(plan: str, *, intents_seen: int, delay: float = 0.0,
+                timeout: float = 120) -> bool:
+    """Start `vacate apply PLAN --yes` and kill -9 it once the journal holds
+    ``intents_seen`` intents (and ``delay`` more seconds); False when it finished first."""
+    p = subprocess.Popen([sys.executable, "-m", "vacate", "apply", plan, "--yes"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + timeout
+    try:
+        while time.monotonic() < end and p.poll() is None:
+            if intents(plan) >= intents_seen:
+                if delay:
+                    time.sleep(delay)
+                break
+            time.sleep(0.002)
+        if p.poll() is not None:
+            return False
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        return True
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
