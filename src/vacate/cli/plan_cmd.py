@@ -42,6 +42,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "receivable by receiving it into a scratch dataset of POOL (destroyed "
                         "after) and comparing it with the snapshot; without it the stream is "
                         "only parsed end to end (the weaker check, named so)")
+    p.add_argument("--free-volume", action="store_true",
+                   help="free the volume itself as the plan's last steps, once every archive "
+                        "of it is verified in the apply: its ZFS dataset destroyed (zfs "
+                        "destroy), or on Proxmox its mount point deleted and the volume freed "
+                        "(pct set --delete mpN, then unusedN); refused while a snapshot the "
+                        "plan did not take is held, cloned or otherwise kept")
     for a in ("keep", "archive", "delete"):
         p.add_argument(f"--{a}", action="append", default=[], metavar="P",
                        help=f"{a} P (relative to PATH or absolute under it; globs allowed; the "
@@ -91,7 +97,8 @@ def run(args, env: Env) -> int:
                       overrides=overrides, grace_s=args.grace, snapshot=not args.no_snapshot,
                       outputs=(args.output,) if args.output else (),
                       mask_references=args.mask_references, migrations=migrations,
-                      archive_format=args.archive_format, verify_pool=args.verify_pool)
+                      archive_format=args.archive_format, verify_pool=args.verify_pool,
+                      free_volume=args.free_volume)
     text = result.dumps()
     if args.output:
         from vacate.observing.fsio import write_atomic

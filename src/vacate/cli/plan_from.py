@@ -15,7 +15,8 @@ def run(args, env: Env) -> int:
     from vacate.observing.fsio import write_atomic
 
     if args.path or args.archive_to or args.keep or args.archive or args.delete or \
-            args.archive_format != "tar" or args.verify_pool:
+            args.archive_format != "tar" or args.verify_pool or \
+            args.free_volume:
         raise UsageError("--from takes the plan file alone: edit its items' actions, then "
                          "vacate plan --from FILE -o NEW")
     got = replan(args.from_plan, host=env.host,

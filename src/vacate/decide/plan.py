@@ -326,7 +326,7 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
                        "; ".join(p.message for p in result.verdict.unknowns))
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
-                              request.created_at))
+                              request.created_at, request.free_volume))
     deletes = [i for i in items if deleted(i)]
     snap = (snapshot and obs.target.mount.fstype in SNAPSHOT_FS or
             request.archive_format != "tar") and bool(deletes)   # a snapshot holds them
@@ -342,7 +342,7 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
                 expected_freed_bytes=0 if snap else sum(i.disk_bytes for i in deletes),
                 archive_bytes=need, archive_estimate_s=hashed / HASH_BYTES_PER_S,
                 created_at=request.created_at, archive_format=request.archive_format,
-                verify_pool=request.verify_pool)
+                verify_pool=request.verify_pool, free_volume=request.free_volume)
 
 
 def _held_by_dataset(it: PlanItem, request: PlanRequest) -> bool:

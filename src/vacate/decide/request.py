@@ -3,7 +3,7 @@ takes an :class:`~vacate.observing.model.observation.Observation` (what the mach
 its destinations' free space included) and a :class:`PlanRequest` (what is asked of it).
 
 A plan records its request in its own fields (``archive_to``, ``grace_s``, ``snapshot``,
-``mask_references``, ``archive_format``, ``verify_pool``, and its items' actions, migrations, identities and entries);
+``mask_references``, ``archive_format``, ``verify_pool``, ``free_volume``, and its items' actions, migrations, identities and entries);
 :func:`request_of` takes it back from a plan, as :func:`vacate.decide.plan.rebuild` and
 ``plan --from`` make it again."""
 
@@ -42,6 +42,7 @@ class PlanRequest:
     created_at: float = 0.0
     archive_format: str = "tar"          # tar | zfs | both (the plan's ARCHIVE_FORMATS)
     verify_pool: str | None = None
+    free_volume: bool = False            # free the volume itself last (--free-volume)
 
     def __post_init__(self):
         for name in ("overrides", "migrations", "identities", "entries"):
@@ -73,5 +74,5 @@ def request_of(plan: Plan, **changes) -> PlanRequest:
              "identities": {it.path: it.identity for it in plan.items if it.identity},
              "entries": {it.path: it.entries for it in plan.items if it.entries},
              "created_at": plan.created_at, "archive_format": plan.archive_format,
-             "verify_pool": plan.verify_pool}
+             "verify_pool": plan.verify_pool, "free_volume": plan.free_volume}
     return PlanRequest(**{**asked, **changes})

@@ -212,6 +212,7 @@ class Teardown:
     archive_format: str = "tar"
     verify_pool: str | None = None
     created_at: float = 0.0
+    free_volume: bool = False
     st: _Steps = field(default_factory=lambda: _Steps())
     stopped_units: set = field(default_factory=set)      # (unit, manager label)
     disabled: set = field(default_factory=set)

@@ -47,7 +47,7 @@ def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | N
          overrides: list[tuple[str, str]] = (), grace_s: float = 10.0, snapshot: bool = True,
          outputs: tuple[str, ...] = (), mask_references: bool = False,
          migrations: dict[str, str] | None = None, archive_format: str = "tar",
-         verify_pool: str | None = None) -> Plan:
+         verify_pool: str | None = None, free_volume: bool = False) -> Plan:
     """The plan to retire the volume mounted at ``path``, looked at through ``reach`` (a
     :mod:`vacate.remote` reach: this machine's ``host`` by default, or another over ssh).
     ``outputs``: files the plan and its journal will be written to here (refused on the
@@ -96,7 +96,7 @@ def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | N
         asked = PlanRequest(archive_to=archive_to, overrides=overrides, grace_s=grace_s,
                             snapshot=snapshot, mask_references=mask_references,
                             migrations=migrations, archive_format=archive_format,
-                            verify_pool=verify_pool)
+                            verify_pool=verify_pool, free_volume=free_volume)
         try:
             first = make_plan(obs, asked)
         except PlanRefused as e:

@@ -142,7 +142,7 @@ class Step:
 
 
 _BY_KIND = ("params", "precondition", "postcondition")    # read as the step's kind says
-_SINCE = frozenset({"archive_format", "verify_pool"})     # left out while at their default
+_SINCE = frozenset({"archive_format", "verify_pool", "free_volume"})     # left out while at their default
 ARCHIVE_FORMATS = ("tar", "zfs", "both")
 RESTORE_MEANS = {
     "tar": "each archived item as files, restored anywhere (vacate restore, or zstd -dc | "
@@ -179,6 +179,9 @@ class Plan:
     # is proved receivable (``--verify-pool``; None: its stream parsed, the weaker check)
     archive_format: str = "tar"
     verify_pool: str | None = None
+    # whether the plan's last steps free the volume itself (``--free-volume``: its dataset
+    # destroyed, or its Proxmox volume deleted), once every archive of it is verified
+    free_volume: bool = False
 
     def encode_fields(self) -> dict:
         """Every field, but those added since ``vacate.plan/1`` was first written left out
