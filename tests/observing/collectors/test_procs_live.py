@@ -4,6 +4,7 @@ processes come and go, and as an unprivileged user (unknown is never safe)."""
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -115,3 +116,27 @@ def test_a_zombie_counts_as_exited():
         p.wait()
     assert procs._exited(f"/proc/{p.pid}")                  # reaped: gone
     assert not procs._exited(f"/proc/{os.getpid()}")
+
+
+def test_a_hostile_command_line_is_redacted_in_one_pass(tmp_path):
+    """A holder whose command line is a megabyte of ``pass:pass:…`` (and a real password at
+    its end): the check answers (each key was once followed to its word's end again, n^2,
+    hours for this one), the password is masked, and nothing else is lost."""
+    held = tmp_path / "held"
+    held.mkdir()
+    args = ["pass:" * 26000 for _ in range(8)] + ["--password=hunter2-0001"]
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *args],
+                         cwd=held)
+    try:
+        r = subprocess.run([sys.executable, "-m", "vacate", "check", "--json", "--no-scan",
+                            "--no-config", str(held)],
+                           check=False, capture_output=True, text=True, timeout=60)
+        doc = json.loads(r.stdout)
+        mine = [c for c in doc["consumers"] if c.get("pid") == p.pid]
+        assert len(mine) == 1, r.stderr[-2000:]
+        shown = mine[0]["cmdline"]
+        assert "hunter2-0001" not in r.stdout
+        assert " pass:<redacted> pass:<redacted> " in shown and "--password=<redacted>" in shown
+    finally:
+        p.kill()
+        p.wait()

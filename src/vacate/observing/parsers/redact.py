@@ -67,7 +67,7 @@ _AUTH_HEADER = re.compile(
 _AUTH_SCHEME = re.compile(
     r"(?i)(bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256|hoba|mutual)"
     r"[ \t]+")
-_URL_USERINFO = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^/\s:@\"']*:(?P<pw>[^@\s/\"']+)@")
+_URL_USERINFO = re.compile(r"(?i)[a-z][a-z0-9+.-]{0,31}://[^/\s:@\"']*:(?P<pw>[^@\s/\"']+)@")
 _PASS_ARG = re.compile(r"(?<![A-Za-z0-9_])pass:(?P<v>[^\s\"']+)")
 _TOKEN = re.compile(
     r"(?:(?<=://)|(?<![A-Za-z0-9_/.\-]))(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
@@ -156,7 +156,10 @@ def _value_span(text: str, i: int, *, until: str = "", lists: bool = True
 
 
 def _assignments(text: str, spans: list[tuple[int, int]]) -> None:
-    for m in _KEY_OP.finditer(text):
+    masked = 0          # the end of the last value masked: a key inside it is masked already
+    for m in _KEY_OP.finditer(text):   # (and looking at it again made "pass:pass:..." n^2)
+        if m.start() < masked:
+            continue
         key = m.group("key")
         if not is_secret_name(key):
             continue
@@ -169,6 +172,7 @@ def _assignments(text: str, spans: list[tuple[int, int]]) -> None:
         if m.group("op") == ":" and not q1 and text.startswith("/", span[0]):
             continue       # ID:PATH, SRC:DST (LoadCredential=key:/data/k, -v /a/key:/b)
         spans.append(span)
+        masked = span[1]
 
 
 def _options(text: str, spans: list[tuple[int, int]]) -> None:
