@@ -71,6 +71,7 @@ def error_of(e: BaseException) -> dict:
 
 
 BEAT_S = 2.0        # a heartbeat this often while a request is answered
+STALL_S = 30.0      # the asking side's default: no byte for this long is a stall
 BYE = wire.frame(wire.REQUEST, b'{"op":"bye"}').split(b"\n", 1)[0]   # its header line
 GRACE_S = 10.0      # after bye: how long the worker has to end before it is killed
 
@@ -136,9 +137,6 @@ def main(stdin=None, stdout=None, ops=None) -> int:
     out = _Out(stdout or sys.stdout.buffer)
     readline = (stdin or sys.stdin.buffer).readline
     host = Host.local()
-    timed = hasattr(signal, "setitimer")
-    if timed:
-        signal.signal(signal.SIGALRM, out.beat)
     _out.append(out)
     try:
         while True:
@@ -157,21 +155,29 @@ def main(stdin=None, stdout=None, ops=None) -> int:
                 continue
             if isinstance(request, dict) and request.get("op") == "bye":
                 return 0
-            beat.begin(str(request.get("op", "")) if isinstance(request, dict) else "")
-            out.answering = True
-            beat.tell(out.beat)             # a new phase is said at once
-            if timed:
-                signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
-            try:
-                reply = answer(host, request, table)
-            finally:
-                if timed:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                beat.tell(None)
-                out.answering = False
-            out.send(reply)
+            what = str(request.get("op", "")) if isinstance(request, dict) else ""
+            out.send(answering(out, what, lambda r=request: answer(host, r, table)))
     finally:
         _out.pop()
+
+
+def answering(out: _Out, what: str, work) -> dict:
+    """``work()`` (a reply), a heartbeat sent on ``out`` every :data:`BEAT_S` seconds while
+    it runs and one at once whenever its phase changes; ``what``: its first phase."""
+    timed = hasattr(signal, "setitimer")
+    beat.begin(what)
+    out.answering = True
+    beat.tell(out.beat)                     # a new phase is said at once
+    if timed:
+        signal.signal(signal.SIGALRM, out.beat)
+        signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
+    try:
+        return work()
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        beat.tell(None)
+        out.answering = False
 
 
 def serve(ops=None, rest: bytes = b"") -> int:
