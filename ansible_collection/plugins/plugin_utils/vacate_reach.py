@@ -115,7 +115,7 @@ class VacateAction(ActionBase):
         if timeout > 0:
             left = timeout - (time.monotonic() - self._began) \
                 - min(TIMEOUT_MARGIN_S, timeout / 4.0)
-            deadline = max(1.0, left if deadline is None else min(deadline, left))
+            deadline = round(max(1.0, left if deadline is None else min(deadline, left)), 1)
         return dict(deadline=deadline, stall_timeout=self._stall)
 
     def work(self, args, task_vars):
