@@ -85,3 +85,12 @@ def none_left(log: str, within: float = 10.0) -> None:
     while far_processes(log) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not far_processes(log), far_processes(log)
+
+
+def worker_forks(log: str, by: str) -> list[dict]:
+    """The forks the far worker (a ``vacate.volume`` module's worker too) made from module
+    ``by`` (``popen_fork.py``: the walk's pool, ``sidebyside.py``: the recognisers,
+    ``delete.py``: the delete)."""
+    forks = events(log, "fork")
+    workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
+    return [e for e in forks if e["pid"] in workers and e["by"] == by]

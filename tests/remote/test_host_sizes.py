@@ -25,7 +25,7 @@ import time
 import pytest
 from harness import extras, sshd
 from harness.big_volume import ENTRIES, big_volume, fill, in_use
-from harness.far_watch import events, none_left, wrapper
+from harness.far_watch import events, none_left, worker_forks, wrapper
 
 VACATE = [sys.executable, "-m", "vacate"]
 PYTHONS = {"3.8": os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8"),
@@ -44,14 +44,6 @@ def far_pythons() -> list:
 def vacate(*args, env=None, timeout=TIMEOUT):
     return subprocess.run([*VACATE, *args], capture_output=True, text=True, timeout=timeout,
                           env=env, check=False)
-
-
-def worker_forks(log: str, by: str) -> list[dict]:
-    """The forks the far worker made from module ``by`` (``popen_fork.py``: the walk's pool,
-    ``sidebyside.py``: the recognisers, ``delete.py``: the delete)."""
-    forks = events(log, "fork")
-    workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
-    return [e for e in forks if e["pid"] in workers and e["by"] == by]
 
 
 def no_fork_warning(log: str) -> None:
