@@ -227,6 +227,7 @@ def test_an_apply_cut_by_the_deadline_fails_its_step_and_the_rerun_ends_retired(
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+        assert not os.path.exists(lock[:-len(".lock")] + ".lease")   # given back at its end
         assert os.path.ismount(m) and os.path.exists(f"{m}/cache")   # half deleted, at most
         # the rerun, the worker left alone: the delete asked again and finished, then the rest
         wrapper(str(tmp_path / "far"), PYTHON)
