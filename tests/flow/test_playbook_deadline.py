@@ -14,40 +14,19 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import subprocess
 import time
 
 import pytest
 from harness import collection, sshd
-from harness.big_volume import big_volume, fill
+from harness.big_volume import big_volume, fill, left_on
 from harness.far_watch import events, none_left, wrapper
+from harness.inventories import one_host
 from harness.volumes import can_loop_mount, make_volume
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
 
 PYTHON = "/usr/bin/python3"
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    return collection.build_and_install(str(tmp_path_factory.mktemp("collection")))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
-    yield s
-    s.stop()
-
-
-def inventory(path, server, python: str) -> str:
-    """One host, ``web1``: the test sshd, ``python`` its interpreter."""
-    path.write_text("[fleet]\n"
-                    f"web1 ansible_host=127.0.0.1 ansible_port={server.port} "
-                    f"ansible_python_interpreter={python}\n"
-                    f"[fleet:vars]\nansible_ssh_common_args='-F {server.config}'\n")
-    return str(path)
 
 
 HANGS = """\
@@ -88,7 +67,7 @@ def test_a_module_whose_worker_hangs_fails_within_its_deadline(installed, server
     vol = make_volume("ext4")
     try:
         far, log = wrapper(str(tmp_path / "far"), PYTHON, "stop-worker")
-        inv = inventory(tmp_path / "hosts.ini", server, far)
+        inv = one_host(tmp_path / "hosts.ini", server, far)
         (tmp_path / "hangs.yml").write_text(HANGS)
         out = tmp_path / "out"
         out.mkdir()
@@ -178,7 +157,7 @@ def test_an_apply_cut_by_the_deadline_fails_its_step_and_the_rerun_ends_retired(
         with open(f"{m}/keep.txt", "w") as f:
             f.write("kept\n")
         far, log = wrapper(str(tmp_path / "far"), PYTHON)
-        inv = inventory(tmp_path / "hosts.ini", server, far)
+        inv = one_host(tmp_path / "hosts.ini", server, far)
         plans = tmp_path / "plans"
         plans.mkdir()
         (tmp_path / "plan.yml").write_text(PLAN)
@@ -237,14 +216,7 @@ def test_an_apply_cut_by_the_deadline_fails_its_step_and_the_rerun_ends_retired(
         assert got.get("failed") is not True and got["complete"] is True, got
         assert not os.path.ismount(m)
         none_left(log)
-        look = str(tmp_path / "look")
-        os.makedirs(look)
-        subprocess.run(["mount", "-o", "ro", vol.device, look], check=True)
-        try:
-            assert sorted(os.listdir(look)) == ["keep.txt", "lost+found"]
-            with open(f"{look}/keep.txt") as f:
-                assert f.read() == "kept\n"
-        finally:
-            subprocess.run(["umount", look], check=True)
+        assert left_on(vol, str(tmp_path / "look")) == {"keep.txt": "kept\n",
+                                                        "lost+found": None}
     finally:
         vol.close()

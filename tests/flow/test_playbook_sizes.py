@@ -18,8 +18,9 @@ import sys
 
 import pytest
 from harness import collection, sshd
-from harness.big_volume import ENTRIES, in_use
+from harness.big_volume import ENTRIES, in_use, left_on
 from harness.far_watch import events, none_left, worker_forks, wrapper
+from harness.inventories import one_host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not sshd.available(), reason="needs openssh-server")]
@@ -28,31 +29,11 @@ TIMEOUT = 300           # a target that hangs fails here, long after a slow mach
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    return collection.build_and_install(str(tmp_path_factory.mktemp("collection")))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def volume():
     """200,000 entries of data, a model's config, and a file a process holds open (the last
     test retires it)."""
     with in_use() as got:
         yield got
-
-
-def inventory(path, server, python: str) -> str:
-    path.write_text("[fleet]\n"
-                    f"web1 ansible_host=127.0.0.1 ansible_port={server.port} "
-                    f"ansible_python_interpreter={python}\n"
-                    f"[fleet:vars]\nansible_ssh_common_args='-F {server.config}'\n")
-    return str(path)
 
 
 def vacate(*args, env):
@@ -99,19 +80,27 @@ def without_timings(doc):
     return doc
 
 
+def play(installed, server, tmp_path, text: str, **extra) -> tuple[dict, str]:
+    """``text`` played on ``web1`` (the test sshd, its interpreter watched), ``extra`` its
+    variables and ``out`` a directory of its own; (what it kept in ``out/web1.json``, the
+    watcher's log)."""
+    far, log = wrapper(str(tmp_path / "far"), "/usr/bin/python3")
+    inv = one_host(tmp_path / "hosts.ini", server, far)
+    (tmp_path / "play.yml").write_text(text)
+    out = tmp_path / "out"
+    out.mkdir()
+    given = [x for k, v in dict(extra, out=out).items() for x in ("-e", f"{k}={v}")]
+    r = collection.playbook(installed, "-i", inv, str(tmp_path / "play.yml"), *given,
+                            env=installed.environ(ANSIBLE_PIPELINING="1"), timeout=TIMEOUT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return json.loads((out / "web1.json").read_text()), log
+
+
 def test_check_and_observe_modules_at_200k_entries(installed, server, volume, tmp_path):
     vol, holder_pid = volume
     m = vol.mountpoint
-    far, log = wrapper(str(tmp_path / "far"), "/usr/bin/python3")
-    inv = inventory(tmp_path / "hosts.ini", server, far)
-    (tmp_path / "look.yml").write_text(LOOK)
     out = tmp_path / "out"
-    out.mkdir()
-    r = collection.playbook(installed, "-i", inv, str(tmp_path / "look.yml"), "-e", f"vol={m}",
-                            "-e", f"out={out}", "-e", f"bound={BOUND}",
-                            env=installed.environ(ANSIBLE_PIPELINING="1"), timeout=TIMEOUT)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    got = json.loads((out / "web1.json").read_text())
+    got, log = play(installed, server, tmp_path, LOOK, vol=m, bound=BOUND)
     usage, seen = got["usage"], got["seen"]
     # the target's worker walked with its pool and recognised side by side, past their
     # thresholds, never forking under a thread
@@ -158,20 +147,20 @@ PLAN_AND_APPLY = """\
     - name: Plan the retirement
       vacate.volume.plan:
         path: "{{ vol }}"
-        dest: "{{ plans }}/web1.plan"
+        dest: "{{ out }}/web1.plan"
         delete: [data]
         keep: [notes.txt, models]
         grace: 2
       register: planned
     - name: Apply it, as approved
       vacate.volume.apply:
-        plan: "{{ plans }}/web1.plan"
+        plan: "{{ out }}/web1.plan"
         plan_sha256: "{{ planned.plan_sha256 }}"
       register: applied
     - name: Keep what they came to
       ansible.builtin.copy:
         content: "{{ {'planned': planned, 'applied': applied} | to_json }}"
-        dest: "{{ plans }}/web1.json"
+        dest: "{{ out }}/web1.json"
         mode: "0644"
       delegate_to: localhost
 """
@@ -189,16 +178,7 @@ def ended(pid: int) -> bool:
 def test_plan_and_apply_modules_delete_200k_entries(installed, server, volume, tmp_path):
     vol, holder_pid = volume
     m = vol.mountpoint
-    far, log = wrapper(str(tmp_path / "far"), "/usr/bin/python3")
-    inv = inventory(tmp_path / "hosts.ini", server, far)
-    (tmp_path / "retire.yml").write_text(PLAN_AND_APPLY)
-    plans = tmp_path / "plans"
-    plans.mkdir()
-    r = collection.playbook(installed, "-i", inv, str(tmp_path / "retire.yml"),
-                            "-e", f"vol={m}", "-e", f"plans={plans}",
-                            env=installed.environ(ANSIBLE_PIPELINING="1"), timeout=TIMEOUT)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    got = json.loads((plans / "web1.json").read_text())
+    got, log = play(installed, server, tmp_path, PLAN_AND_APPLY, vol=m)
     planned, applied = got["planned"], got["applied"]
     assert [i["action"] for i in planned["items"] if i["path"].endswith("/data")] == ["delete"]
     assert any(s["kind"] == "delete" for s in planned["steps"]), planned["steps"]
@@ -207,13 +187,5 @@ def test_plan_and_apply_modules_delete_200k_entries(installed, server, volume, t
     none_left(log)
     assert not os.path.ismount(m)
     assert ended(holder_pid)
-    look = str(tmp_path / "look")
-    os.makedirs(look)
-    subprocess.run(["mount", "-o", "ro", vol.device, look], check=True)
-    try:
-        assert sorted(os.listdir(look)) == ["lost+found", "models", "notes.txt"]
-        with open(f"{look}/notes.txt") as f:
-            assert f.read() == "in use\n"
-        assert os.path.exists(f"{look}/models/q/config.json")
-    finally:
-        subprocess.run(["umount", look], check=True)
+    assert left_on(vol, str(tmp_path / "look")) == {"lost+found": None, "models": None,
+                                                    "notes.txt": "in use\n"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -57,3 +58,22 @@ def in_use():
     finally:
         h.close()
         v.close()
+
+
+def left_on(vol, where: str) -> dict:
+    """What is left at the top of ``vol`` once an apply unmounted it, looked at read-only at
+    ``where`` (made, mounted and unmounted here): each name, with a file's text (None for
+    anything else)."""
+    os.makedirs(where, exist_ok=True)
+    subprocess.run(["mount", "-o", "ro", vol.device, where], check=True)
+    try:
+        out = {}
+        for name in sorted(os.listdir(where)):
+            path = os.path.join(where, name)
+            out[name] = None
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    out[name] = f.read()
+        return out
+    finally:
+        subprocess.run(["umount", where], check=True)

@@ -32,27 +32,15 @@ def run(work, what: str, *, deadline_s: float | None = None,
     """``work()``'s reply (``{"ok": ...}`` or ``{"error": ...}``), computed in a forked worker
     whose first phase is ``what``; ``{"error": {"kind": "deadline" | "stalled" | "ended",
     ...}}`` where it did not answer within the bounds."""
-    from vacate.observing.collectors.forking import die_with_parent
-
     until = None if deadline_s is None else time.monotonic() + deadline_s
     read_end, write_end = os.pipe()
-    me = os.getpid()
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            os.setpgid(0, 0)
-            os.close(read_end)
-            die_with_parent(me)
-            _answer(os.fdopen(write_end, "wb"), what, work)
-            code = 0
-        finally:
-            os._exit(code)
+
+    def answer() -> int:
+        os.close(read_end)
+        _answer(os.fdopen(write_end, "wb"), what, work)
+        return 0
+    child = worker.fork_group(answer)
     os.close(write_end)
-    try:
-        os.setpgid(child, child)            # (also here: whichever runs first)
-    except OSError:
-        pass
     said = {"doing": f"answering {what}"}
     stream = io.BufferedReader(wire.Deadlined(read_end, stall_s, until), 1 << 16)
     restore = _ending(child)

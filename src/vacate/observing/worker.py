@@ -184,34 +184,45 @@ def serve(ops=None, rest: bytes = b"") -> int:
     """The far side's process (the bootstrap calls it, with ``rest``: what it read of stdin past
     the payload): fork the worker now, while this process runs no other thread, then relay
     between ssh and it (:func:`_relay`) until both are done."""
-    from vacate.observing.collectors.forking import die_with_parent
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)                     # a pty would mix our stderr into the replies
     os.close(devnull)
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
+
+    def work() -> int:
+        os.dup2(req_r, 0)
+        os.dup2(rep_w, 1)
+        for fd in (req_r, req_w, rep_r, rep_w):
+            os.close(fd)
+        return main(os.fdopen(0, "rb"), os.fdopen(1, "wb"), ops)
+    child = fork_group(work)
+    os.close(req_r)
+    os.close(rep_w)
+    return _relay(child, req_w, rep_r, rest)
+
+
+def fork_group(body) -> int:
+    """Fork a child that leads a process group of its own (so that its whole group can be
+    killed: :func:`_kill_worker`), is killed by the kernel when this process dies, runs
+    ``body()`` and ends with the exit code it returns; the child's pid."""
+    from vacate.observing.collectors.forking import die_with_parent
+
     me = os.getpid()
     child = os.fork()
     if child == 0:
         code = 1
         try:
             os.setpgid(0, 0)
-            os.dup2(req_r, 0)
-            os.dup2(rep_w, 1)
-            for fd in (req_r, req_w, rep_r, rep_w):
-                os.close(fd)
             die_with_parent(me)
-            code = main(os.fdopen(0, "rb"), os.fdopen(1, "wb"), ops)
+            code = body()
         finally:
             os._exit(code)
-    os.close(req_r)
-    os.close(rep_w)
     try:
         os.setpgid(child, child)            # (also here: whichever runs first)
     except OSError:
         pass
-    return _relay(child, req_w, rep_r, rest)
+    return child
 
 
 def _kill_worker(child: int) -> None:
