@@ -54,6 +54,7 @@ def run(work, what: str, *, deadline_s: float | None = None,
                           f"answered, while {said['doing']} ({_reap(child) or e})"}}
     finally:
         stream.close()
+        os.close(read_end)                  # (the raw stream does not own it)
         _reap(child)
         restore()
 
