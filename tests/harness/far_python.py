@@ -1,6 +1,7 @@
 """A far interpreter that watches what vacate's far side does: given to ``--python`` through
 a small shell script (:func:`harness.far_watch.wrapper`), it runs the bootstrap exactly as ``python3 -I -S -c
-STAGE`` would, in the real interpreter named, after setting up what the test asks:
+STAGE`` would, in the real interpreter named (or, as an Ansible ``ansible_python_interpreter``,
+the module Ansible sends, from a file or stdin), after setting up what the test asks:
 
 - every ``os.fork`` is logged (who forked, which child, from which module), so a test can
   tell that the far worker split its walk, its recognisers and its delete over processes;
@@ -8,8 +9,9 @@ STAGE`` would, in the real interpreter named, after setting up what the test ask
   may lead to deadlocks") is logged and ends the process with exit 70: the warning made an
   error (CPython swallows the exception ``-W error`` would raise there, so it is caught as
   it is shown);
-- ``stop-worker``: the first child the far side forks (the worker) stops itself with
-  ``SIGSTOP`` as it starts, as a worker an admin stopped or a debugger froze;
+- ``stop-worker``: the first child the far side forks (the worker; a ``vacate.volume``
+  module's worker too) stops itself with ``SIGSTOP`` as it starts, as a worker an admin
+  stopped or a debugger froze;
 - ``stop-at-delete``: the far worker stops itself once it has forked its first deleter, in
   the middle of an apply's delete step;
 - ``slow-walk``: each directory the walk lists costs 20 ms more, so that a walk of a small
@@ -108,10 +110,20 @@ import atexit
 
 atexit.register(_usage)
 args = sys.argv[3:]
-code = args[args.index("-c") + 1]
-sys.argv = ["-c"]
+where = {"__name__": "__main__"}
+if "-c" in args:                # vacate's ssh: the bootstrap
+    code, name = args[args.index("-c") + 1], "<string>"
+    sys.argv = ["-c"]
+elif args:                      # an Ansible module as a file (no pipelining)
+    name = args[0]
+    with open(name) as f:
+        code = f.read()
+    sys.argv, where["__file__"] = args, name
+else:                           # an Ansible module on stdin (pipelining)
+    code, name = sys.stdin.read(), "<stdin>"
+    sys.argv = [""]
 try:
-    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})   # noqa: S102 (as -c)
+    exec(compile(code, name, "exec"), where)   # noqa: S102 (as the interpreter would)
 finally:
     _usage()
     atexit.unregister(_usage)

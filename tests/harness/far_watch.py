@@ -1,15 +1,19 @@
 """Watching vacate's far side from a test: :func:`wrapper` makes a ``--python`` that runs the
 far side under :mod:`harness.far_python` (forks, warnings, resource use logged; a worker
 stopped or a walk slowed on request), :func:`events` reads its log, and :func:`far_processes`
-finds far-side processes still alive on this machine (the bootstrap's command line marks them).
+finds far-side processes still alive on this machine (the bootstrap's command line marks them,
+or :mod:`harness.far_python`'s where it runs an Ansible module); :func:`none_left` waits a
+little for them to go.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WATCHER = os.path.join(HERE, "far_python.py")
 STAGE_MARK = "exec(base64.b64decode("
 
 
@@ -20,7 +24,7 @@ def wrapper(directory: str, python: str, modes: str = "") -> tuple[str, str]:
     log = os.path.join(directory, "far.log")
     script = os.path.join(directory, "far-python")
     with open(script, "w") as f:
-        f.write(f"#!/bin/sh\nexec {python} -I -S {HERE}/far_python.py {log} '{modes}' \"$@\"\n")
+        f.write(f"#!/bin/sh\nexec {python} -I -S {WATCHER} {log} '{modes}' \"$@\"\n")
     os.chmod(script, 0o755)
     return script, log
 
@@ -66,8 +70,27 @@ def far_processes(mark: str | None = None, under: int | None = None) -> list[int
                 argv = f.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
-        if any(STAGE_MARK in a for a in argv) and "ssh" not in os.path.basename(argv[0]) \
+        watched = any(STAGE_MARK in a for a in argv) or WATCHER in argv    # (an Ansible module)
+        if watched and "ssh" not in os.path.basename(argv[0]) \
                 and (mark is None or mark in argv) \
                 and (under is None or descends(int(pid), under)):
             out.append(int(pid))
     return out
+
+
+def none_left(log: str, within: float = 10.0) -> None:
+    """No far process of a test's (its wrapper's ``log`` marks them) is left, ``within``
+    seconds at most after the command that started them ended."""
+    deadline = time.monotonic() + within
+    while far_processes(log) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not far_processes(log), far_processes(log)
+
+
+def worker_forks(log: str, by: str) -> list[dict]:
+    """The forks the far worker (a ``vacate.volume`` module's worker too) made from module
+    ``by`` (``popen_fork.py``: the walk's pool, ``sidebyside.py``: the recognisers,
+    ``delete.py``: the delete)."""
+    forks = events(log, "fork")
+    workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
+    return [e for e in forks if e["pid"] in workers and e["by"] == by]

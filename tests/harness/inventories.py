@@ -24,3 +24,13 @@ def delayed_inventory(path, server, names, delay: float,
               f"ansible_ssh_common_args='-F {server.config} -o \"ProxyCommand={proxy}\"'"]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
+
+
+def one_host(path, server, python: str, name: str = "web1") -> str:
+    """An inventory of one host, ``name`` (group ``fleet``): ``server`` (a test sshd), with
+    ``python`` its interpreter."""
+    path.write_text("[fleet]\n"
+                    f"{name} ansible_host=127.0.0.1 ansible_port={server.port} "
+                    f"ansible_python_interpreter={python}\n"
+                    f"[fleet:vars]\nansible_ssh_common_args='-F {server.config}'\n")
+    return str(path)

@@ -24,16 +24,13 @@ import time
 
 import pytest
 from harness import extras, sshd
-from harness.far_watch import events, far_processes, wrapper
-from harness.holders import Holders
-from harness.volumes import can_loop_mount, make_volume
+from harness.big_volume import ENTRIES, big_volume, fill, in_use, left_on
+from harness.far_watch import events, none_left, worker_forks, wrapper
 
 VACATE = [sys.executable, "-m", "vacate"]
 PYTHONS = {"3.8": os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8"),
            "debian": "/usr/bin/python3",
            "3.13": os.path.expanduser("~/.pyenv/versions/3.13.0/bin/python3.13")}
-DIRS, FILES, SUBFILES = 400, 250, 248          # 400 * (1 + 250 + 1 + 248) = 200,000 entries
-ENTRIES = DIRS * (2 + FILES + SUBFILES)
 TIMEOUT = 240          # a far side that hangs fails here, long after a slow machine answers
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
@@ -47,42 +44,6 @@ def far_pythons() -> list:
 def vacate(*args, env=None, timeout=TIMEOUT):
     return subprocess.run([*VACATE, *args], capture_output=True, text=True, timeout=timeout,
                           env=env, check=False)
-
-
-def fill(root: str) -> int:
-    """200,000 entries under ``root``: directories of empty files, each with a subdirectory
-    of more (the walk's pool gets the subdirectories)."""
-    for d in range(DIRS):
-        base = os.path.join(root, f"d{d:03d}")
-        os.makedirs(os.path.join(base, "s"))
-        for i in range(FILES):
-            os.close(os.open(os.path.join(base, f"f{i:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
-        for i in range(SUBFILES):
-            os.close(os.open(os.path.join(base, "s", f"g{i:03d}"), os.O_CREAT | os.O_WRONLY,
-                             0o644))
-    return ENTRIES
-
-
-def big_volume():
-    if not can_loop_mount():
-        pytest.skip("needs root and losetup")
-    return make_volume("ext4", size_mb=400, inodes=ENTRIES + 30_000)
-
-
-def no_far_process_left(log: str, within: float = 10.0) -> None:
-    """No far process of this test's (its wrapper's ``log`` marks them) is left."""
-    deadline = time.monotonic() + within
-    while far_processes(log) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not far_processes(log), far_processes(log)
-
-
-def worker_forks(log: str, by: str) -> list[dict]:
-    """The forks the far worker made from module ``by`` (``popen_fork.py``: the walk's pool,
-    ``sidebyside.py``: the recognisers, ``delete.py``: the delete)."""
-    forks = events(log, "fork")
-    workers = {e["child"] for e in forks if e["pid"] not in {f["child"] for f in forks}}
-    return [e for e in forks if e["pid"] in workers and e["by"] == by]
 
 
 def no_fork_warning(log: str) -> None:
@@ -99,20 +60,8 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def volume():
     """200,000 entries of data, a model's config, and a file a process holds open."""
-    v = big_volume()
-    h = Holders(v.mountpoint)
-    try:
-        m = v.mountpoint
-        fill(os.path.join(m, "data"))
-        os.makedirs(f"{m}/models/q")
-        with open(f"{m}/models/q/config.json", "w") as f:
-            json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
-        with open(f"{m}/notes.txt", "w") as f:
-            f.write("in use\n")
-        yield v, h.fd(f"{m}/notes.txt")
-    finally:
-        h.close()
-        v.close()
+    with in_use() as got:
+        yield got
 
 
 @pytest.mark.parametrize("python", far_pythons())
@@ -165,7 +114,7 @@ def test_scan_check_and_observe_of_200k_entries_over_ssh(volume, server, python,
     assert obs["schema"].startswith("vacate.observation/")
     assert obs["host"]["via"] == "vacate-test"
     assert any(c["id"].startswith(holder) for c in obs["consumers"])
-    no_far_process_left(log)
+    none_left(log)
 
 
 def planned(vol, server, far: str, tmp_path) -> tuple[str, dict]:
@@ -197,19 +146,12 @@ def test_plan_and_apply_delete_200k_entries_over_ssh(server, python, tmp_path):
         r = vacate("apply", plan, "--yes", env=env)
         assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
         assert not os.path.ismount(m)
-        look = str(tmp_path / "look")
-        os.makedirs(look)
-        subprocess.run(["mount", "-o", "ro", vol.device, look], check=True)
-        try:
-            assert sorted(os.listdir(look)) == ["keep.txt", "lost+found"]
-            with open(f"{look}/keep.txt") as f:
-                assert f.read() == "kept\n"
-        finally:
-            subprocess.run(["umount", look], check=True)
+        assert left_on(vol, str(tmp_path / "look")) == {"keep.txt": "kept\n",
+                                                        "lost+found": None}
         # the delete was shared among forked deleters there, never forked under a thread
         assert worker_forks(log, "delete.py"), events(log)
         no_fork_warning(log)
-        no_far_process_left(log)
+        none_left(log)
     finally:
         vol.close()
 
@@ -260,7 +202,7 @@ def test_a_stopped_far_worker_is_a_named_stall_and_nothing_is_left(volume, serve
     assert "Traceback" not in r.stderr
     assert took < 3 + 20, took
     # the stopped worker and the supervisor are gone there (SIGKILL ends a stopped process)
-    no_far_process_left(log)
+    none_left(log)
 
 
 def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(server,
@@ -278,7 +220,7 @@ def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(
         said = r.stdout + r.stderr
         assert "nothing came for 3 s" in said and "vacate-test" in said, said[-3000:]
         assert "Traceback" not in said
-        no_far_process_left(log)
+        none_left(log)
         from vacate.observing.model.journal import path_for, read_records
 
         records = read_records(path_for(plan))
@@ -291,7 +233,7 @@ def test_a_far_worker_stopped_in_a_delete_fails_the_step_and_the_rerun_finishes(
         r = vacate("apply", plan, "--yes", env=env)
         assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
         assert not os.path.ismount(m)
-        no_far_process_left(log)
+        none_left(log)
     finally:
         vol.close()
 
@@ -358,7 +300,7 @@ def test_one_stalled_host_costs_a_fleet_only_its_own_row(volume, server, tmp_pat
     assert bad["verdict"]["safe_to_unmount"] is None and bad["error"]["kind"] == "stalled", bad
     assert "nothing came for 3 s" in bad["error"]["message"]
     assert took < 60, took
-    no_far_process_left(log)
+    none_left(log)
 
 
 def test_scan_and_check_through_ct_of_200k_entries(tmp_path):

@@ -12,10 +12,11 @@ import os
 import socket
 
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    VacateAction, reach, vacate_module)
+    BOUNDS, VacateAction, reach, vacate_module)
 
 SPEC = dict(plan=dict(type="path", required=True),
-            plan_sha256=dict(type="str", required=True))
+            plan_sha256=dict(type="str", required=True),
+            **BOUNDS)
 
 
 class ActionModule(VacateAction):

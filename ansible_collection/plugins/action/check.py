@@ -8,10 +8,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    VacateAction, reach, vacate_module)
+    BOUNDS, VacateAction, reach, vacate_module)
 
 SPEC = dict(path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
-            configured=dict(type="bool", default=True), ct=dict(type="str"))
+            configured=dict(type="bool", default=True), ct=dict(type="str"),
+            **BOUNDS)
 
 
 class ActionModule(VacateAction):

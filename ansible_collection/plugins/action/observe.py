@@ -11,11 +11,12 @@ __metaclass__ = type
 import os
 
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    OBSERVE_MODULE, VacateAction, vacate_module)
+    BOUNDS, OBSERVE_MODULE, VacateAction, vacate_module)
 
 SPEC = dict(path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
             configured=dict(type="bool", default=True), ct=dict(type="str"),
-            dest=dict(type="path"), max_result_bytes=dict(type="int", default=1048576))
+            dest=dict(type="path"), max_result_bytes=dict(type="int", default=1048576),
+            **BOUNDS)
 
 
 class ActionModule(VacateAction):
@@ -25,8 +26,12 @@ class ActionModule(VacateAction):
     def work(self, args, task_vars):
         res = self._execute_module(module_name=OBSERVE_MODULE, module_args=dict(
             path=args["path"], scan_tree=args["scan_tree"], configured=args["configured"],
-            ct=args["ct"]), task_vars=task_vars)
+            ct=args["ct"], **self.bounds()), task_vars=task_vars)
         if res.get("failed") or "observation" not in res:
+            # vacate's message names what it was doing (and the deadline, where it passed);
+            # the host is named here, as the other modules' messages name it
+            if isinstance(res.get("error"), dict) and res.get("msg"):
+                res["msg"] = "%s: %s" % (task_vars.get("inventory_hostname") or "?", res["msg"])
             return res
         dest = args["dest"]
         if dest is None:

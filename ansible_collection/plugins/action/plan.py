@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    VacateAction, reach, vacate_module)
+    BOUNDS, VacateAction, reach, vacate_module)
 
 SPEC = dict(
     path=dict(type="path", required=True), dest=dict(type="path", required=True),
@@ -17,7 +17,7 @@ SPEC = dict(
     delete=dict(type="list", elements="str", default=[]),
     migrate=dict(type="raw"), archive_to=dict(type="str"),
     grace=dict(type="float", default=10.0), no_snapshot=dict(type="bool", default=False),
-    mask_references=dict(type="bool", default=False), ct=dict(type="str"))
+    mask_references=dict(type="bool", default=False), ct=dict(type="str"), **BOUNDS)
 
 
 class ActionModule(VacateAction):

@@ -10,6 +10,11 @@ imported from memory here by the finder of vacate's ssh bootstrap, built into th
 (first on ``sys.meta_path``: nothing is written to disk, and an installed vacate there is
 never the one run). :func:`answer` runs one of the layer's read-only
 operations (``vacate.observing.ops.OPS``) and gives its reply as JSON values, or the error.
+
+Each runs in a worker forked for it (``vacate.observing.bounded``), which this process waits
+for no longer than ``deadline`` seconds in all (None: no bound but the silence) nor
+``stall_timeout`` seconds without its heartbeat; past either, the worker and everything it
+started are killed and the reply is the error naming the bound and what it was doing.
 Standard library only, CPython 3.8+.
 """
 
@@ -32,39 +37,46 @@ def _load(payload):
     sys.meta_path.insert(0, payload.Payload(base64.b64decode("".join(payload.PAYLOAD))))
 
 
-def act(payload, op, args, sha256, token):
+def _bounded(op, work, bounds):
+    """``work(host)`` in a worker forked for it, within ``bounds`` (``deadline``,
+    ``stall_timeout``: :func:`vacate.observing.bounded.run`)."""
+    from vacate.observing import bounded
+    from vacate.observing.host import Host
+    from vacate.observing.worker import STALL_S
+
+    return bounded.run(lambda: work(Host.local()), op, deadline_s=bounds.get("deadline"),
+                       stall_s=bounds.get("stall_timeout") or STALL_S)
+
+
+def act(payload, op, args, sha256, token, **bounds):
     """One operation of an apply's far side (``vacate.act.far.OPS``) in this short process:
     the apply begun (``apply_begin``) or resumed (its lock and lease taken again, its plan
-    read back: ``far.resume``) first."""
+    read back: ``far.resume``) first. The worker that holds the lock is the one a deadline
+    kills: the lock goes with it."""
     _load(payload)
     from vacate.act import far
     from vacate.observing import worker
-    from vacate.observing.host import Host
 
-    host = Host.local()
-    try:
+    def work(host):
+        given = args
         if op == "apply_begin":
-            args = dict(args, token=token)
+            given = dict(args, token=token)
         elif op in far.OPS:
             far.resume(host, sha256, token)
-        return worker.answer(host, {"op": op, "args": args}, ops=far.OPS)
-    except Exception as e:  # pylint: disable=broad-except
-        return {"error": worker.error_of(e)}
+        return worker.answer(host, {"op": op, "args": given}, ops=far.OPS)
+    return _bounded(op, work, bounds)
 
 
-def answer(payload, op, args):
+def answer(payload, op, args, **bounds):
     """``{"ok": value}``, or ``{"error": {...}}`` as vacate's far worker says it."""
     _load(payload)
     from vacate.observing import worker
-    from vacate.observing.host import Host
 
-    host = Host.local()
-    try:
+    def work(host):
         if op == "entries_whole":
             return {"ok": _entries_whole(host, **args)}
         return worker.answer(host, {"op": op, "args": args})
-    except Exception as e:  # pylint: disable=broad-except
-        return {"error": worker.error_of(e)}
+    return _bounded(op, work, bounds)
 
 
 def _entries_whole(host, path, dev):

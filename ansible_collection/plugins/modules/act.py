@@ -45,6 +45,7 @@ attributes:
     support: none
 extends_documentation_fragment:
   - vacate.volume.attributes
+  - vacate.volume.attributes.bounds
 """
 
 EXAMPLES = r"""
@@ -80,14 +81,17 @@ def main():
         argument_spec=dict(op=dict(type="str", required=True),
                            args=dict(type="dict", default={}),
                            sha256=dict(type="str", required=True),
-                           token=dict(type="str", required=True, no_log=False)),
+                           token=dict(type="str", required=True, no_log=False),
+                           deadline=dict(type="float"),
+                           stall_timeout=dict(type="float", default=30.0)),
         supports_check_mode=True,
     )
     p = module.params
     if module.check_mode and p["op"] in ACTING:
         module.fail_json(msg="%s changes the host: not in check mode (the dry run asks "
                              "apply_ready)" % p["op"])
-    reply = act(vacate_payload_act, p["op"], p["args"], p["sha256"], p["token"])
+    reply = act(vacate_payload_act, p["op"], p["args"], p["sha256"], p["token"],
+                deadline=p["deadline"], stall_timeout=p["stall_timeout"])
     module.exit_json(changed=False, reply=reply)
 
 

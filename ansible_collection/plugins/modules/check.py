@@ -50,6 +50,7 @@ seealso:
 extends_documentation_fragment:
   - vacate.volume.attributes
   - vacate.volume.attributes.controller
+  - vacate.volume.attributes.deadline
 """
 
 EXAMPLES = r"""

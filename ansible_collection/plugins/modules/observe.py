@@ -58,6 +58,7 @@ attributes:
 extends_documentation_fragment:
   - vacate.volume.attributes
   - vacate.volume.attributes.controller
+  - vacate.volume.attributes.deadline
 """
 
 EXAMPLES = r"""
@@ -109,13 +110,16 @@ def main():
             ct=dict(type="str"),
             dest=dict(type="path"),
             max_result_bytes=dict(type="int", default=1048576),
+            deadline=dict(type="float"),
+            stall_timeout=dict(type="float", default=30.0),
         ),
         supports_check_mode=True,
     )
     p = module.params
     args = dict(path=p["path"], scan_tree=p["scan_tree"], configured=p["configured"],
                 ct=p["ct"])
-    reply = answer(vacate_payload, "observe", args)
+    reply = answer(vacate_payload, "observe", args, deadline=p["deadline"],
+                   stall_timeout=p["stall_timeout"])
     if "error" in reply:
         module.fail_json(msg=reply["error"].get("message") or "vacate could not look",
                          error=reply["error"])

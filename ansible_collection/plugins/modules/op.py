@@ -32,6 +32,7 @@ attributes:
     support: none
 extends_documentation_fragment:
   - vacate.volume.attributes
+  - vacate.volume.attributes.bounds
 """
 
 EXAMPLES = r"""
@@ -58,10 +59,14 @@ from ansible_collections.vacate.volume.plugins.module_utils import vacate_payloa
 def main():
     module = AnsibleModule(
         argument_spec=dict(op=dict(type="str", required=True),
-                           args=dict(type="dict", default={})),
+                           args=dict(type="dict", default={}),
+                           deadline=dict(type="float"),
+                           stall_timeout=dict(type="float", default=30.0)),
         supports_check_mode=True,
     )
-    reply = answer(vacate_payload, module.params["op"], module.params["args"])
+    p = module.params
+    reply = answer(vacate_payload, p["op"], p["args"], deadline=p["deadline"],
+                   stall_timeout=p["stall_timeout"])
     module.exit_json(changed=False, reply=reply)
 
 

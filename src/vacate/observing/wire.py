@@ -19,6 +19,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
+import os
+import select
+import time
 import typing
 
 READY = b"VACATE-READY"      # the bootstrap's first line: send nothing before it
@@ -34,6 +38,32 @@ class Damaged(ValueError):
 
 class Ended(EOFError):
     """The stream ended before a frame of the awaited tag was complete."""
+
+
+class Silent(Exception):
+    """No byte came within the wait allowed (raised by :class:`Deadlined`)."""
+
+
+class Deadlined(io.RawIOBase):
+    """A pipe's read end as a raw stream whose every read waits at most ``stall_s`` seconds,
+    and never past ``until`` (a ``time.monotonic()`` instant) where given: then
+    :class:`Silent`. Buffered over, its ``readline`` is the C one."""
+
+    def __init__(self, fd: int, stall_s: float, until: float | None = None):
+        super().__init__()
+        self.fd = fd
+        self.stall_s = stall_s
+        self.until = until
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        wait = self.stall_s if self.until is None else \
+            min(self.stall_s, self.until - time.monotonic())
+        if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+            raise Silent()
+        return os.readv(self.fd, [buf])
 
 
 RAW = LINE // 4 * 3          # the bytes of body one line carries (57)

@@ -71,6 +71,7 @@ def error_of(e: BaseException) -> dict:
 
 
 BEAT_S = 2.0        # a heartbeat this often while a request is answered
+STALL_S = 30.0      # the asking side's default: no byte for this long is a stall
 BYE = wire.frame(wire.REQUEST, b'{"op":"bye"}').split(b"\n", 1)[0]   # its header line
 GRACE_S = 10.0      # after bye: how long the worker has to end before it is killed
 
@@ -136,9 +137,6 @@ def main(stdin=None, stdout=None, ops=None) -> int:
     out = _Out(stdout or sys.stdout.buffer)
     readline = (stdin or sys.stdin.buffer).readline
     host = Host.local()
-    timed = hasattr(signal, "setitimer")
-    if timed:
-        signal.signal(signal.SIGALRM, out.beat)
     _out.append(out)
     try:
         while True:
@@ -157,55 +155,74 @@ def main(stdin=None, stdout=None, ops=None) -> int:
                 continue
             if isinstance(request, dict) and request.get("op") == "bye":
                 return 0
-            beat.begin(str(request.get("op", "")) if isinstance(request, dict) else "")
-            out.answering = True
-            beat.tell(out.beat)             # a new phase is said at once
-            if timed:
-                signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
-            try:
-                reply = answer(host, request, table)
-            finally:
-                if timed:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                beat.tell(None)
-                out.answering = False
-            out.send(reply)
+            what = str(request.get("op", "")) if isinstance(request, dict) else ""
+            out.send(answering(out, what, lambda r=request: answer(host, r, table)))
     finally:
         _out.pop()
+
+
+def answering(out: _Out, what: str, work) -> dict:
+    """``work()`` (a reply), a heartbeat sent on ``out`` every :data:`BEAT_S` seconds while
+    it runs and one at once whenever its phase changes; ``what``: its first phase."""
+    timed = hasattr(signal, "setitimer")
+    beat.begin(what)
+    out.answering = True
+    beat.tell(out.beat)                     # a new phase is said at once
+    if timed:
+        signal.signal(signal.SIGALRM, out.beat)
+        signal.setitimer(signal.ITIMER_REAL, BEAT_S, BEAT_S)
+    try:
+        return work()
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        beat.tell(None)
+        out.answering = False
 
 
 def serve(ops=None, rest: bytes = b"") -> int:
     """The far side's process (the bootstrap calls it, with ``rest``: what it read of stdin past
     the payload): fork the worker now, while this process runs no other thread, then relay
     between ssh and it (:func:`_relay`) until both are done."""
-    from vacate.observing.collectors.forking import die_with_parent
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)                     # a pty would mix our stderr into the replies
     os.close(devnull)
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
+
+    def work() -> int:
+        os.dup2(req_r, 0)
+        os.dup2(rep_w, 1)
+        for fd in (req_r, req_w, rep_r, rep_w):
+            os.close(fd)
+        return main(os.fdopen(0, "rb"), os.fdopen(1, "wb"), ops)
+    child = fork_group(work)
+    os.close(req_r)
+    os.close(rep_w)
+    return _relay(child, req_w, rep_r, rest)
+
+
+def fork_group(body) -> int:
+    """Fork a child that leads a process group of its own (so that its whole group can be
+    killed: :func:`_kill_worker`), is killed by the kernel when this process dies, runs
+    ``body()`` and ends with the exit code it returns; the child's pid."""
+    from vacate.observing.collectors.forking import die_with_parent
+
     me = os.getpid()
     child = os.fork()
     if child == 0:
         code = 1
         try:
             os.setpgid(0, 0)
-            os.dup2(req_r, 0)
-            os.dup2(rep_w, 1)
-            for fd in (req_r, req_w, rep_r, rep_w):
-                os.close(fd)
             die_with_parent(me)
-            code = main(os.fdopen(0, "rb"), os.fdopen(1, "wb"), ops)
+            code = body()
         finally:
             os._exit(code)
-    os.close(req_r)
-    os.close(rep_w)
     try:
         os.setpgid(child, child)            # (also here: whichever runs first)
     except OSError:
         pass
-    return _relay(child, req_w, rep_r, rest)
+    return child
 
 
 def _kill_worker(child: int) -> None:

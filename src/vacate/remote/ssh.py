@@ -25,7 +25,6 @@ import base64
 import io
 import json
 import os
-import select
 import shlex
 import signal
 import subprocess
@@ -34,12 +33,12 @@ from dataclasses import dataclass
 
 from vacate.observing import wire
 from vacate.observing.errors import EXIT_UNKNOWN, UsageError, VacateError
+from vacate.observing.worker import STALL_S  # --stall-timeout's default
 from vacate.remote import payload
 
 CONNECT_TIMEOUT_S = 10
 ALIVE_INTERVAL_S = 5
 ALIVE_COUNT = 3
-STALL_S = 30.0          # no byte from the far side for this long: a stall
 # ssh options the user may add for every host (e.g. -F FILE), split as a shell would
 ARGS_ENV = "VACATE_SSH_ARGS"
 
@@ -54,28 +53,6 @@ class Unreachable(VacateError):
 class Stalled(Unreachable):
     """Nothing came from the far side for ``--stall-timeout`` seconds; the session was ended
     (here and there). Exit 3 where it ends a look; a failed, resumable step in an apply."""
-
-
-class _Silent(Exception):
-    """No byte within the stall deadline (raised by :class:`_Deadlined`)."""
-
-
-class _Deadlined(io.RawIOBase):
-    """ssh's stdout as a raw stream whose every read waits at most ``stall_s`` seconds
-    (then :class:`_Silent`); buffered over, its ``readline`` is the C one."""
-
-    def __init__(self, fd: int, stall_s: float):
-        super().__init__()
-        self.fd = fd
-        self.stall_s = stall_s
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf) -> int:
-        if not select.select([self.fd], [], [], self.stall_s)[0]:
-            raise _Silent()
-        return os.readv(self.fd, [buf])
 
 
 @dataclass(frozen=True)
@@ -177,8 +154,8 @@ class Session:
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self._boot = wire.frame(wire.BOOT, payload.build(act=act))
-        self._stdout = io.BufferedReader(_Deadlined(self.proc.stdout.fileno(), target.stall_s),
-                                         1 << 16)
+        self._stdout = io.BufferedReader(
+            wire.Deadlined(self.proc.stdout.fileno(), target.stall_s), 1 << 16)
         self.doing = "connecting"           # what the far side said it was doing, last
         self.beat: dict = {}
 
@@ -190,7 +167,7 @@ class Session:
             wire.wait_for(self._stdout.readline, wire.READY)
         except wire.Ended:
             raise self._ended() from None
-        except _Silent:
+        except wire.Silent:
             raise self._stalled() from None
         self._write(self._boot)
         self._boot = None
@@ -224,7 +201,7 @@ class Session:
                 text = wire.read_frame(self._stdout.readline, wire.REPLY)
             except wire.Ended:
                 raise self._ended() from None
-            except _Silent:
+            except wire.Silent:
                 raise self._stalled() from None
             except wire.Damaged as e:
                 raise Unreachable(f"{self.target.label}: the reply arrived damaged ({e})") \
