@@ -38,18 +38,6 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
 PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    return collection.build_and_install(str(tmp_path_factory.mktemp("collection")))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = sshd.start(str(tmp_path_factory.mktemp("sshd")))
-    yield s
-    s.stop()
-
-
 @pytest.fixture
 def volumes():
     if not can_loop_mount():
