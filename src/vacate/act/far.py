@@ -257,14 +257,20 @@ def ready(host: Host, step: str) -> str | None:
     return precondition(_step(step), _ctx())
 
 
-def step(host: Host, step: str, earlier: dict | None = None) -> dict:
+def step(host: Host, step: str, earlier: dict | None = None,
+         witnesses: dict | None = None) -> dict:
     """Carry the step out here (:func:`vacate.act.kind.attempt`); ``earlier``: what the
-    journal says of it from an earlier run (``status``, ``data``). The outcome, with the
-    commands it ran."""
+    journal says of it from an earlier run (``status``, ``data``); ``witnesses``: what it
+    says now of the steps it relies on (``Context.witnesses``), the same way. The outcome,
+    with the commands it ran."""
     from vacate.act.kind import attempt
     from vacate.observing import beat
+    from vacate.observing.model.journal import StepState
 
     s, ctx = _told(step, earlier)
+    ctx.witnesses = {sid: StepState(sid, "outcome", w.get("status"), "", None, None,
+                                    w.get("data") or {})
+                     for sid, w in (witnesses or {}).items() if isinstance(w, dict)}
     beat.doing(f"step {s.id} ({s.kind})")
     first = len(ctx.commands)
     out = attempt(s, ctx)

@@ -43,9 +43,10 @@ class Here:
 
         return still_done(step, self.ctx)
 
-    def carry_out(self, step: Step, before) -> Outcome:
+    def carry_out(self, step: Step, before, witnesses: dict | None = None) -> Outcome:
         from vacate.act.kind import attempt
 
+        self.ctx.witnesses = dict(witnesses or {})
         return attempt(step, self.ctx)
 
     def ready(self, step: Step) -> str | None:
@@ -122,10 +123,12 @@ class There:
         except VacateError:
             return False
 
-    def carry_out(self, step: Step, before) -> Outcome:
+    def carry_out(self, step: Step, before, witnesses: dict | None = None) -> Outcome:
+        seen = {sid: _said(st) for sid, st in (witnesses or {}).items()}
         try:
             got = self.reach.call("apply_step", on_note=self._note, step=step.id,
-                                  earlier=_said(before))
+                                  earlier=_said(before),
+                                  **({"witnesses": seen} if seen else {}))
         except VacateError as e:
             return Outcome("failed", f"{e.message}: the step's outcome there is not known; a "
                                      "rerun asks whether it is done")
