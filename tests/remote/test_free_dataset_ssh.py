@@ -54,3 +54,27 @@ def test_the_datasets_snapshots_read_far_side_are_the_local_ones(server, pool, t
     for doc in (here, far):
         assert any(f"{ds}@kept is held" in b for b in doc["blocked"]), doc["blocked"]
         assert doc["steps"][-1]["params"]["snapshots"] == ["daily"]
+
+
+@pytest.mark.slow
+def test_a_plan_made_over_ssh_frees_the_dataset_far_side(server, pool, tmp_path):
+    """The destroy runs on the far host and reads there what the journal (kept here) says
+    of the verify before it."""
+    mnt = pool.create("subvol-401-disk-0")
+    ds = f"{pool.name}/subvol-401-disk-0"
+    with open(f"{mnt}/a.txt", "w") as f:
+        f.write("a\n")
+    (tmp_path / "dest").mkdir()
+    plan = str(tmp_path / "far.plan")
+    env = server.environ()
+    r = subprocess.run([sys.executable, "-m", "vacate", "plan", "--host", "vacate-test", mnt,
+                        "--archive-to", str(tmp_path / "dest"), "--archive-format", "zfs",
+                        "--verify-pool", pool.name, "--free-volume", "-o", plan],
+                       capture_output=True, text=True, timeout=180, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-m", "vacate", "apply", plan, "--yes", "--json"],
+                       capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    steps = {s["kind"]: s for s in json.loads(r.stdout)["done"]["steps"]}
+    assert steps["destroy-dataset"]["status"] == "ok", steps["destroy-dataset"]
+    assert run("zfs", "list", ds, check=False).returncode != 0
