@@ -156,6 +156,17 @@ def test_a_hold_or_clone_after_planning_fails_the_destroy_nothing_destroyed(
         out["detail"], out
     assert _exists(ds) and "daily" in _snapshots(ds)
     assert _last(plan, "destroy-dataset")["status"] == "failed"
+    # released, but the archived snapshot destroyed by someone else meanwhile: the archive
+    # is no longer proved to be of what is there, and nothing is destroyed
+    if how == "hold":
+        run("zfs", "release", "late", f"{ds}@daily")
+    else:
+        run("zfs", "destroy", f"{pool.name}/late")
+    archived = next(s for s in _snapshots(ds) if s.startswith("vacate-archive-"))
+    run("zfs", "destroy", f"{ds}@{archived}")
+    out = _apply(plan, rc=1)["destroy-dataset"]
+    assert out["status"] == "failed" and "is not there now" in out["detail"], out
+    assert _exists(ds)
 
 
 @pytest.mark.slow
@@ -173,3 +184,19 @@ def test_kill_9_at_the_destroy_then_a_rerun_ends_as_an_uninterrupted_run(
     assert not [d for d in run("zfs", "list", "-H", "-o", "name", "-t", "all", "-r",
                                pool.name).stdout.decode().split() if "vacate-verify" in d]
     assert os.listdir(dest) == ["dataset-" + ds.replace("/", "_")]
+
+
+@pytest.mark.slow
+def test_a_destroy_cut_after_it_took_the_snapshots_is_finished_by_a_rerun(pool, tmp_path):
+    """A power cut inside ``zfs destroy -r`` may leave the dataset without its snapshots:
+    the rerun's verify still receives the archive, and the destroy, begun before, goes on."""
+    ds, mnt = _volume(pool)
+    plan, _dest, doc = _plan(tmp_path, mnt, "--verify-pool", pool.name)
+    assert kill_during(plan, intents_seen=len(doc["steps"]))    # at the destroy's intent
+    assert _exists(ds)
+    for snap in _snapshots(ds):                # what a cut destroy -r may have done already
+        run("zfs", "destroy", f"{ds}@{snap}")
+    steps = _apply(plan)
+    assert steps["destroy-dataset"]["status"] == "ok", steps["destroy-dataset"]
+    assert steps["verify-dataset"]["status"] == "ok"
+    assert not _exists(ds)

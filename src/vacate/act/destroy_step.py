@@ -30,7 +30,8 @@ def ready(step: Step, ctx: Context) -> str | None:
     from vacate.act.freeing import why_not
 
     p = step.params
-    return why_not(ctx, p.dataset, tuple(p.snapshots), tuple(step.precondition.verified_by))
+    return why_not(ctx, p.dataset, tuple(p.snapshots), tuple(step.precondition.verified_by),
+                   step.id)
 
 
 def run(step: Step, ctx: Context) -> Outcome:

@@ -234,7 +234,9 @@ def _told(step_id: str, earlier: dict | None):
     from vacate.observing.model.journal import StepState
 
     ctx, s = _ctx(), _step(step_id)
-    if earlier:
+    if earlier and earlier.get("event") == "intent":      # begun, never said how it ended
+        ctx.earlier[s.id] = StepState(s.id, "intent", None, "", None, None, {})
+    elif earlier:
         ctx.earlier[s.id] = StepState(s.id, "outcome", earlier.get("status"), "", None, None,
                                       earlier.get("data") or {})
     else:

@@ -26,8 +26,13 @@ def own_snapshots(ctx: Context) -> tuple[str, ...]:
     return tuple(out)
 
 
-def archives_verified(ctx: Context, verified_by: tuple[str, ...]) -> str | None:
-    """None when each step of ``verified_by`` ended verified in this apply, else why not."""
+def archives_verified(ctx: Context, verified_by: tuple[str, ...],
+                      resumed: bool = False) -> str | None:
+    """None when each step of ``verified_by`` ended verified in this apply, else why not.
+    ``resumed``: the freeing began in an earlier run and never said how it ended (a ``kill
+    -9`` or a power cut inside ``zfs destroy -r``, which may have taken the snapshots
+    already): a native archive's snapshot gone is then taken as gone with it, its archive
+    received and compared in this apply all the same."""
     from vacate.archive import zfs_tool
 
     kinds = {s.id: s.kind for s in ctx.plan.steps}
@@ -43,6 +48,8 @@ def archives_verified(ctx: Context, verified_by: tuple[str, ...]) -> str | None:
                     f"({d.get('strength') or 'not said'}); only an archive received and "
                     "compared allows freeing")
         origin = str(d.get("origin") or "")
+        if origin and resumed and not zfs_tool.exists(origin):
+            continue
         if not origin or not zfs_tool.exists(origin):
             return f"{sid}: the snapshot archived ({origin or 'not said'}) is not there now"
         now = int(zfs_tool.props(origin, "guid")["guid"])
@@ -80,10 +87,11 @@ def dataset_blockers(dataset: str, listed: tuple[str, ...], own: tuple[str, ...]
 
 
 def why_not(ctx: Context, dataset: str, listed: tuple[str, ...],
-            verified_by: tuple[str, ...]) -> str | None:
-    """The precondition of freeing ``dataset`` (see the module): None when it holds, else
-    every reason it does not."""
-    why = archives_verified(ctx, verified_by)
+            verified_by: tuple[str, ...], step_id: str = "") -> str | None:
+    """The precondition of freeing ``dataset`` (see the module) by the step ``step_id``:
+    None when it holds, else every reason it does not."""
+    st = ctx.earlier.get(step_id)
+    why = archives_verified(ctx, verified_by, resumed=st is not None and st.event == "intent")
     if why:
         return why
     said = dataset_blockers(dataset, listed, own_snapshots(ctx))

@@ -22,9 +22,12 @@ PIECE = 4 << 20             # an entries file is sent in pieces of this many byt
 
 
 def _said(before) -> dict | None:
-    """What the journal says of a step's earlier run, as the far side takes it."""
+    """What the journal says of a step's earlier run, as the far side takes it (begun and
+    never said how it ended: ``{"event": "intent"}``)."""
     if before is not None and before.event == "outcome":
         return {"status": before.status, "data": before.data}
+    if before is not None and before.event == "intent":
+        return {"event": "intent"}
     return None
 
 
