@@ -13,7 +13,7 @@ import os
 
 import pytest
 from harness.archives import make_awkward_tree, run, snapshot, snapshot_diff
-from harness.retire import cli, kill_during
+from harness.retire import cli, kill_during, restore_with_stock_tools
 
 from vacate.observing.model.journal import path_for, read_records
 from vacate.observing.model.plan import Plan
@@ -200,3 +200,35 @@ def test_a_destroy_cut_after_it_took_the_snapshots_is_finished_by_a_rerun(pool, 
     assert steps["destroy-dataset"]["status"] == "ok", steps["destroy-dataset"]
     assert steps["verify-dataset"]["status"] == "ok"
     assert not _exists(ds)
+
+
+def test_the_ansible_plan_module_takes_free_volume(pool, tmp_path):
+    """``vacate.volume.plan`` with ``free_volume: true`` (its action plugin calls
+    flow.playbook.plan with the task's options)."""
+    from vacate.flow.playbook import PLAN_OPTIONS, plan
+    from vacate.remote import Local
+
+    ds, mnt = _volume(pool)
+    assert "free_volume" in PLAN_OPTIONS
+    (tmp_path / "dest").mkdir()
+    got = plan(Local(), mnt, str(tmp_path / "p.plan"), archive_to=str(tmp_path / "dest"),
+               free_volume=True, check_mode=True)
+    assert got["steps"][-1]["kind"] == "destroy-dataset" and ds in got["steps"][-1]["summary"]
+    assert got["blocked"] == []             # tar alone, nothing kept: the tar archives hold it
+    assert not (tmp_path / "p.plan").exists()
+
+
+@pytest.mark.slow
+def test_with_tar_archives_alone_the_dataset_is_freed_once_they_are_read_back(pool, tmp_path):
+    ds, mnt = _volume(pool)
+    (tmp_path / "dest").mkdir()
+    plan = str(tmp_path / "p.plan")
+    rc, out, err = cli("plan", mnt, "--archive-to", str(tmp_path / "dest"), "--delete",
+                       "scratch", "--free-volume", "-o", plan, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    verifies = [s["id"] for s in doc["steps"] if s["kind"] == "verify"]
+    assert verifies and doc["steps"][-1]["precondition"]["verified_by"] == verifies
+    steps = _apply(plan)
+    assert steps["destroy-dataset"]["status"] == "ok" and not _exists(ds)
+    restore_with_stock_tools(str(tmp_path / "dest" / "src"), str(tmp_path))

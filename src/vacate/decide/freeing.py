@@ -25,10 +25,10 @@ def kept_outside(items, archive_format: str) -> list[PlanItem]:
     return [i for i in items if i.action == "keep" and i.files > 0]
 
 
-def snapshot_blockers(facts: DatasetFacts, own: tuple[str, ...] = ()) -> list[str]:
-    """A snapshot held or cloned (or whose holds could not be read), each named; a child
-    dataset; what could not be read. ``own``: the plan's own snapshots (held or cloned, they
-    block too: nothing but the plan may take them)."""
+def snapshot_blockers(facts: DatasetFacts) -> list[str]:
+    """A snapshot held or cloned (or whose holds could not be read), each named, the plan's
+    own included (nothing but the plan may take them); a child dataset; what could not be
+    read. (Proxmox's freeing reuses these: its ``zfs destroy -r`` takes the same.)"""
     ds = facts.dataset
     if facts.error:
         return [f"could not read the snapshots of {ds}: {facts.error}"]
@@ -62,7 +62,7 @@ def listed(facts: DatasetFacts | None, own: tuple[str, ...] = ()) -> tuple[str, 
 
 
 def blockers(facts: DatasetFacts | None, items, archive_format: str,
-             verify_pool: str | None, own: tuple[str, ...] = ()) -> list[str]:
+             verify_pool: str | None) -> list[str]:
     """Why the volume's dataset may not be freed as planned (empty: it may)."""
     if facts is None:
         return ["--free-volume: the dataset's snapshots were not looked at (plan again)"]
@@ -73,4 +73,4 @@ def blockers(facts: DatasetFacts | None, items, archive_format: str,
         out.append("the dataset's archive is only parsed, not received (no --verify-pool): "
                    "the weaker check never allows freeing the dataset; give --verify-pool "
                    "POOL to prove it receivable")
-    return out + snapshot_blockers(facts, own)
+    return out + snapshot_blockers(facts)

@@ -28,7 +28,6 @@ from vacate.decide.teardown import (
     Teardown,
     archive_location,
     dataset_archive,
-    dataset_snapshot,
     deleted,
     teardown,
 )
@@ -327,9 +326,7 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
                        "; ".join(p.message for p in result.verdict.unknowns))
     if request.free_volume and obs.ct is None:
         blocked += freeing.blockers(obs.dataset, items, request.archive_format,
-                                    request.verify_pool,
-                                    (dataset_snapshot(obs.target.zfs_dataset,
-                                                      request.created_at),))
+                                    request.verify_pool)
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
                               request.created_at, request.free_volume))
