@@ -17,7 +17,8 @@ SPEC = dict(
     delete=dict(type="list", elements="str", default=[]),
     migrate=dict(type="raw"), archive_to=dict(type="str"),
     grace=dict(type="float", default=10.0), no_snapshot=dict(type="bool", default=False),
-    mask_references=dict(type="bool", default=False), ct=dict(type="str"), **BOUNDS)
+    mask_references=dict(type="bool", default=False),
+    free_volume=dict(type="bool", default=False), ct=dict(type="str"), **BOUNDS)
 
 
 class ActionModule(VacateAction):

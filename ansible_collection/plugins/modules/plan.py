@@ -66,6 +66,15 @@ options:
     description: Mask the units that still name archived or deleted paths.
     type: bool
     default: false
+  free_volume:
+    description: Free the volume itself as the plan's last step, as C(vacate plan
+      --free-volume) (its ZFS dataset destroyed with C(zfs destroy -r)), once every archive
+      of it is verified in the apply. The plan is blocked while an item is kept outside an
+      archive, while the dataset's archive is only parsed (no C(--verify-pool)), or while a
+      snapshot is held or cloned or the dataset has children; refused on a volume that is
+      not a ZFS dataset.
+    type: bool
+    default: false
   ct:
     description: On a Proxmox host, O(path) as container O(ct) sees it.
     type: str

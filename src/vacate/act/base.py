@@ -72,6 +72,9 @@ class Context:
     earlier: dict = field(default_factory=dict)   # step id -> journal.StepState of earlier runs
     nvml: object = None              # pynvml's interface (None: load it where installed)
     plan_path: str = ""              # the plan's file (its entries files lie beside it)
+    # step id -> journal.StepState: what the journal says now of the steps the step about
+    # to act relies on (its precondition's ``verified_by``: :func:`vacate.act.kind.relies_on`)
+    witnesses: dict = field(default_factory=dict)
 
     def finished_earlier(self, step: Step) -> dict | None:
         """The data of this step's ok outcome in an earlier run of this apply, or None."""

@@ -85,6 +85,12 @@ def run(step: Step, ctx: Context) -> Outcome:
         try:
             there = os.stat(t.mountpoint).st_dev == t.st_dev
             st = os.statvfs(t.mountpoint)
+        except FileNotFoundError as e:
+            from vacate.act.freeing import freed_by_plan
+
+            if freed_by_plan(ctx) is None:       # else its mount point went with it
+                return Outcome("failed", f"cannot look at {t.mountpoint}: {e.strerror}")
+            there = False
         except OSError as e:
             return Outcome("failed", f"cannot look at {t.mountpoint}: {e.strerror}")
         if not there:

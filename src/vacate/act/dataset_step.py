@@ -6,7 +6,8 @@ unless it is there) and sends it into parts at the destination
 (:func:`vacate.archive.zfs_write.write_native`). Idempotent through the archive's own
 rules: a rerun onto a finished archive of that snapshot writes nothing; one after an
 interruption removes what the unfinished run left and sends again. Done when the manifest
-at the destination holds the snapshot's guid.
+at the destination holds the snapshot's guid, or, the snapshot gone since (the plan's
+``destroy-dataset`` took it), when a finished archive of it is there.
 
 ``verify-dataset`` reads the archive back (:func:`vacate.archive.zfs_verify.verify_native`):
 received into a scratch dataset of ``--verify-pool`` and compared with the snapshot, or,
@@ -54,7 +55,25 @@ def done(step: Step, ctx: Context) -> bool:
     if step.kind != "archive-dataset":
         return False
     post = step.postcondition
-    return finished_guid(post.native_archive, post.origin) is not None
+    return finished_guid(post.native_archive, post.origin) is not None or \
+        _finished_and_gone(post.native_archive, post.origin)
+
+
+def _finished_and_gone(location: str, origin: str) -> bool:
+    """Whether the snapshot ``origin`` is gone (``--free-volume`` freed the dataset, or
+    began to, after its archive was verified) and the archive at ``location`` is a finished
+    one of it: nothing is left to send (a new snapshot would not be the one archived), and a
+    rerun goes on to verify the archive again."""
+    from vacate.act.freeing import gone
+
+    if not os.path.isdir(location) or not gone(origin):
+        return False
+    from vacate.archive import zfs_verify
+
+    try:
+        return zfs_verify.load(_target(location)).origin == origin
+    except Exception:  # noqa: BLE001 - none, unfinished or damaged: not done
+        return False
 
 
 def ready(step: Step, ctx: Context) -> str | None:

@@ -111,9 +111,9 @@ def ready(step: Step, ctx: Context) -> str | None:
 
 
 def snapshot_name(ctx: Context) -> str:
-    import hashlib
+    from vacate.act.snapshot import plan_snapshot_name
 
-    return hashlib.sha256(ctx.plan.dumps().encode()).hexdigest()[:12]
+    return plan_snapshot_name(ctx.plan)
 
 
 def run(step: Step, ctx: Context) -> Outcome:
@@ -143,8 +143,12 @@ def run(step: Step, ctx: Context) -> Outcome:
 
 
 def _snapshot(step: Step, ctx: Context) -> Outcome:
+    from vacate.act.freeing import freed_by_plan
     from vacate.act.snapshot import destroy_command, snapshot
 
+    freed = freed_by_plan(ctx) if step.params.dataset else None
+    if freed is not None:        # a rerun after the plan freed the dataset: it went with it
+        return Outcome("skipped", f"{freed} was freed by this plan, its snapshots with it")
     r = snapshot(ctx.plan.observation.target, step.params.items or [],
                  snapshot_name(ctx))
     data = {"name": r.name, "snapshots": [s.as_json() for s in r.snapshots],

@@ -234,7 +234,9 @@ def _told(step_id: str, earlier: dict | None):
     from vacate.observing.model.journal import StepState
 
     ctx, s = _ctx(), _step(step_id)
-    if earlier:
+    if earlier and earlier.get("event") == "intent":      # begun, never said how it ended
+        ctx.earlier[s.id] = StepState(s.id, "intent", None, "", None, None, {})
+    elif earlier:
         ctx.earlier[s.id] = StepState(s.id, "outcome", earlier.get("status"), "", None, None,
                                       earlier.get("data") or {})
     else:
@@ -257,14 +259,20 @@ def ready(host: Host, step: str) -> str | None:
     return precondition(_step(step), _ctx())
 
 
-def step(host: Host, step: str, earlier: dict | None = None) -> dict:
+def step(host: Host, step: str, earlier: dict | None = None,
+         witnesses: dict | None = None) -> dict:
     """Carry the step out here (:func:`vacate.act.kind.attempt`); ``earlier``: what the
-    journal says of it from an earlier run (``status``, ``data``). The outcome, with the
-    commands it ran."""
+    journal says of it from an earlier run (``status``, ``data``); ``witnesses``: what it
+    says now of the steps it relies on (``Context.witnesses``), the same way. The outcome,
+    with the commands it ran."""
     from vacate.act.kind import attempt
     from vacate.observing import beat
+    from vacate.observing.model.journal import StepState
 
     s, ctx = _told(step, earlier)
+    ctx.witnesses = {sid: StepState(sid, "outcome", w.get("status"), "", None, None,
+                                    w.get("data") or {})
+                     for sid, w in (witnesses or {}).items() if isinstance(w, dict)}
     beat.doing(f"step {s.id} ({s.kind})")
     first = len(ctx.commands)
     out = attempt(s, ctx)

@@ -55,6 +55,12 @@ def module_of(step: Step):
     return KINDS[step.kind][1]
 
 
+def relies_on(step: Step) -> tuple[str, ...]:
+    """The steps whose journaled outcomes the step's precondition reads (``verified_by``
+    of a step that frees the volume): apply hands them over as ``Context.witnesses``."""
+    return tuple(getattr(step.precondition, "verified_by", ()) or ())
+
+
 def params(step: Step):
     """The step's parameters: its kind's typed value (checked when the plan was read);
     :class:`codec.Malformed` when it has none."""

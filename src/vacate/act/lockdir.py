@@ -65,9 +65,19 @@ def done(step: Step, ctx: Context) -> bool:
         if _is_mount_point(step, ctx):
             return False
         flags = _flags(local)
+    except FileNotFoundError:
+        return _went_with_dataset(ctx)
     except OSError:
         return False
     return flags is None or bool(flags & FS_IMMUTABLE_FL)
+
+
+def _went_with_dataset(ctx: Context) -> bool:
+    """Whether the plan freed its dataset since (``--free-volume``), the mount point gone
+    with it: nothing is left to lock."""
+    from vacate.act.freeing import freed_by_plan
+
+    return freed_by_plan(ctx) is not None
 
 
 def ready(step: Step, ctx: Context) -> str | None:
@@ -94,6 +104,8 @@ def ready(step: Step, ctx: Context) -> str | None:
 
 def skipped(step: Step, ctx: Context) -> Outcome:
     path = _path(step)
+    if not os.path.lexists(ctx.host.path(path)):
+        return Outcome("skipped", f"{path} went with the dataset the plan freed")
     if _flags(ctx.host.path(path)) is None:
         return Outcome("skipped", _unsupported_note(path))
     return Outcome("skipped", f"{path} is immutable already")

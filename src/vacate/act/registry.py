@@ -12,6 +12,7 @@ MODULES = tuple(importlib.import_module(f"vacate.act.{name}") for name in (
     "dataset_step",
     "containers",
     "delete_step",
+    "destroy_step",
     "gpu",
     "kernel",
     "lockdir",

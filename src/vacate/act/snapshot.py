@@ -86,6 +86,14 @@ def destroy_command(result: SnapshotResult) -> list[str]:
     return ["zfs", "destroy", *(s.snapshot for s in result.snapshots)]
 
 
+def plan_snapshot_name(plan) -> str:
+    """The name of the snapshot a plan takes before its deletes: named for the plan (its
+    text's sha256), so a rerun finds its own."""
+    import hashlib
+
+    return hashlib.sha256(plan.dumps().encode()).hexdigest()[:12]
+
+
 class _Failed(Exception):
     pass
 

@@ -21,7 +21,7 @@ import fnmatch
 import os
 from dataclasses import replace
 
-from vacate.decide import verdict
+from vacate.decide import freeing, verdict
 from vacate.decide.request import PlanRequest, request_of
 from vacate.decide.teardown import (
     SNAPSHOT_FS,
@@ -324,6 +324,9 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
+    if request.free_volume and obs.ct is None:
+        blocked += freeing.blockers(obs.dataset, items, request.archive_format,
+                                    request.verify_pool)
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
                               request.created_at, request.free_volume))
@@ -357,6 +360,10 @@ def _check_format(obs: Observation, request: PlanRequest) -> None:
     """``--archive-format zfs`` or ``both`` needs the volume to be a ZFS dataset and a local
     directory to write to; ``--verify-pool`` goes with them."""
     fmt = request.archive_format
+    if request.free_volume and obs.ct is None and not obs.target.zfs_dataset:
+        raise PlanRefused(f"--free-volume: {obs.target.mountpoint} is not a ZFS dataset "
+                          f"({obs.target.mount.fstype}); vacate frees a ZFS dataset (zfs "
+                          "destroy) or, with --ct, a Proxmox volume")
     if fmt not in ARCHIVE_FORMATS:
         raise PlanRefused(f"--archive-format {fmt}: one of {', '.join(ARCHIVE_FORMATS)}")
     if fmt == "tar":

@@ -30,10 +30,12 @@ from vacate.decide.teardown_migrate import (
 from vacate.observing.model.action import Action
 from vacate.observing.model.conditions import (
     Archived,
+    Destroyed,
     DisableNow,
     Enabled,
     Engine,
     Exists,
+    Freeable,
     Gone,
     Held,
     Immutable,
@@ -53,6 +55,7 @@ from vacate.observing.model.steps import (
     ArchiveDataset,
     Check,
     Delete,
+    DestroyDataset,
     DetachLoop,
     DisableUnit,
     EditConfig,
@@ -483,10 +486,39 @@ def retire(t: Teardown) -> None:
                       "mounts it again", downtime=True,)
 
 
+VERIFIES = frozenset({"verify", "verify-dataset", "verify-copy"})
+
+
+def free_dataset(t: Teardown) -> None:
+    """11. The dataset freed, last (``--free-volume`` on plain ZFS; on Proxmox, ``--ct``, the
+    volume is freed through ``pct``): ``zfs destroy -r``, with the snapshots listed, once
+    every archive of it is verified in this apply. Whether it may be is the plan's
+    ``blocked`` (:mod:`vacate.decide.freeing`); the step checks it again before it acts."""
+    from vacate.decide.freeing import listed
+
+    ds = t.obs.target.zfs_dataset
+    if not t.free_volume or not ds or t.obs.ct is not None:
+        return
+    own = (dataset_snapshot(ds, t.created_at),)
+    snaps = listed(t.obs.dataset, own)
+    if t.archive_format != "tar" and t.archive_to:
+        restore = (f"the dataset's archive {dataset_archive(t.archive_to, ds)}: cat its "
+                   f"parts | zstd -dc | zfs receive {ds} (see its README)")
+    else:
+        restore = (f"the items' tar archives in {t.archive_to} (vacate restore, or zstd -dc "
+                   "| tar -x) into a new dataset" if t.archive_to else
+                   "nothing: every item was deleted or migrated")
+    verified = tuple(s.id for s in t.st.steps if s.kind in VERIFIES)
+    with_snaps = f", with its snapshots {', '.join('@' + n for n in snaps)}" if snaps else ""
+    t.st.add(DestroyDataset(ds, snaps, restore),
+             f"destroy the dataset {ds} (zfs destroy -r){with_snaps}; restored from {restore}",
+             downtime=True, precondition=Freeable(verified), postcondition=Destroyed(ds))
+
+
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,
           release_gpus, stop_containers, kernel_users, archive_rest, archive_dataset,
           migrate_rest, snapshot_and_delete,
-          disarm_config, mask_references, retire)
+          disarm_config, mask_references, retire, free_dataset)
 
 
 def teardown(t: Teardown) -> tuple[Step, ...]:

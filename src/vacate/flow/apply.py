@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from vacate.act.base import Context
 from vacate.act.journal import Journal, PlanLock
-from vacate.act.kind import kind_of
+from vacate.act.kind import kind_of, relies_on
 from vacate.act.registry import KINDS
 from vacate.decide import stale
 from vacate.decide.plan import edited_steps
@@ -320,7 +320,12 @@ def _one(step, actor, j: Journal, before) -> StepResult:
         return StepResult(step.id, step.kind, step.summary, before.status, before.detail,
                           before.started, before.ended, True, before.data)
     j.intent(step.id, step.kind)
-    out = actor.carry_out(step, before)
+    relied = relies_on(step)
+    seen = {}
+    if relied:                     # what the journal says now of the steps it relies on
+        now = j.states()
+        seen = {sid: now[sid] for sid in relied if sid in now}
+    out = actor.carry_out(step, before, seen)
     j.outcome(step.id, out.status, out.detail, out.data)
     return StepResult(step.id, step.kind, step.summary, out.status, out.detail, t0,
                       time.time(), False, out.data)

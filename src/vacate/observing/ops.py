@@ -178,8 +178,16 @@ def commands(host: Host, names: list) -> dict:
     return {str(n): shutil.which(str(n)) or "" for n in names}
 
 
+def zfs_dataset(host: Host, dataset: str):
+    """:func:`vacate.observing.collectors.zfs.dataset_facts`: what freeing ``dataset``
+    depends on (its snapshots with their holds and clones, its children)."""
+    from vacate.observing.collectors.zfs import dataset_facts
+
+    return dataset_facts(dataset)
+
+
 OPS = {"hello": hello, "ct_view": ct_view, "commands": commands, "observe": observe, "target": target, "free_bytes": free_bytes,
        "record_entries": record_entries, "record_item": record_item,
        "entries_file": entries_file, "entries_piece": entries_piece,
        "system_devices": system_devices,
-       "file_stats": file_stats}
+       "file_stats": file_stats, "zfs_dataset": zfs_dataset}

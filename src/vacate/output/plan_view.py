@@ -78,6 +78,15 @@ def render(plan: Plan, console, *, steps: bool = True) -> None:
         console.print(f"space freed by the deletes: {human_bytes(plan.expected_freed_bytes)}"
                       + (" (a snapshot holds it until destroyed)"
                          if plan.snapshot and plan.fstype in ("zfs", "btrfs") else ""))
+    for s in plan.steps:
+        if s.kind == "destroy-dataset":
+            p = s.params
+            console.print(f"[red]the dataset {escape(p.dataset)} will be destroyed[/] (zfs "
+                          "destroy -r), last, once every archive of it is verified in the "
+                          "apply" + (f"; with it its snapshots "
+                                     f"{escape(', '.join('@' + n for n in p.snapshots))}"
+                                     if p.snapshots else "")
+                          + f"; what restores it: {escape(p.restore)}")
     for it in plan.items:
         if it.action == "migrate":
             free = "not known" if it.dest_free_bytes is None else \

@@ -205,8 +205,19 @@ def report(plan: Plan, records: list[dict] | None = None, *, parts=parts_of) -> 
                                   for i in plan.items if i.action != "keep"]},
         "complete": applied and all(x["status"] in ("ok", "skipped") for x in steps),
         "migrations": migrations(plan, steps),
+        "datasets_freed": _freed(plan, steps),
     }
     return doc
+
+
+def _freed(plan: Plan, steps: list[dict]) -> list[dict]:
+    """The datasets the plan frees (``--free-volume``): each with its snapshots taken with
+    it, what restores it, and whether it was destroyed."""
+    status = {x["id"]: x["status"] for x in steps}
+    return [{"dataset": s.params.dataset, "snapshots": list(s.params.snapshots),
+             "restore": s.params.restore,
+             "destroyed": status.get(s.id) in ("ok", "skipped")}
+            for s in plan.steps if s.kind == "destroy-dataset"]
 
 
 def report_of(plan_path: str, plan: Plan, plan_sha256: str | None = None) -> dict:

@@ -115,6 +115,13 @@ def summary(doc: dict, console) -> None:
     if d["freed_bytes"] is not None:
         console.print(f"  space freed: {human_bytes(max(d['freed_bytes'], 0))} (expected "
                       f"{human_bytes(d.get('expected_freed_bytes'))})")
+    for f in doc.get("datasets_freed", ()):
+        console.print(Text.assemble(("  dataset destroyed: " if f["destroyed"] else
+                                     "  dataset to be destroyed: ", "red"),
+                                    shown(f["dataset"]), " (zfs destroy -r",
+                                    ", with @" + ", @".join(f["snapshots"])
+                                    if f["snapshots"] else "", "); restored from ",
+                                    shown(f["restore"])))
     for s in d["snapshots"]:
         console.print(Text.assemble("  a snapshot holds the deleted data: ", shown(s["name"]),
                                     " (destroy it: ", shown(shlex.join(s["destroy"])), ")"))

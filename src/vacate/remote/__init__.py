@@ -93,9 +93,16 @@ def _decode_ct_view(v):
     return codec.decode(CtView, v)
 
 
+def _decode_dataset(v):
+    from vacate.observing.model import codec
+    from vacate.observing.model.dataset import DatasetFacts
+
+    return codec.decode(DatasetFacts, v)
+
+
 DECODE = {"observe": _decode_observation, "ct_view": _decode_ct_view, "target": _decode_target,
           "record_entries": _decode_entries, "record_item": _decode_recorded,
-          "file_stats": _decode_stats}
+          "file_stats": _decode_stats, "zfs_dataset": _decode_dataset}
 
 
 ENTRIES_PIECE = 4 << 20      # an entries file is fetched in pieces this big

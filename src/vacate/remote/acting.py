@@ -22,9 +22,12 @@ PIECE = 4 << 20             # an entries file is sent in pieces of this many byt
 
 
 def _said(before) -> dict | None:
-    """What the journal says of a step's earlier run, as the far side takes it."""
+    """What the journal says of a step's earlier run, as the far side takes it (begun and
+    never said how it ended: ``{"event": "intent"}``)."""
     if before is not None and before.event == "outcome":
         return {"status": before.status, "data": before.data}
+    if before is not None and before.event == "intent":
+        return {"event": "intent"}
     return None
 
 
@@ -43,9 +46,10 @@ class Here:
 
         return still_done(step, self.ctx)
 
-    def carry_out(self, step: Step, before) -> Outcome:
+    def carry_out(self, step: Step, before, witnesses: dict | None = None) -> Outcome:
         from vacate.act.kind import attempt
 
+        self.ctx.witnesses = dict(witnesses or {})
         return attempt(step, self.ctx)
 
     def ready(self, step: Step) -> str | None:
@@ -122,10 +126,12 @@ class There:
         except VacateError:
             return False
 
-    def carry_out(self, step: Step, before) -> Outcome:
+    def carry_out(self, step: Step, before, witnesses: dict | None = None) -> Outcome:
+        seen = {sid: _said(st) for sid, st in (witnesses or {}).items()}
         try:
             got = self.reach.call("apply_step", on_note=self._note, step=step.id,
-                                  earlier=_said(before))
+                                  earlier=_said(before),
+                                  **({"witnesses": seen} if seen else {}))
         except VacateError as e:
             return Outcome("failed", f"{e.message}: the step's outcome there is not known; a "
                                      "rerun asks whether it is done")

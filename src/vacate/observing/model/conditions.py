@@ -127,6 +127,17 @@ class MountPin(Condition):
     dev: str | None = None
 
 
+@dataclass(frozen=True, **SLOTS)
+class Freeable(Condition):
+    """What freeing a volume relies on, checked just before it acts: the steps of this apply
+    whose outcomes prove its archives (each verified in this apply: a native archive
+    received and compared, with the snapshot's guid now; a tar archive read back), and no
+    snapshot but the plan's own and those it lists, none held or cloned, no child dataset,
+    the dataset unmounted."""
+
+    verified_by: tuple[str, ...]
+
+
 # -- what proves a step done ---------------------------------------------------------------------
 @dataclass(frozen=True, **SLOTS)
 class Archived(Condition):
@@ -143,6 +154,13 @@ class NativeArchived(Condition):
 
     native_archive: str
     origin: str
+
+
+@dataclass(frozen=True, **SLOTS)
+class Destroyed(Condition):
+    """The dataset does not exist (``zfs list`` says so)."""
+
+    destroyed: str
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -314,5 +332,5 @@ def decode(choices: tuple, data, where: str) -> Condition:
 
 
 codec.register(Nothing, ItemKnown, Process, Unit, UnitProcess, UnitState, Running, Backing, MountPin,
-               Archived, NativeArchived, ReadBack, CopyOf, UnitActive, Enabled, Gone, Held, Exists, Unmounted,
+               Freeable, Destroyed, Archived, NativeArchived, ReadBack, CopyOf, UnitActive, Enabled, Gone, Held, Exists, Unmounted,
                Immutable, Shows, Names, PointsTo, MountPointSet, Engine, DisableNow, Todo)

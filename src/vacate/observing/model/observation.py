@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vacate.observing.compat import SLOTS
 from vacate.observing.model import codec
 from vacate.observing.model.common import Problem
+from vacate.observing.model.dataset import DatasetFacts, ZfsSnapshot
 from vacate.observing.model.inventory import (
     Classification,
     DirSummary,
@@ -88,7 +89,8 @@ class Observation:
     without users); ``configured``: whether configured users (unit files, fstab, containers)
     were read. ``consumers`` and ``problems`` are what the collectors returned, in their
     order; ``containers`` the running containers seen from the host; ``destinations`` what
-    a plan saw of the places it writes to (none for a plain observation)."""
+    a plan saw of the places it writes to (none for a plain observation); ``dataset`` what
+    freeing the volume's ZFS dataset depends on (looked at by a plan that frees it)."""
 
     target: Target
     inventory: ScanResult
@@ -102,6 +104,7 @@ class Observation:
     elapsed_s: float = 0.0
     ct: CtView | None = None        # --ct: the container's path and the host's
     destinations: tuple[Destination, ...] = ()   # plan: where it writes, off the volume
+    dataset: DatasetFacts | None = None   # plan --free-volume: the dataset's snapshots etc.
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "path_encoding": "utf-8+surrogateescape",
@@ -192,12 +195,14 @@ def _scan_decode(data, where: str) -> dict:
 
 
 def _observation_fields(self: Observation) -> dict:
-    """An observation's fields, ``destinations`` left out when there are none: a document
-    made before they were recorded (an observation, a plan holding one) is written back
-    byte for byte."""
+    """An observation's fields, ``destinations`` left out when there are none and
+    ``dataset`` when not looked at: a document made before they were recorded (an
+    observation, a plan holding one) is written back byte for byte."""
     out = {f.name: codec.encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
     if not out["destinations"]:
         del out["destinations"]
+    if out["dataset"] is None:
+        del out["dataset"]
     return out
 
 
@@ -206,4 +211,4 @@ Observation.encode_fields = _observation_fields
 ScanResult.decode_fields = staticmethod(_scan_decode)
 codec.register(Mount, LoopBacking, Target, Stats, Classification, DirSummary, FileEntry, Item, ScanResult,
                Problem, Evidence, Consumer, ContainerRoot, HostFacts, CtView, Destination,
-               Observation)
+               ZfsSnapshot, DatasetFacts, Observation)

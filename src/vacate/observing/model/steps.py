@@ -21,8 +21,10 @@ from vacate.observing.model.conditions import (
     Archived,
     Backing,
     CopyOf,
+    Destroyed,
     Enabled,
     Exists,
+    Freeable,
     Gone,
     Held,
     Immutable,
@@ -148,6 +150,21 @@ class VerifyDataset(Params):
     POST = (ReadBack,)
     archive: str
     verify_pool: str | None = None
+
+
+@dataclass(frozen=True, **SLOTS)
+class DestroyDataset(Params):
+    """The volume's ZFS dataset freed (``zfs destroy -r``, never ``-R``), the plan's last
+    step (``--free-volume``); ``snapshots``: those it had when planned besides the plan's
+    own, neither held nor cloned, destroyed with it; ``restore``: what gives it back (the
+    native archive's receive, or its tar archives)."""
+
+    KIND = "destroy-dataset"
+    PRE = (Freeable,)
+    POST = (Destroyed,)
+    dataset: str
+    snapshots: tuple[str, ...] = ()
+    restore: str = ""
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -330,7 +347,7 @@ class RepointLink(Params):
 
 
 KINDS: dict[str, type] = {c.KIND: c for c in (
-    Archive, ArchiveDataset, Check, Copy, Delete, DetachLoop, DisableUnit, EditConfig,
+    Archive, ArchiveDataset, Check, Copy, Delete, DestroyDataset, DetachLoop, DisableUnit, EditConfig,
     EndProcess, LockDir, Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink,
     RepointMountPoint, RepointUnit, Snapshot, StartUnit, StopContainer, StopUnit, Swapoff,
     Unexport, Unmount, Verify, VerifyCopy, VerifyDataset)}
