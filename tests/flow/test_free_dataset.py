@@ -203,8 +203,8 @@ def test_a_destroy_cut_after_it_took_the_snapshots_is_finished_by_a_rerun(pool, 
 
 
 def test_the_ansible_plan_module_takes_free_volume(pool, tmp_path):
-    """``vacate.volume.plan`` with ``free_volume: true`` (its action plugin calls
-    flow.playbook.plan with the task's options)."""
+    """``vacate.volume.plan`` with ``free_volume: true``, and with ``archive_format`` and
+    ``verify_pool`` (its action plugin calls flow.playbook.plan with the task's options)."""
     from vacate.flow.playbook import PLAN_OPTIONS, plan
     from vacate.remote import Local
 
@@ -216,6 +216,13 @@ def test_the_ansible_plan_module_takes_free_volume(pool, tmp_path):
     assert got["steps"][-1]["kind"] == "destroy-dataset" and ds in got["steps"][-1]["summary"]
     assert got["blocked"] == []             # tar alone, nothing kept: the tar archives hold it
     assert not (tmp_path / "p.plan").exists()
+    assert {"archive_format", "verify_pool"} <= set(PLAN_OPTIONS)
+    native = plan(Local(), mnt, str(tmp_path / "p.plan"), archive_to=str(tmp_path / "dest"),
+                  archive_format="zfs", verify_pool=pool.name, free_volume=True,
+                  check_mode=True)
+    kinds = [s["kind"] for s in native["steps"]]
+    assert native["blocked"] == [] and "archive-dataset" in kinds and "verify-dataset" in kinds
+    assert kinds[-1] == "destroy-dataset"
 
 
 @pytest.mark.slow

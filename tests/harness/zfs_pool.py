@@ -50,11 +50,20 @@ class ZfsPool:
         return os.path.join(self.mountpoint, dataset)
 
     def close(self) -> None:
+        gone = False
         for _ in range(120):  # "pool is busy" for a while after datasets were used (seconds
             r = _run("zpool", "destroy", "-f", self.name, check=False)   # on a loaded machine)
             if r.returncode == 0 or "no such pool" in r.stderr:
+                gone = True
                 break
             time.sleep(0.25)
+        if not gone:          # still busy (a mount namespace elsewhere holds its mounts)
+            gone = _run("zpool", "export", "-f", self.name, check=False).returncode == 0
+        if not gone:
+            # its image is kept: a pool whose file was removed under the daemon is FAULTED
+            # there, and later commands of the shared daemon wait on it
+            print(f"zfs_pool: {self.name} could not be destroyed; {self.workdir} kept")
+            return
         if self.started_pid is not None and _run("zpool", "list", "-H", check=False).stdout == "":
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.started_pid, signal.SIGTERM)

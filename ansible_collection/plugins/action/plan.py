@@ -18,7 +18,9 @@ SPEC = dict(
     migrate=dict(type="raw"), archive_to=dict(type="str"),
     grace=dict(type="float", default=10.0), no_snapshot=dict(type="bool", default=False),
     mask_references=dict(type="bool", default=False),
-    free_volume=dict(type="bool", default=False), ct=dict(type="str"), **BOUNDS)
+    free_volume=dict(type="bool", default=False),
+    archive_format=dict(type="str", default="tar", choices=["tar", "zfs", "both"]),
+    verify_pool=dict(type="str"), ct=dict(type="str"), **BOUNDS)
 
 
 class ActionModule(VacateAction):

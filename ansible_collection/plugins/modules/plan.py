@@ -66,6 +66,19 @@ options:
     description: Mask the units that still name archived or deleted paths.
     type: bool
     default: false
+  archive_format:
+    description: How the volume is archived, as C(vacate plan --archive-format) -
+      C(tar) (each archived item a tar archive, files restored anywhere), C(zfs) (the
+      volume's ZFS dataset itself, sent with C(zfs send) into zstd parts in O(archive_to),
+      restored with C(zfs receive) on any ZFS) or C(both).
+    type: str
+    default: tar
+    choices: [tar, zfs, both]
+  verify_pool:
+    description: With O(archive_format) C(zfs) or C(both), the pool whose scratch dataset
+      the dataset's archive is received into to prove it receivable (C(--verify-pool));
+      without it the stream is only parsed, the weaker check.
+    type: str
   free_volume:
     description: Free the volume itself as the plan's last step, as C(vacate plan
       --free-volume) (its ZFS dataset destroyed with C(zfs destroy -r)), once every archive

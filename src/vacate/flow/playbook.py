@@ -33,12 +33,13 @@ def check(name: str, reach, path: str, *, scan_tree: bool = True,
 
 
 PLAN_OPTIONS = ("keep", "archive", "delete", "migrate", "archive_to", "grace", "no_snapshot",
-                "mask_references", "free_volume")
+                "mask_references", "free_volume", "archive_format", "verify_pool")
 
 
 def plan(reach, path: str, dest: str, *, keep=(), archive=(), delete=(), migrate=None,
          archive_to: str | None = None, grace: float = 10.0, no_snapshot: bool = False,
          mask_references: bool = False, free_volume: bool = False,
+         archive_format: str = "tar", verify_pool: str | None = None,
          check_mode: bool = False) -> dict:
     """``vacate plan PATH -o DEST`` on the host ``reach`` leads to, the plan written here at
     ``dest`` (not in check mode: then only what it would be). ``migrate``: P -> DEST (a mapping,
@@ -65,7 +66,8 @@ def plan(reach, path: str, dest: str, *, keep=(), archive=(), delete=(), migrate
     result = make(path, reach=reach, archive_to=archive_to, overrides=overrides,
                   grace_s=float(grace), snapshot=not no_snapshot, outputs=(dest,),
                   mask_references=mask_references, migrations=migrations,
-                  free_volume=bool(free_volume))
+                  free_volume=bool(free_volume), archive_format=archive_format,
+                  verify_pool=verify_pool)
     text = result.dumps().encode("ascii")
     try:
         with open(dest, "rb") as f:
