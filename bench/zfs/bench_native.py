@@ -97,7 +97,9 @@ def main() -> int:
     pool = f"vb{uuid.uuid4().hex[:8]}"
     img = f"{root}/pool.img"
     with open(img, "wb") as f:
-        f.truncate(int(a.gb * 3.2e9) + (1 << 30))
+        # sparse: room for the source, the scratch and two peers (a peer may stay "busy", not
+        # destroyed, for minutes on zfs-fuse)
+        f.truncate(int(a.gb * 6e9) + (1 << 30))
     sh(f"zpool create -m {root}/mnt {pool} {img}")
     env = f"PYTHONPATH={SRC} {sys.executable} -m vacate"
     try:

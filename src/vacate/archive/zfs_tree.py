@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 
 from vacate.archive import zfs_names as zn
 from vacate.archive import zfs_tool
@@ -82,21 +83,50 @@ def source_tree(dataset: str, snapshot: str, clone: str) -> tuple[str, str | Non
     return mounted(clone), clone
 
 
+CLONE = "vacate-tree-"
+QUICK_S = 2.0           # how long a clone's destroy is retried while the archive waits on it
+
+
 def archive_clone(dataset: str, guid: int) -> str:
-    """The clone an archive of the snapshot ``guid`` reads the tree from: one name per
-    snapshot, so that a rerun after a kill finds (and destroys) what the killed run left."""
-    return f"{dataset.split('/', 1)[0]}/vacate-tree-{guid}"
+    """A clone for an archive of the snapshot ``guid`` to read the tree from: a name per run
+    (zfs-fuse may call a clone busy for minutes after its last use, and a rerun must not wait
+    on what a killed run left); :func:`drop_left` finds them by their prefix and origin."""
+    return f"{dataset.split('/', 1)[0]}/{CLONE}{guid}-{uuid.uuid4().hex[:8]}"
 
 
-def drop_clone(name: str) -> None:
-    if zfs_tool.exists(name):
-        zfs_tool.destroy_r(name)
+def left_clones(origin: str, guid: int) -> list[str]:
+    """The clones of ``origin`` that earlier archives of it left (named as they name them)."""
+    pool = origin.split("/", 1)[0].split("@", 1)[0]
+    out = zfs_tool.zfs("list", "-H", "-o", "name,origin", "-t", "filesystem", "-r", pool
+                       ).stdout
+    want = f"{pool}/{CLONE}{guid}-"
+    return [name for name, _, o in (x.partition("\t") for x in out.splitlines())
+            if name.startswith(want) and o.strip() == origin]
+
+
+def drop_left(origin: str, guid: int, patience_s: float) -> list[str]:
+    """Destroy what earlier archives of ``origin`` left; returns a sentence for each clone
+    still there."""
+    said = []
+    try:
+        names = left_clones(origin, guid)
+    except zfs_tool.ZfsError as e:
+        return [e.message]
+    for name in names:
+        try:
+            zfs_tool.destroy_r(name, patience_s)
+        except zfs_tool.ZfsError as e:
+            said.append(f"{e.message}: the clone an archive read the tree from; destroy it "
+                        f"later (zfs destroy -r {name})")
+    return said
 
 
 class TreeRecorder(threading.Thread):
     """Walks ``dataset@snapshot``'s tree (through ``clone`` where it must) into the
     archive's tree file, and destroys the clone as soon as the walk is done, still behind the
-    send. ``result()`` waits for it: the tree's record for the manifest, or the error."""
+    send. ``result()`` waits for it: the tree's record for the manifest, or the error. A clone
+    that zfs-fuse still calls busy a moment after is left (``left``) for the archive to try
+    again at its end, and verify after it."""
 
     def __init__(self, dataset: str, snapshot: str, clone: str, target):
         super().__init__(daemon=True, name="tree-recorder")
@@ -104,6 +134,7 @@ class TreeRecorder(threading.Thread):
         self.stopping = threading.Event()
         self.tree: zn.Tree | None = None
         self.error: BaseException | None = None
+        self.left = ""              # the clone, where zfs-fuse kept it busy a while
 
     def run(self) -> None:
         sink = None
@@ -136,11 +167,11 @@ class TreeRecorder(threading.Thread):
         finally:
             if sink is not None:
                 sink.abort()
-            if made is not None:
+            if made is not None and zfs_tool.exists(made):
                 try:
-                    drop_clone(made)
-                except zfs_tool.ZfsError as e:
-                    self.error = self.error or e
+                    zfs_tool.destroy_r(made, QUICK_S)
+                except zfs_tool.ZfsError:       # the tree stands: the archive tries again
+                    self.left = made
 
     @staticmethod
     def _write(sink, fh, out: list[bytes]) -> int:

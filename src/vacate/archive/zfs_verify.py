@@ -47,6 +47,7 @@ CHUNK = 1 << 20
 MAX_SUMS = 1 << 24
 STALL_S = 600.0          # the longest a receive may take no bytes (or digest the last ones)
 RECEIVED, PARSED = "received", "parsed"
+RECORDED, SOURCE = "recorded", "source"
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -63,6 +64,9 @@ class NativeVerifyResult:
     findings: tuple[Finding, ...]
     notes: tuple[str, ...]
     elapsed_s: float
+    # what the received tree was compared with: RECORDED (the tree recorded when it was
+    # archived), SOURCE (the source snapshot's, read now) or "" (not compared)
+    against: str = ""
 
     @property
     def ok(self) -> bool:
@@ -322,6 +326,7 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
     clone = recorder = feeder = compared = None
     notes: list[str] = []
+    there = False
     try:
         try:
             there = _source_there(m)
@@ -353,10 +358,14 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
                     zfs_tool.destroy_r(name)
             except zfs_tool.ZfsError as e:      # said, not raised: the result stands
                 notes.append(f"{e.message}: destroy it by hand (zfs destroy -r {name})")
+        if there:           # what the archive left where zfs-fuse kept its clone busy then
+            notes += zfs_tree.drop_left(m.origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
     return NativeVerifyResult(target.location, m.origin, RECEIVED,
                               feeder.parts if feeder else 0, feeder.bytes if feeder else 0,
                               m.stream_bytes, compared, tuple(_unique(findings)), tuple(notes),
-                              time.monotonic() - t0)
+                              time.monotonic() - t0,
+                              "" if compared is None or (m.tree is None and recorder is None)
+                              else RECORDED if m.tree is not None else SOURCE)
 
 
 def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,

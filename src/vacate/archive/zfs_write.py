@@ -48,6 +48,7 @@ class NativeArchiveResult:
     snapshot_taken: bool
     up_to_date: bool
     elapsed_s: float
+    notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -112,8 +113,8 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
                            int(p["referenced"]), 0, tuple(send_flags), 0, (), level,
                            zfs_tool.local_props(dataset),
                            tuple(sorted(zfs_tool.props(dataset, *zn.LAYOUT).items())))
+    notes = zfs_tree.drop_left(origin, m0.guid, 0.0)     # what a killed run left
     clone = zfs_tree.archive_clone(dataset, m0.guid)
-    zfs_tree.drop_clone(clone)                  # what a killed run left
     recorder = zfs_tree.TreeRecorder(dataset, snapshot, clone, target)
     recorder.start()
     try:
@@ -136,7 +137,10 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
     progress("readme", 0)
     target.put(zn.MANIFEST, m.dumps())          # last: the archive is finished
     progress("manifest", 0)
-    return NativeArchiveResult(target.location, m, taken, False, time.monotonic() - t0)
+    if recorder.left:               # busy a moment ago: zfs-fuse lets go of it in seconds
+        notes = zfs_tree.drop_left(origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
+    return NativeArchiveResult(target.location, m, taken, False, time.monotonic() - t0,
+                               tuple(notes))
 
 
 def _clear_unfinished(target: LocalTarget, name: str, here: dict[str, int]) -> None:
