@@ -234,6 +234,28 @@ def test_an_older_manifest_without_a_tree_verifies_against_the_source(pool, tmp_
     assert any("is gone" in n for n in doc["notes"])
 
 
+def test_a_tree_that_cannot_be_read_leaves_verify_to_read_the_source(pool, tmp_path,
+                                                                    monkeypatch):
+    """The tree is read beside the send; where it cannot be (no clone can be made, say) the
+    archive stands, says so, and records no tree: verify reads the source, as for an older
+    archive."""
+    from vacate.archive import zfs_tool, zfs_tree
+    from vacate.archive.target import LocalTarget
+    from vacate.archive.zfs_write import write_native
+    ds, _ = _mk(pool, tmp_path)
+
+    def refused(*a):
+        raise zfs_tool.ZfsError("`zfs clone` failed: refused here")
+
+    monkeypatch.setattr(zfs_tree, "source_tree", refused)
+    r = write_native(ds, "s1", LocalTarget(str(tmp_path / "ct")), "ct", part_size=10**6)
+    monkeypatch.undo()
+    assert r.manifest.tree is None and any("not recorded" in n for n in r.notes), r.notes
+    assert "ZFS-TREE.jsonl" not in os.listdir(tmp_path / "ct")
+    v = vacate("verify", str(tmp_path / "ct"), "--verify-pool", pool.name, "--json")
+    assert v.returncode == 0 and _json(v)["compared"]["against"] == "source", v.stdout
+
+
 def test_a_corrupt_part_is_caught(pool, tmp_path):
     ds, _ = _mk(pool, tmp_path)
     assert _archive(f"{ds}@s1", tmp_path).returncode == 0

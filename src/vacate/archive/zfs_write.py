@@ -119,11 +119,16 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
     recorder.start()
     try:
         parts, stream_bytes, toguid = _send(origin, m0, target, part_size, progress)
-        tree = recorder.result(STALL_S)
     except BaseException:
         recorder.stop()
         raise
-    progress("tree", tree.entries)
+    try:
+        tree = recorder.result(STALL_S)
+    except VacateError as e:        # the archive stands: verify reads the source instead
+        tree = None
+        notes.append(f"the snapshot's tree was not recorded ({e.message}): verify will read "
+                     "the source snapshot's tree instead")
+    progress("tree", tree.entries if tree else 0)
     # -R sends the older snapshots first: the named one's BEGIN comes late in the stream
     # (verify walks it all and finds it there)
     if "-R" not in send_flags and toguid != m0.guid:
@@ -138,9 +143,9 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
     target.put(zn.MANIFEST, m.dumps())          # last: the archive is finished
     progress("manifest", 0)
     if recorder.left:               # busy a moment ago: zfs-fuse lets go of it in seconds
-        notes = zfs_tree.drop_left(origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
+        notes += zfs_tree.drop_left(origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
     return NativeArchiveResult(target.location, m, taken, False, time.monotonic() - t0,
-                               tuple(notes))
+                               tuple(dict.fromkeys(notes)))
 
 
 def _clear_unfinished(target: LocalTarget, name: str, here: dict[str, int]) -> None:
