@@ -8,7 +8,7 @@ gigabytes (70 % incompressible "weights", 30 % JSON lines) and its snapshot, the
 interleaved, RUNS times each, and prints medians and ratios:
   archive: `vacate archive --zfs DS@SNAP` | peer `zfs send -p DS@SNAP | zstd -T0 -3 > FILE`
   verify:  `vacate verify --verify-pool POOL` (receive into a scratch dataset, compare every
-           entry with the source snapshot, destroy the scratch) | peer `zstd -dc FILE | zfs
+           entry with the snapshot's tree as the archive recorded it, destroy the scratch) | peer `zstd -dc FILE | zfs
            receive POOL/peer` then `tar -cf - . | sha256sum` in the received tree (its destroy
            timed apart, and shown both ways)
 Within a round vacate and its peer alternate which goes first.
@@ -97,7 +97,9 @@ def main() -> int:
     pool = f"vb{uuid.uuid4().hex[:8]}"
     img = f"{root}/pool.img"
     with open(img, "wb") as f:
-        f.truncate(int(a.gb * 3.2e9) + (1 << 30))
+        # sparse: room for the source, the scratch and two peers (a peer may stay "busy", not
+        # destroyed, for minutes on zfs-fuse)
+        f.truncate(int(a.gb * 6e9) + (1 << 30))
     sh(f"zpool create -m {root}/mnt {pool} {img}")
     env = f"PYTHONPATH={SRC} {sys.executable} -m vacate"
     try:

@@ -5,6 +5,7 @@ uninterrupted run; the README's stock restore; hostile manifests refused, nothin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,9 +45,12 @@ def _guid(name: str) -> int:
     return int(run("zfs", "get", "-Hp", "-o", "value", "guid", name).stdout)
 
 
-def _datasets(pool) -> list[str]:
-    return run("zfs", "list", "-H", "-o", "name", "-t", "all", "-r", pool.name
-               ).stdout.decode().split()
+def _datasets(pool, tree_clone: bool = False) -> list[str]:
+    """The pool's datasets and snapshots; the clone an archive read its tree from left out
+    (unless ``tree_clone``): zfs-fuse may keep it busy a while, and verify destroys it then."""
+    return [d for d in run("zfs", "list", "-H", "-o", "name", "-t", "all", "-r", pool.name
+                           ).stdout.decode().split()
+            if tree_clone or "/vacate-tree-" not in d]
 
 
 def _mountpoint(name: str) -> str:
@@ -64,6 +68,9 @@ def test_round_trip_byte_for_byte(pool, tmp_path):
     assert m["guid"] == m["toguid"] == _guid(f"{ds}@s1") and m["send_flags"] == ["-p"]
     assert len(m["parts"]) >= 2 and m["receive"].endswith("zfs receive POOL/NAME")
     assert run("sha256sum", "-c", "SHA256SUMS", cwd=adir).returncode == 0
+    tree = (adir / "ZFS-TREE.jsonl").read_bytes()
+    assert m["tree"]["sha256"] == hashlib.sha256(tree).hexdigest()
+    assert m["tree"]["entries"] == len(tree.splitlines()) > 50
     r = vacate("restore", str(adir), "--into", f"{pool.name}/back", "--json")
     assert r.returncode == 0, r.stderr
     assert _json(r)["snapshot"] == f"{pool.name}/back@s1"
@@ -82,7 +89,12 @@ def test_verify_received_and_the_weaker_parse(pool, tmp_path):
     assert r.returncode == 0, r.stdout
     assert doc["strength"] == "received" and doc["allows_freeing"] and doc["ok"]
     assert doc["compared"]["entries"] > 50
-    assert _datasets(pool) == before               # the scratch (and clone) destroyed
+    m = json.loads((tmp_path / "ct" / "ZFS-MANIFEST.json").read_text())
+    assert doc["compared"]["digest"] == m["tree"]["digest"]
+    assert doc["compared"]["against"] == "recorded"
+    assert _datasets(pool, tree_clone=True) == before   # the archive's clone too
+    assert doc["compared"]["entries"] == m["tree"]["entries"]
+    assert _datasets(pool) == before               # the scratch destroyed
     r = vacate("verify", str(tmp_path / "ct"), "--json")
     doc = _json(r)
     assert r.returncode == 0 and doc["strength"] == "parsed" and not doc["allows_freeing"]
@@ -115,6 +127,133 @@ def test_a_received_tree_that_differs_from_the_source_is_named(pool, tmp_path):
     assert r.returncode == 1
     assert any("not the snapshot archived" in f["message"] for f in _json(r)["findings"])
     assert _datasets(pool) == before               # nothing cloned, the scratch gone
+
+
+def _forge_tree(adir, change) -> None:
+    """``change`` the tree file's lines (a list of JSON arrays), then write the manifest's
+    record of it to match (its size and sha256; its digest too where ``change`` returns
+    True): a forger's whole job, SHA256SUMS (the parts') untouched because it is right."""
+    path = adir / "ZFS-TREE.jsonl"
+    lines = [json.loads(x) for x in path.read_bytes().splitlines()]
+    new_digest = change(lines)
+    data = b"".join(json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in lines)
+    path.write_bytes(data)
+    m = json.loads((adir / "ZFS-MANIFEST.json").read_text())
+    m["tree"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    if new_digest:
+        from vacate.archive.tree_compare import digest_line
+        from vacate.archive.zfs_tree import parse
+        h = hashlib.sha256()
+        for raw in data.splitlines():
+            h.update(digest_line(*parse(raw)))
+        m["tree"]["digest"] = h.hexdigest()
+    (adir / "ZFS-MANIFEST.json").write_text(json.dumps(m))
+
+
+def _sha_changed(lines) -> bool:
+    e = max((x for x in lines if x[1] == "file"), key=lambda x: x[2])    # the big file
+    e[9] = "0" * 64
+    return True
+
+
+@pytest.mark.parametrize("how, code, words", [
+    ("digest", "received-mismatch", "is not the one recorded when it was archived"),
+    ("entry", "received-mismatch", "content sha256 differ"),
+    ("entry-digest-kept", "received-mismatch", "content sha256 differ"),
+    ("extra", "received-mismatch", "in the source, not received"),
+    ("file", "tree-damaged", "sha256 is not the one the manifest records"),
+    ("missing", "tree-damaged", "is missing"),
+    ("not-json", "tree-damaged", "a line is not JSON"),
+])
+def test_a_recorded_tree_forged_or_damaged_fails_verify(pool, tmp_path, how, code, words):
+    """Verify reads the source once, at archive time: what it recorded (the tree file, its
+    sha256 and the tree's digest in the manifest) is what the received tree must equal. A
+    changed digest, a changed entry (with the manifest re-forged to match it, digest and
+    all), an entry added, a tree file damaged or gone: each fails verify, and does not allow
+    freeing."""
+    ds, _ = _mk(pool, tmp_path)
+    assert _archive(f"{ds}@s1", tmp_path).returncode == 0
+    adir = tmp_path / "ct"
+    mpath = adir / "ZFS-MANIFEST.json"
+    if how == "digest":
+        m = json.loads(mpath.read_text())
+        m["tree"]["digest"] = hashlib.sha256(b"forged").hexdigest()
+        mpath.write_text(json.dumps(m))
+    elif how == "entry":
+        _forge_tree(adir, _sha_changed)
+    elif how == "entry-digest-kept":
+        _forge_tree(adir, lambda lines: not _sha_changed(lines))
+    elif how == "extra":
+        _forge_tree(adir, lambda lines: lines.append(
+            ["zzz-forged", "file", 1, 420, 0, 0, 0, 1, "", "0" * 64]) or True)
+    elif how == "file":
+        with open(adir / "ZFS-TREE.jsonl", "r+b") as f:
+            f.seek(10)
+            f.write(b"X")
+    elif how == "missing":
+        os.unlink(adir / "ZFS-TREE.jsonl")
+    else:
+        _forge_tree(adir, lambda lines: False)
+        data = (adir / "ZFS-TREE.jsonl").read_bytes().replace(b"]\n", b"\n", 1)
+        (adir / "ZFS-TREE.jsonl").write_bytes(data)
+        m = json.loads(mpath.read_text())
+        m["tree"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        mpath.write_text(json.dumps(m))
+    before = _datasets(pool)
+    r = vacate("verify", str(adir), "--verify-pool", pool.name, "--json")
+    doc = _json(r)
+    assert r.returncode == 1 and not doc["allows_freeing"], r.stdout
+    assert any(f["code"] == code and words in f["message"] for f in doc["findings"]), \
+        doc["findings"]
+    assert _datasets(pool) == before               # the scratch destroyed
+
+
+def test_an_older_manifest_without_a_tree_verifies_against_the_source(pool, tmp_path):
+    """An archive written before trees were recorded (no ``tree`` in its manifest, no tree
+    file) is verified as it was: the source snapshot's tree read (through a clone, zfs-fuse
+    has no .zfs/snapshot) and compared with the received one."""
+    ds, _ = _mk(pool, tmp_path)
+    assert _archive(f"{ds}@s1", tmp_path).returncode == 0
+    adir = tmp_path / "ct"
+    m = json.loads((adir / "ZFS-MANIFEST.json").read_text())
+    recorded = m.pop("tree")
+    (adir / "ZFS-MANIFEST.json").write_text(json.dumps(m))
+    os.unlink(adir / "ZFS-TREE.jsonl")
+    before = _datasets(pool)
+    r = vacate("verify", str(adir), "--verify-pool", pool.name, "--json")
+    doc = _json(r)
+    assert r.returncode == 0 and doc["allows_freeing"], r.stdout
+    assert doc["compared"]["against"] == "source"
+    assert doc["compared"]["digest"] == recorded["digest"]     # the same digest, either way
+    assert _datasets(pool) == before               # the scratch and the clone destroyed
+    # and the source snapshot gone: the received tree only digested, said so
+    run("zfs", "destroy", f"{ds}@s1")
+    r = vacate("verify", str(adir), "--verify-pool", pool.name, "--json")
+    doc = _json(r)
+    assert r.returncode == 0 and doc["compared"]["against"] is None, r.stdout
+    assert any("is gone" in n for n in doc["notes"])
+
+
+def test_a_tree_that_cannot_be_read_leaves_verify_to_read_the_source(pool, tmp_path,
+                                                                    monkeypatch):
+    """The tree is read beside the send; where it cannot be (no clone can be made, say) the
+    archive stands, says so, and records no tree: verify reads the source, as for an older
+    archive."""
+    from vacate.archive import zfs_tool, zfs_tree
+    from vacate.archive.target import LocalTarget
+    from vacate.archive.zfs_write import write_native
+    ds, _ = _mk(pool, tmp_path)
+
+    def refused(*a):
+        raise zfs_tool.ZfsError("`zfs clone` failed: refused here")
+
+    monkeypatch.setattr(zfs_tree, "source_tree", refused)
+    r = write_native(ds, "s1", LocalTarget(str(tmp_path / "ct")), "ct", part_size=10**6)
+    monkeypatch.undo()
+    assert r.manifest.tree is None and any("not recorded" in n for n in r.notes), r.notes
+    assert "ZFS-TREE.jsonl" not in os.listdir(tmp_path / "ct")
+    v = vacate("verify", str(tmp_path / "ct"), "--verify-pool", pool.name, "--json")
+    assert v.returncode == 0 and _json(v)["compared"]["against"] == "source", v.stdout
 
 
 def test_a_corrupt_part_is_caught(pool, tmp_path):
@@ -188,7 +327,7 @@ CHILD = textwrap.dedent("""
 """)
 
 PHASES = [("snapshot", 1), ("send", 1), ("part-writing", 1), ("part", 1), ("part-writing", 20),
-          ("part", 2), ("sums", 1), ("readme", 1), ("manifest", 1)]
+          ("part", 2), ("tree", 1), ("sums", 1), ("readme", 1), ("manifest", 1)]
 
 
 def _files(adir) -> dict:
@@ -227,6 +366,9 @@ def test_kill_9_at_every_phase_then_a_rerun_ends_as_an_uninterrupted_run(pool, t
         assert not [n for n in os.listdir(adir) if n.startswith(".")], phase
     r = vacate("verify", str(tmp_path / "snapshot-1" / "ct"), "--verify-pool", pool.name)
     assert r.returncode == 0, r.stdout
+    # the clone the tree was read from: destroyed by the archive, or by verify where
+    # zfs-fuse kept it busy a while
+    assert _datasets(pool, tree_clone=True) == _datasets(pool)
 
 
 def test_the_readmes_stock_restore(pool, tmp_path):

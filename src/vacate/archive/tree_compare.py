@@ -5,7 +5,8 @@ fields. Neither walk leaves its filesystem.
 
 The first tree can be walked ahead, while the second is still being made (a receive): a
 :class:`Recorder` walks it in a thread into a temp file, and :func:`compare_recorded` reads
-that file back beside the walk of the second tree."""
+that file back beside the walk of the second tree; or it was recorded long before (a native
+archive's tree file), and :func:`compare_with` takes its entries."""
 
 from __future__ import annotations
 
@@ -113,6 +114,11 @@ def _parallel(it):
     return _drain(q)
 
 
+def digest_line(path: bytes, fields: tuple) -> bytes:
+    """One entry as the tree's digest takes it in (the same at archive time and at verify)."""
+    return path + b"\0" + repr(fields).encode() + b"\n"
+
+
 _FIELDS = ("type", "size", "mode", "uid", "gid", "mtime_ns", "links", "symlink target",
            "content sha256")
 
@@ -179,6 +185,13 @@ def compare_recorded(rec: Recorder, received: str, limit: int = 20,
     return _compare(rec.recorded(), received, limit, skip_top)
 
 
+def compare_with(recorded, received: str, limit: int = 20,
+                 skip_top: frozenset[bytes] = frozenset()) -> Compared:
+    """``received`` compared with ``recorded``: (path, fields) in the walk's order, as a
+    tree file gives them back (what it raises while read goes to the caller)."""
+    return _compare(iter(recorded), received, limit, skip_top)
+
+
 def _compare(a, received: str, limit: int, skip_top: frozenset[bytes]) -> Compared:
     b = _parallel(entries(os.fsencode(received), skip_top))
     h = hashlib.sha256()
@@ -205,7 +218,7 @@ def _compare(a, received: str, limit: int, skip_top: frozenset[bytes]) -> Compar
         path, fb = eb
         n += 1
         nbytes += fb[1] if fb[0] == "file" else 0
-        h.update(path + b"\0" + repr(fb).encode() + b"\n")
+        h.update(digest_line(path, fb))
         if ea[1] != fb:
             what = [f for f, x, y in zip(_FIELDS, ea[1], fb) if x != y]
             differ(f"{_shown(path)}: {', '.join(what)} differ")
@@ -220,7 +233,7 @@ def digest(root: str, skip_top: frozenset[bytes] = frozenset()) -> Compared:
     for path, f in entries(os.fsencode(root), skip_top):
         n += 1
         nbytes += f[1] if f[0] == "file" else 0
-        h.update(path + b"\0" + repr(f).encode() + b"\n")
+        h.update(digest_line(path, f))
     return Compared(n, nbytes, h.hexdigest(), (), 0)
 
 

@@ -18,6 +18,7 @@ SCHEMA = "vacate.zfs-archive/1"
 MANIFEST = "ZFS-MANIFEST.json"
 SUMS = "SHA256SUMS"
 README = "README"
+TREE = "ZFS-TREE.jsonl"
 MAX_MANIFEST = 4 << 20
 # the flags a stream may be sent with: those zfs-fuse 0.7 and every later ZFS share (never
 # -D: a deduplicated stream cannot be received by OpenZFS 2.2+)
@@ -63,6 +64,24 @@ class Part:
 
 
 @dataclass(frozen=True, **SLOTS)
+class Tree:
+    """The snapshot's tree as recorded at archive time: the file listing it (its size and
+    sha256), and what verify compares a received tree with (its digest, entries, bytes)."""
+
+    name: str
+    bytes: int                     # of the tree file
+    sha256: str                    # of the tree file
+    digest: str                    # over the entries, as tree_compare makes it
+    entries: int
+    content_bytes: int             # the files' bytes hashed
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "bytes": self.bytes, "sha256": self.sha256,
+                "digest": self.digest, "entries": self.entries,
+                "content_bytes": self.content_bytes}
+
+
+@dataclass(frozen=True, **SLOTS)
 class NativeManifest:
     """What ``ZFS-MANIFEST.json`` says: the dataset and snapshot sent, how, and the parts."""
     name: str
@@ -82,6 +101,7 @@ class NativeManifest:
     # what the referenced bytes depend on (a receive writes blocks as its pool says)
     layout: tuple[tuple[str, str], ...] = ()
     tool: str = "vacate"
+    tree: Tree | None = None       # None: an archive written before the tree was recorded
 
     @property
     def origin(self) -> str:
@@ -104,7 +124,8 @@ class NativeManifest:
                 "props_local": list(self.props_local), "layout": dict(self.layout),
                 "parts": [{"name": p.name, "bytes": p.bytes, "sha256": p.sha256}
                           for p in self.parts],
-                "receive": self.receive_command()}
+                "receive": self.receive_command(),
+                **({"tree": self.tree.as_json()} if self.tree else {})}
 
     def dumps(self) -> bytes:
         return (json.dumps(self.as_json(), indent=1, ensure_ascii=True) + "\n").encode()
@@ -155,10 +176,7 @@ def loads(data: bytes, archive_dir_name: str | None = None) -> NativeManifest:
         if pname != part_name(name, i):
             raise Damaged(f"part {i + 1} is named {pname[:80]!r}, not "
                           f"{part_name(name, i)!r} (a part is a file of this archive, in order)")
-        sha = _get(p, "sha256", str)
-        if len(sha) != 64 or not set(sha) <= set("0123456789abcdef"):
-            raise Damaged(f"part {pname}: 'sha256' is not a sha256")
-        parts.append(Part(pname, _uint(p, "bytes"), sha))
+        parts.append(Part(pname, _uint(p, "bytes"), _sha(p, "sha256", f"part {pname}")))
     if not parts:
         raise Damaged("no parts")
     comp = _get(d, "compression", dict)
@@ -173,7 +191,23 @@ def loads(data: bytes, archive_dir_name: str | None = None) -> NativeManifest:
         _uint(d, "createtxg"), _uint(d, "creation"), _uint(d, "referenced"),
         _uint(d, "toguid"), tuple(flags), _uint(d, "stream_bytes"), tuple(parts),
         _uint(comp, "level"), tuple(props), tuple(sorted(layout.items())),
-        _get(d, "tool", str))
+        _get(d, "tool", str), _tree(d["tree"]) if "tree" in d else None)
+
+
+def _sha(d: dict, key: str, what: str) -> str:
+    v = _get(d, key, str)
+    if len(v) != 64 or not set(v) <= set("0123456789abcdef"):
+        raise Damaged(f"{what}: {key!r} is not a sha256")
+    return v
+
+
+def _tree(d) -> Tree:
+    if not isinstance(d, dict):
+        raise Damaged("'tree' is not an object")
+    if _get(d, "name", str) != TREE:
+        raise Damaged(f"'tree' names a file other than {TREE}")
+    return Tree(TREE, _uint(d, "bytes"), _sha(d, "sha256", "tree"), _sha(d, "digest", "tree"),
+                _uint(d, "entries"), _uint(d, "content_bytes"))
 
 
 def sums_file(parts) -> bytes:
@@ -192,8 +226,12 @@ Contents
   {name}.zfs.zst.NNNNNN  the stream compressed with zstd, cut into parts at byte
                          boundaries: `cat` of all parts in order is one zstd stream.
   SHA256SUMS             sha256 of each part.
+  ZFS-TREE.jsonl         the snapshot's tree, one JSON array a line: path, type, size,
+                         mode, uid, gid, mtime_ns, links, symlink target, content sha256
+                         (what `vacate verify` compares a received tree with).
   ZFS-MANIFEST.json      the dataset, snapshot (guid, createtxg, creation), the stream's
-                         toguid, the send flags, the parts and the receive command.
+                         toguid, the send flags, the parts, the tree file's sha256 and
+                         digest, and the receive command.
 
 Check the parts (run in this directory):
   sha256sum -c SHA256SUMS

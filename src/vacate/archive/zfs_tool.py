@@ -9,6 +9,7 @@ import subprocess
 from vacate.observing.errors import VacateError
 
 DEADLINE_S = 120.0
+DESTROY_PATIENCE_S = 60.0
 
 
 class ZfsError(VacateError):
@@ -55,7 +56,7 @@ def snapshot(dataset: str, snap: str) -> bool:
     return True
 
 
-def destroy_r(name: str, patience_s: float = 60.0) -> None:
+def destroy_r(name: str, patience_s: float = DESTROY_PATIENCE_S) -> None:
     """``zfs destroy -r`` (a busy dataset is retried for up to ``patience_s``: zfs-fuse holds
     a mount for a while after its last use, seconds on a loaded machine)."""
     import time

@@ -3,9 +3,13 @@
 Every part is read once: hashed against ``SHA256SUMS`` and the manifest while it is fed to
 ``zstd -dc``. With a scratch pool (``verify_pool``) the stream goes on into ``zfs receive
 POOL/vacate-verify-RANDOM``; the received snapshot is compared with what was archived (its
-guid, its referenced bytes) and its tree with the source snapshot's (every name, type, size,
-mode, owner, mtime, link and content sha256; the source read from ``.zfs/snapshot`` or from a
-clone), then the scratch (and any clone) is destroyed, whatever happened. Without a pool the
+guid, its referenced bytes; the source snapshot, where it is still there, must have that
+guid) and its tree with the source snapshot's (every name, type, size, mode, owner, mtime,
+link and content sha256): with the tree recorded when it was archived (``ZFS-TREE.jsonl``,
+its sha256 and digest in the manifest), so that only the received tree is read; or, for an
+archive written before trees were recorded, with the source snapshot's tree read now (from
+``.zfs/snapshot`` or a clone) while the stream is received. Then the scratch (and any clone)
+is destroyed, whatever happened. Without a pool the
 stream is walked record by record to its END (:mod:`vacate.archive.zfs_stream`): the weaker
 check, said so in the result (``strength``: ``parsed``), which never proves the archive
 receivable and so never allows freeing the dataset.
@@ -22,21 +26,28 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from vacate.archive import sums, zfs_tool
+from vacate.archive import sums, zfs_tool, zfs_tree
 from vacate.archive import zfs_names as zn
 from vacate.archive.findings import Finding, exit_code
 from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
 from vacate.archive.target import LocalTarget
-from vacate.archive.tree_compare import Compared, Recorder, compare_recorded, digest
+from vacate.archive.tree_compare import (
+    Compared,
+    Recorder,
+    compare_recorded,
+    compare_with,
+    digest,
+)
 from vacate.archive.zfs_stream import StreamError, Walker
+from vacate.archive.zfs_tree import SKIP_TOP
 from vacate.observing.compat import SLOTS
 from vacate.observing.errors import EXIT_UNKNOWN, NotFound, UsageError
 
 CHUNK = 1 << 20
 MAX_SUMS = 1 << 24
-SKIP_TOP = frozenset({b".zfs"})        # ZFS's control directory, at the top of a dataset
 STALL_S = 600.0          # the longest a receive may take no bytes (or digest the last ones)
 RECEIVED, PARSED = "received", "parsed"
+RECORDED, SOURCE = "recorded", "source"
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -53,6 +64,9 @@ class NativeVerifyResult:
     findings: tuple[Finding, ...]
     notes: tuple[str, ...]
     elapsed_s: float
+    # what the received tree was compared with: RECORDED (the tree recorded when it was
+    # archived), SOURCE (the source snapshot's, read now) or "" (not compared)
+    against: str = ""
 
     @property
     def ok(self) -> bool:
@@ -306,28 +320,33 @@ def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code
 
 
 def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
-    """Receive into a scratch dataset while the source snapshot's tree is walked (and
-    hashed) into a temp file alongside, then walk the received tree against it."""
+    """Receive into a scratch dataset, then walk the received tree against the one recorded
+    at archive time; or, where the manifest records none, against the source snapshot's tree,
+    walked (and hashed) into a temp file while the stream is received."""
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
     clone = recorder = feeder = compared = None
     notes: list[str] = []
+    there = False
     try:
         try:
-            source, clone = _source_tree(m, scratch)
+            there = _source_there(m)
         except _NotTheSource as e:
             findings.append(Finding("received-mismatch", str(e)))
-            source = None
-        if source is not None:
+            there = False
+        if m.tree is None and there and not findings:
+            source, clone = zfs_tree.source_tree(
+                m.dataset, m.snapshot,
+                f"{m.dataset.split('/', 1)[0]}/vacate-verify-src-{scratch.rsplit('-', 1)[1]}")
             recorder = Recorder(source, SKIP_TOP)
             recorder.start()
-        elif not findings:
+        elif m.tree is None and not findings:
             notes.append(f"{m.origin} is gone: the received tree is digested, not compared "
                          "with it (guid and referenced bytes were)")
         if not findings:
             feeder, got = receive(target, m, scratch, progress, "stream-damaged")
             findings += got
         if not findings:
-            compared = _compare(m, scratch, recorder, findings, notes)
+            compared = _compare(target, m, scratch, recorder, findings, notes)
     finally:
         if recorder is not None:
             recorder.close()
@@ -339,14 +358,19 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
                     zfs_tool.destroy_r(name)
             except zfs_tool.ZfsError as e:      # said, not raised: the result stands
                 notes.append(f"{e.message}: destroy it by hand (zfs destroy -r {name})")
+        if there:           # what the archive left where zfs-fuse kept its clone busy then
+            notes += zfs_tree.drop_left(m.origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
     return NativeVerifyResult(target.location, m.origin, RECEIVED,
                               feeder.parts if feeder else 0, feeder.bytes if feeder else 0,
                               m.stream_bytes, compared, tuple(_unique(findings)), tuple(notes),
-                              time.monotonic() - t0)
+                              time.monotonic() - t0,
+                              "" if compared is None or (m.tree is None and recorder is None)
+                              else RECORDED if m.tree is not None else SOURCE)
 
 
-def _compare(m: zn.NativeManifest, scratch: str, recorder: Recorder | None,
-             findings: list[Finding], notes: list[str]) -> Compared | None:
+def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,
+             recorder: Recorder | None, findings: list[Finding], notes: list[str]
+             ) -> Compared | None:
     got = f"{scratch}@{m.snapshot}"
     if not zfs_tool.exists(got):
         findings.append(Finding("received-mismatch", f"no snapshot {got} after the receive"))
@@ -363,14 +387,38 @@ def _compare(m: zn.NativeManifest, scratch: str, recorder: Recorder | None,
     elif int(p["referenced"]) != m.referenced:
         findings.append(Finding("received-mismatch", f"received {p['referenced']} bytes "
                                 f"referenced, the source snapshot {m.referenced}"))
-    received = _mounted(scratch)
-    if recorder is None:
+    received = zfs_tree.mounted(scratch)
+    if m.tree is not None:
+        c = _against_recorded(target, m.tree, received, findings)
+        if c is None:
+            return None
+    elif recorder is None:
         return digest(received, skip_top=SKIP_TOP)
-    c = compare_recorded(recorder, received, skip_top=SKIP_TOP)
+    else:
+        c = compare_recorded(recorder, received, skip_top=SKIP_TOP)
     for d in c.differences:
         findings.append(Finding("received-mismatch", d))
     if c.more:
         findings.append(Finding("received-mismatch", f"and {c.more} more differences"))
+    return c
+
+
+def _against_recorded(target: LocalTarget, tree: zn.Tree, received: str,
+                      findings: list[Finding]) -> Compared | None:
+    """The received tree walked against the archive's tree file (checked against the
+    manifest first); its digest must be the one the manifest records."""
+    try:
+        c = compare_with(zfs_tree.recorded(target, tree), received, skip_top=SKIP_TOP)
+    except zn.Damaged as e:
+        findings.append(Finding("tree-damaged", f"the recorded tree cannot be used: {e}"))
+        return None
+    except OSError as e:
+        findings.append(Finding("tree-damaged", f"{tree.name}: {e.strerror or e}"))
+        return None
+    if c.digest != tree.digest and not c.differences:
+        findings.append(Finding("received-mismatch", f"the received tree's digest "
+                                f"{c.digest} is not the one recorded when it was archived "
+                                f"({tree.digest})"))
     return c
 
 
@@ -382,28 +430,12 @@ class _NotTheSource(Exception):
     pass
 
 
-def _mounted(ds: str) -> str:
-    p = zfs_tool.props(ds, "mounted", "mountpoint")
-    if p.get("mounted") != "yes":
-        zfs_tool.zfs("mount", ds)
-        p = zfs_tool.props(ds, "mountpoint")
-    return p["mountpoint"]
-
-
-def _source_tree(m: zn.NativeManifest, scratch: str) -> tuple[str | None, str | None]:
-    """Where the source snapshot's tree can be read: its ``.zfs/snapshot`` directory, or a
-    clone of it made for the purpose (returned, to be destroyed); (None, None) where the
-    snapshot is gone."""
+def _source_there(m: zn.NativeManifest) -> bool:
+    """Whether the source snapshot is still there; raises _NotTheSource where a snapshot of
+    that name is another one (not the guid archived)."""
     if not zfs_tool.exists(m.origin):
-        return None, None
+        return False
     if int(zfs_tool.props(m.origin, "guid")["guid"]) != m.guid:
         raise _NotTheSource(f"{m.origin} is not the snapshot archived (its guid is not "
                             f"{m.guid}): not compared, nothing cloned")
-    mp = zfs_tool.props(m.dataset, "mountpoint", "mounted")
-    snapdir = os.path.join(mp.get("mountpoint", ""), ".zfs", "snapshot", m.snapshot)
-    if mp.get("mounted") == "yes" and os.path.isdir(snapdir):
-        return snapdir, None
-    pool = m.dataset.split("/", 1)[0]
-    clone = f"{pool}/vacate-verify-src-{scratch.rsplit('-', 1)[1]}"
-    zfs_tool.zfs("clone", m.origin, clone)
-    return _mounted(clone), clone
+    return True

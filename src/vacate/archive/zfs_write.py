@@ -4,8 +4,10 @@
 The stream runs ``zfs send … | (this process) | zstd -T0 -LEVEL`` : this process moves the
 stream on with ``splice`` (no copy through Python), after reading its first records for the
 toguid, and counts its bytes; zstd's output is cut into parts, each hashed and written
-durably (temp, fsync, rename, fsync the directory) as it fills. ``SHA256SUMS`` and the README
-follow, the manifest last: a directory without it is an unfinished archive. zfs-fuse 0.7 has
+durably (temp, fsync, rename, fsync the directory) as it fills. Meanwhile a thread walks the
+snapshot's tree into ``ZFS-TREE.jsonl`` (:mod:`vacate.archive.zfs_tree`: what verify compares
+the received tree with, so that it need not read the source again); the send, bound by zstd,
+hides most of its cost. ``SHA256SUMS`` and the README follow, the manifest last: a directory without it is an unfinished archive. zfs-fuse 0.7 has
 no resumable send, so a rerun after an interruption removes what the unfinished run left and
 sends again from the start; a rerun onto a finished archive of the same snapshot is a no-op.
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vacate.archive import zfs_names as zn
-from vacate.archive import zfs_tool
+from vacate.archive import zfs_tool, zfs_tree
 from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
 from vacate.archive.target import LocalTarget
 from vacate.archive.zfs_stream import StreamError, Walker
@@ -46,6 +48,7 @@ class NativeArchiveResult:
     snapshot_taken: bool
     up_to_date: bool
     elapsed_s: float
+    notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -75,8 +78,8 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
     """Archive ``dataset@snapshot`` into ``target`` (a local directory) as ``name``'s parts.
     ``take_snapshot``: take it first where it is not there yet (the plan takes its own).
     ``progress(phase, n)``: ``snapshot``, ``send``, ``part-writing`` (n: the stream's bytes
-    sent so far), ``part`` (n: the part committed, from 0), ``sums``, ``readme``,
-    ``manifest`` (the archive is finished)."""
+    sent so far), ``part`` (n: the part committed, from 0), ``tree`` (n: its entries),
+    ``sums``, ``readme``, ``manifest`` (the archive is finished)."""
     t0 = time.monotonic()
     origin = f"{dataset}@{snapshot}"
     bad = [f for f in send_flags if f not in zn.SEND_FLAGS]
@@ -110,28 +113,47 @@ def write_native(dataset: str, snapshot: str, target: LocalTarget, name: str, *,
                            int(p["referenced"]), 0, tuple(send_flags), 0, (), level,
                            zfs_tool.local_props(dataset),
                            tuple(sorted(zfs_tool.props(dataset, *zn.LAYOUT).items())))
-    parts, stream_bytes, toguid = _send(origin, m0, target, part_size, progress)
+    notes = zfs_tree.drop_left(origin, m0.guid, 0.0)     # what a killed run left
+    clone = zfs_tree.archive_clone(dataset, m0.guid)
+    recorder = zfs_tree.TreeRecorder(dataset, snapshot, clone, target)
+    recorder.start()
+    try:
+        parts, stream_bytes, toguid = _send(origin, m0, target, part_size, progress)
+    except BaseException:
+        recorder.stop()
+        raise
+    try:
+        tree = recorder.result(STALL_S)
+    except VacateError as e:        # the archive stands: verify reads the source instead
+        tree = None
+        notes.append(f"the snapshot's tree was not recorded ({e.message}): verify will read "
+                     "the source snapshot's tree instead")
+    progress("tree", tree.entries if tree else 0)
     # -R sends the older snapshots first: the named one's BEGIN comes late in the stream
     # (verify walks it all and finds it there)
     if "-R" not in send_flags and toguid != m0.guid:
         raise VacateError(f"the stream of {origin} names snapshot guid {toguid}, but zfs says "
                           f"its guid is {m0.guid}: nothing is marked finished")
     from dataclasses import replace
-    m = replace(m0, toguid=m0.guid, stream_bytes=stream_bytes, parts=tuple(parts))
+    m = replace(m0, toguid=m0.guid, stream_bytes=stream_bytes, parts=tuple(parts), tree=tree)
     target.put(zn.SUMS, zn.sums_file(parts))
     progress("sums", 0)
     target.put(zn.README, zn.readme(m))
     progress("readme", 0)
     target.put(zn.MANIFEST, m.dumps())          # last: the archive is finished
     progress("manifest", 0)
-    return NativeArchiveResult(target.location, m, taken, False, time.monotonic() - t0)
+    if recorder.left:               # busy a moment ago: zfs-fuse lets go of it in seconds
+        notes += zfs_tree.drop_left(origin, m.guid, zfs_tool.DESTROY_PATIENCE_S)
+    return NativeArchiveResult(target.location, m, taken, False, time.monotonic() - t0,
+                               tuple(dict.fromkeys(notes)))
 
 
 def _clear_unfinished(target: LocalTarget, name: str, here: dict[str, int]) -> None:
-    """Remove what an interrupted run left: its parts, sums and README, and temp files."""
+    """Remove what an interrupted run left: its parts, sums, tree and README, and temp
+    files."""
     target.cleanup_unfinished()
     for f in here:
-        if zn.is_part(f, name) or f in (zn.SUMS, zn.README):
+        if zn.is_part(f, name) or f in (zn.SUMS, zn.README, zn.TREE):
             target.delete(f)
 
 

@@ -10,12 +10,16 @@ from vacate.output.archive_view import _escape, _fd, _list, _rate
 _STRENGTH = {"received": "received into a scratch dataset and compared with the source",
              "parsed": "the weaker check: parsed to its END, not received (it does not "
                        "allow freeing the dataset)"}
+# what the received tree was compared with
+_AGAINST = {"recorded": "the source's tree as recorded when it was archived",
+            "source": "the source snapshot's tree, read now", "": "nothing (digested only)"}
 
 
 def archive_doc(r) -> dict:
     return {"schema": "vacate.zfs-archive-result/1", "location": r.location,
             "manifest": r.manifest.as_json(), "snapshot_taken": r.snapshot_taken,
-            "up_to_date": r.up_to_date, "elapsed_s": round(r.elapsed_s, 3)}
+            "up_to_date": r.up_to_date, "notes": list(r.notes),
+            "elapsed_s": round(r.elapsed_s, 3)}
 
 
 def verify_doc(r) -> dict:
@@ -25,7 +29,8 @@ def verify_doc(r) -> dict:
             "parts_checked": r.parts_checked, "bytes_checked": r.bytes_checked,
             "stream_bytes": r.stream_bytes,
             "compared": None if c is None else {
-                "entries": c.entries, "bytes": c.bytes, "digest": c.digest},
+                "entries": c.entries, "bytes": c.bytes, "digest": c.digest,
+                "against": r.against or None},
             "findings": [_fd(f) for f in r.findings], "notes": list(r.notes),
             "elapsed_s": round(r.elapsed_s, 3)}
 
@@ -48,6 +53,8 @@ def render_archive(r, console) -> None:
                   f"{_escape(r.location)} in {r.elapsed_s:.1f} s "
                   f"({_rate(m.stream_bytes, r.elapsed_s)})", highlight=False)
     console.print(f"restore: {_escape(m.receive_command())}", highlight=False)
+    for n in r.notes:
+        console.print(f"[yellow]note:[/] {_escape(n)}", highlight=False)
 
 
 def render_verify(r, console) -> None:
@@ -59,8 +66,8 @@ def render_verify(r, console) -> None:
     console.print(f"strength: {r.strength}: {_STRENGTH[r.strength]}", highlight=False)
     if r.compared is not None:
         console.print(f"received tree: {r.compared.entries:,} entries, "
-                      f"{human_bytes(r.compared.bytes)}, digest {r.compared.digest}",
-                      highlight=False)
+                      f"{human_bytes(r.compared.bytes)}, digest {r.compared.digest}, "
+                      f"compared with {_AGAINST[r.against]}", highlight=False)
     _list(console, "red", "mismatch", r.findings)
     for n in r.notes:
         console.print(f"[yellow]note:[/] {_escape(n)}", highlight=False)
