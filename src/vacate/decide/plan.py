@@ -21,7 +21,7 @@ import fnmatch
 import os
 from dataclasses import replace
 
-from vacate.decide import verdict
+from vacate.decide import pve_free, verdict
 from vacate.decide.request import PlanRequest, request_of
 from vacate.decide.teardown import (
     SNAPSHOT_FS,
@@ -324,6 +324,8 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
+    blocked += pve_free.blockers(obs, items, request.free_volume, request.archive_format,
+                                 archive_to)
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
                               request.created_at, request.free_volume))
