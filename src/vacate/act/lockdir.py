@@ -59,12 +59,16 @@ def _unsupported_note(path: str) -> str:
 
 
 def done(step: Step, ctx: Context) -> bool:
-    """No mount point any more, and immutable (or on a filesystem without the flag)."""
+    """No mount point any more, and immutable (or on a filesystem without the flag); or,
+    where the plan frees the volume (``--free-volume``), gone with it (``zfs destroy``
+    removes its dataset's mount point)."""
     local = ctx.host.path(_path(step))
     try:
         if _is_mount_point(step, ctx):
             return False
         flags = _flags(local)
+    except FileNotFoundError:
+        return bool(getattr(ctx.plan, "free_volume", False))
     except OSError:
         return False
     return flags is None or bool(flags & FS_IMMUTABLE_FL)
