@@ -23,7 +23,7 @@ from vacate.observing.model.journal import path_for, read_records, states_of
 from vacate.observing.model.plan import Step
 from vacate.observing.parsers import pve_config
 
-KINDS = (Kind("free-guest-volume"),)
+KINDS = (Kind("free-guest-volume", after_earlier=True),)
 MAX_BYTES = 1 << 20
 PENDING = ("pve:pending", "PENDING")
 VERIFIES = frozenset({"verify", "verify-dataset"})
