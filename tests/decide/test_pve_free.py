@@ -56,8 +56,9 @@ def _obs(**attrs):
     return SimpleNamespace(consumers=(c,), target=SimpleNamespace(zfs_dataset=DS))
 
 
-def _item(action="archive", status="cold"):
-    return SimpleNamespace(path="/data/x", action=action, status=status)
+def _item(action="archive", status="cold", path="/data/x", files=1, exclude=()):
+    return SimpleNamespace(path=path, action=action, status=status, files=files,
+                           exclude=exclude)
 
 
 def _blocked(obs, items=(), fmt="tar", to="/cold"):
@@ -94,4 +95,7 @@ def test_a_kept_item_outside_a_verified_archive_blocks_unless_the_dataset_is_arc
     assert any("/data/x" in b for b in _blocked(_obs(), kept))
     assert _blocked(_obs(), kept, fmt="zfs") == []
     assert _blocked(_obs(), [_item("keep", "artifact")]) == []
+    # a kept directory whose files are all in a deleted sub-item keeps nothing
+    assert _blocked(_obs(), [_item("keep", files=2, exclude=("/data/x/m",)),
+                             _item("delete", path="/data/x/m", files=2)]) == []
     assert any("--archive-to" in b for b in _blocked(_obs(), to=None))

@@ -45,10 +45,13 @@ def guest_volumes(obs: Observation) -> list[tuple[Consumer, str, dict]]:
 def _kept_outside(items: tuple[PlanItem, ...], archive_format: str) -> list[str]:
     """Items kept on the volume (filesystem artifacts aside) and so in no archive the plan
     verifies; the dataset's own archive (``--archive-format zfs``/``both``) holds every
-    item. (Migrated items are copied, read back, elsewhere.)"""
+    item. (Migrated items are copied, read back, elsewhere; a kept directory whose files are
+    all in sub-items with other actions keeps nothing.)"""
     if archive_format != "tar":
         return []
-    return [i.path for i in items if i.action == "keep" and i.status != "artifact"]
+    subs = {i.path: i for i in items}
+    return [i.path for i in items if i.action == "keep" and i.status != "artifact" and
+            i.files - sum(subs[e].files for e in i.exclude if e in subs) > 0]
 
 
 def blockers(obs: Observation, items: tuple[PlanItem, ...], free_volume: bool,
