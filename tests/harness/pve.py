@@ -15,7 +15,8 @@ volume -- a real ``zfs destroy -r`` on zfspool storage -- only when this contain
 and no rootfs/mpN of the current config, a snapshot section or the pending changes names it,
 and drops the key either way; a failed destroy (a held snapshot, a clone) fails the command
 and leaves the config as it was. ``STATE/die-after-free`` (the test's, taken once) makes it
-kill itself (-9) between the destroy and the config write.
+kill itself (-9) between the destroy and the config write; ``STATE/slow-free`` makes it wait
+a second before the destroy.
 
 ``/etc/pve`` is made only where this machine has none (a real Proxmox host is never
 touched), and removed with everything under it by :meth:`PveHost.close`.
@@ -229,6 +230,8 @@ def apply_pending(conf, ctid, secs, running, state):
                     add_unused(cur, vol)
             elif re.match(r"^unused\d+$", key):
                 if value is not None and not in_use(secs, value):
+                    if os.path.exists(os.path.join(state, "slow-free")):
+                        time.sleep(1)          # a test's kill lands while pct runs
                     free(ctid, value)
                     if os.path.exists(os.path.join(state, "die-after-free")):
                         os.unlink(os.path.join(state, "die-after-free"))
