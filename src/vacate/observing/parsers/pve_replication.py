@@ -1,10 +1,10 @@
 """Proxmox VE ``/etc/pve/replication.cfg`` (storage replication, ``pvesr``): its jobs.
 
-A job is a section ``TYPE: GUEST-JOBNUM`` (pve-guest-common ReplicationConfig
-``parse_section_header``: ``^(\\S+):\\s*(\\d+)-(\\d+)\\s*$``) followed by indented ``key
-value`` lines (``target``, ``schedule``, ``disable``...); ``#`` lines are comments. A guest
-with any job is replicated (``check_for_existing_jobs`` asks no more). Pure: text in, values
-out; standard library only.
+The file is a SectionConfig as ``storage.cfg`` is (read by :func:`pve_storage.parse`): a job
+is a section ``TYPE: GUEST-JOBNUM`` (pve-guest-common ReplicationConfig
+``parse_section_header``: ``^(\\S+):\\s*(\\d+)-(\\d+)\\s*$``) with indented ``key value`` lines
+(``target``, ``schedule``, ``disable``...). A guest with any job is replicated
+(``check_for_existing_jobs`` asks no more). Pure: text in, values out; standard library only.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 
 from vacate.observing.compat import SLOTS
 from vacate.observing.model.common import Problem
-from vacate.observing.parsers.redact import shown_text
-
-_HEADER = re.compile(r"^(\S+):\s*(\d+)-(\d+)\s*$")
+from vacate.observing.parsers import pve_storage
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -30,36 +28,22 @@ class Job:
     line: int = 0
 
 
+_JOB_ID = re.compile(r"^(\d+)-(\d+)$")
+
+
 def parse(text: str, source: str = "replication.cfg") -> tuple[tuple[Job, ...],
                                                                  tuple[Problem, ...]]:
-    jobs: list[Job] = []
-    problems: list[Problem] = []
-    cur: list | None = None          # [type, guest, subid, line, props]
-
-    def close() -> None:
-        if cur is not None:
-            jobs.append(Job(cur[0], f"{cur[1]}-{cur[2]}", cur[1], dict(cur[4]), cur[3]))
-
-    for n, t in enumerate(text.splitlines(), 1):
-        s = t.strip()
-        if not s or s.startswith("#"):
+    sections, problems = pve_storage.parse(text, source)
+    jobs, more = [], list(problems)
+    for s in sections.values():
+        m = _JOB_ID.match(s.id)
+        if m is None:
+            more.append(Problem("malformed-config", f"not a replication job id: {s.id!r}",
+                                f"{source}:{s.line}"))
             continue
-        if not t[:1].isspace():
-            close()
-            m = _HEADER.match(s)
-            if m is None:
-                problems.append(Problem("malformed-config", "not a 'type: guest-jobnum' "
-                                        f"line: {shown_text(s, 120)!r}", f"{source}:{n}"))
-                cur = None
-                continue
-            cur = [m.group(1).lower(), int(m.group(2)), int(m.group(3)), n, {}]
-            continue
-        if cur is None:
-            continue                 # a property of a section already named as malformed
-        key, _, value = s.partition(" ")
-        cur[4][key] = value.strip()
-    close()
-    return tuple(jobs), tuple(problems)
+        jobs.append(Job(s.type.lower(), f"{int(m.group(1))}-{int(m.group(2))}",
+                        int(m.group(1)), dict(s.props), s.line))
+    return tuple(jobs), tuple(more)
 
 
 def jobs_of(jobs: tuple[Job, ...], vmid: int) -> list[str]:

@@ -70,6 +70,7 @@ def parse(text: str, source: str = "storage.cfg") -> tuple[dict[str, Storage], t
             if not sep or not sid.strip():
                 problems.append(Problem("malformed-config", f"not a 'type: id' line: {shown_text(s, 120)!r}",
                                         f"{source}:{n}"))
+                close()               # the section before it stands
                 cur = None
                 continue
             close()
