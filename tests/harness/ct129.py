@@ -40,6 +40,26 @@ STORAGE = """dir: local
 """
 
 
+ZFSPOOL = """
+zfspool: scratch
+\tpool {pool}
+\tcontent rootdir,images
+\tmountpoint {mnt}
+"""
+
+
+class _DatasetVolume:
+    """A zfs-fuse dataset as the volume: its mountpoint; closed with its pool."""
+
+    def __init__(self, mountpoint: str):
+        self.mountpoint = mountpoint
+
+    def close(self) -> None:
+        import subprocess
+
+        subprocess.run(["chattr", "-i", self.mountpoint], capture_output=True, check=False)
+
+
 def why_not() -> str | None:
     if not can_loop_mount():
         return "needs root and losetup"
@@ -49,7 +69,8 @@ def why_not() -> str | None:
 
 
 @contextlib.contextmanager
-def container_129(tmp_path, shared=None, files=None, qwen=None, binds=(), volume=None):
+def container_129(tmp_path, shared=None, files=None, qwen=None, binds=(), volume=None,
+                  pool=None):
     """Container 129 serving the model from the volume at ``/data``; ``shared``: a host
     directory that is the container's ``mp1`` at ``/shared`` as well; ``volume``: the
     arguments of its volume's ``make_volume`` (a bigger one); ``files``: more files
@@ -57,11 +78,15 @@ def container_129(tmp_path, shared=None, files=None, qwen=None, binds=(), volume
     ``qwen``: the server's unit, when not the story's; ``binds``: more (host directory,
     directory) bind-mounted inside the container only, over a directory the host has (the
     container's own files where it would share the host's). Yields (volume, host, box,
-    config)."""
+    config). ``pool``: a zfs-fuse pool (tests/harness/zfs_pool.py) whose dataset
+    ``subvol-129-disk-0`` is the volume instead, ``mp0: scratch:subvol-129-disk-0`` on
+    zfspool storage ``scratch``, as the story has it (the volume is then that dataset's
+    mountpoint)."""
     why = why_not()
     if why:
         pytest.skip(why)
-    vol = make_volume("ext4", **(volume or {}))
+    vol = make_volume("ext4", **(volume or {})) if pool is None else \
+        _DatasetVolume(pool.create("subvol-129-disk-0"))
     m = vol.mountpoint
     os.makedirs(f"{m}/{MODEL}")
     with open(f"{m}/{MODEL}/config.json", "w") as f:
@@ -82,8 +107,11 @@ def container_129(tmp_path, shared=None, files=None, qwen=None, binds=(), volume
     rootfs = tmp_path / "vz" / "images" / "129" / "subvol-129-disk-0.subvol"
     units = rootfs / "etc" / "systemd" / "system"
     os.makedirs(units / "multi-user.target.wants")
-    host.write_storage(STORAGE.format(root=tmp_path / "vz"))
-    text = CONF.format(volume=m)
+    host.write_storage(STORAGE.format(root=tmp_path / "vz") + (
+        "" if pool is None else ZFSPOOL.format(pool=pool.name, mnt=pool.mountpoint)))
+    text = CONF.format(volume=m if pool is None else "scratch:subvol-129-disk-0")
+    if pool is not None:
+        text = text.replace(",backup=0\n", "\n")
     if shared is not None:
         text = text.replace("\nnet0:", f"\nmp1: {shared},mp=/shared,backup=0\nnet0:")
     conf = host.write_ct(129, text)

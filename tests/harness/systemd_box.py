@@ -23,6 +23,7 @@ lingers, and removes what it made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -198,6 +199,65 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _launch(units_dir: str, home_dir: str, cgroups: list[str],
+            binds: tuple[tuple[str, str], ...], log: str,
+            hide: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start the box's systemd as PID 1 of new namespaces, in its cgroups; ``hide``: mounts
+    of the host unmounted in there first."""
+    inner = (
+        "".join(f"{{ umount {p} 2>/dev/null; true; }} && " for p in hide) +
+        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
+        f"mount --bind {units_dir} /etc/systemd/system && mount --bind {home_dir} /root && "
+        + "".join(f"mount --bind {src} {dst} && " for src, dst in binds) +
+        "exec env -i container=vacate-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "
+        f"{SYSTEMD} --system --unit={TARGET} --log-target=console --log-level=notice"
+    )
+    join = " ".join(f"echo $$ > {cg}/cgroup.procs;" for cg in cgroups)
+    with open(log, "ab") as logf:
+        return subprocess.Popen(
+            ["sh", "-c", (f"{join} exec unshare --pid --fork --mount-proc --mount "
+                          f"--propagation slave --uts --ipc --net sh -c '{inner}'")],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+
+def _wait_pid1(box: SystemdBox, proc: subprocess.Popen) -> None:
+    """``box.pid1`` set once the box's PID 1 is there (never 0 after: close() signals it)."""
+    deadline = time.monotonic() + 10
+    pid1 = 0
+    while time.monotonic() < deadline:
+        kids = _children(proc.pid)
+        if kids:
+            pid1 = kids[0]
+            break
+        if proc.poll() is not None:
+            raise RuntimeError(f"box exited early:\n{box._log_tail()}")
+        time.sleep(0.02)
+    if not pid1:
+        raise RuntimeError("box PID 1 did not appear")
+    box.pid1 = pid1
+    box.wait_running()
+
+
+def boot_again(box: SystemdBox, binds: tuple[tuple[str, str], ...] = (),
+               hide: tuple[str, ...] = ()) -> None:
+    """Boot a box that powered off again, as a container restarts: the same units (as its
+    manager left them: disabled ones stay disabled), root's home and cgroups; ``binds`` as
+    its config now has them; ``hide``: host mounts a container's own root would not show
+    (the box shares the host's). ``box.pid1`` is the new PID 1."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(box.unshare_pid):
+        time.sleep(0.1)
+    if _alive(box.unshare_pid):
+        raise RuntimeError("the box did not power off")
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(box.unshare_pid, 0)
+    home_dir = os.path.join(box.workdir, "root-home")
+    proc = _launch(box.units_dir, home_dir, box.cgroups, binds, box.log, hide)
+    box.unshare_pid = proc.pid
+    _wait_pid1(box, proc)
+
+
 def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
               files: dict[str, str] | None = None,
               home: dict[str, str] | None = None, cgroup: str | None = None,
@@ -251,34 +311,10 @@ def start_box(units: dict[str, str], *, enable: tuple[str, ...] = (),
     for cg in cgroups:
         os.makedirs(cg)
     log = os.path.join(workdir, "systemd.log")
-    inner = (
-        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
-        f"mount --bind {units_dir} /etc/systemd/system && mount --bind {home_dir} /root && "
-        + "".join(f"mount --bind {src} {dst} && " for src, dst in binds) +
-        "exec env -i container=vacate-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "
-        f"{SYSTEMD} --system --unit={TARGET} --log-target=console --log-level=notice"
-    )
-    join = " ".join(f"echo $$ > {cg}/cgroup.procs;" for cg in cgroups)
-    with open(log, "wb") as logf:
-        proc = subprocess.Popen(
-            ["sh", "-c", (f"{join} exec unshare --pid --fork --mount-proc --mount "
-                          f"--propagation slave --uts --ipc --net sh -c '{inner}'")],
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-            start_new_session=True)
+    proc = _launch(units_dir, home_dir, cgroups, binds, log)
     box = SystemdBox(workdir, units_dir, proc.pid, 0, cgroups, log)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            kids = _children(proc.pid)
-            if kids:
-                box.pid1 = kids[0]
-                break
-            if proc.poll() is not None:
-                raise RuntimeError(f"box exited early:\n{box._log_tail()}")
-            time.sleep(0.02)
-        if not box.pid1:
-            raise RuntimeError("box PID 1 did not appear")
-        box.wait_running()
+        _wait_pid1(box, proc)
         if user_manager:
             # -M root@ runs systemd-stdio-bridge --user as a transient service of PID 1, which
             # finds root's bus from XDG_RUNTIME_DIR: without logind (masked) nothing else sets it

@@ -111,6 +111,6 @@ def freed_by_plan(ctx: Context) -> str | None:
     """The dataset the plan's ``destroy-dataset`` step freed, when it is gone now (a rerun
     after it: what went with it, its mount point and its snapshots, is not looked for)."""
     for s in ctx.plan.steps:
-        if s.kind == "destroy-dataset" and gone(s.params.dataset):
+        if s.kind in ("destroy-dataset", "free-guest-volume") and gone(s.params.dataset):
             return s.params.dataset
     return None

@@ -261,12 +261,23 @@ def _view(step: Step, ctx: Context, acting: bool) -> tuple[tuple[Mount, ...] | N
         return None, f"cannot read {ctx.host.proc_path(pid, 'mountinfo')}: {e.strerror or e}"
 
 
+def _volume_dev(step: Step, ctx: Context) -> str | None:
+    """The volume's device, for a step unmounting the volume itself elsewhere (not a mount
+    on it): a mount's id alone is reused, in a namespace whose inode number is reused too
+    (a container restarted)."""
+    c = consumer_of(step, ctx)
+    if c is None or c.type != "mount" or c.attrs.nested:
+        return None
+    return ctx.plan.observation.target.mount.dev
+
+
 def _planned(step: Step, ctx: Context, mounts: tuple[Mount, ...]) -> list[Mount]:
     """The planned mount: by its recorded id (and device: the kernel gives an unmounted
     mount's id to the next mount, which is not the planned one); without one (a loop
     device's mounts), what is mounted at the mount point from that device."""
     mid, dev = _pin(step)
     if mid is not None:
+        dev = dev or _volume_dev(step, ctx)
         return [m for m in mounts if m.mount_id == mid and (not dev or m.dev == dev)]
     mp = _mount_point(step)
     cid = step.action.consumer or ""

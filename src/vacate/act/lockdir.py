@@ -59,7 +59,9 @@ def _unsupported_note(path: str) -> str:
 
 
 def done(step: Step, ctx: Context) -> bool:
-    """No mount point any more, and immutable (or on a filesystem without the flag)."""
+    """No mount point any more, and immutable (or on a filesystem without the flag); or,
+    where the plan frees the volume (``--free-volume``), gone with it (``zfs destroy``
+    removes its dataset's mount point)."""
     local = ctx.host.path(_path(step))
     try:
         if _is_mount_point(step, ctx):

@@ -19,6 +19,7 @@ MODULES = tuple(importlib.import_module(f"vacate.act.{name}") for name in (
     "manual",
     "migrate",
     "processes",
+    "pve_free",
     "pve_set",
     "relink",
     "units",

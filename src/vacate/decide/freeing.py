@@ -16,13 +16,21 @@ from __future__ import annotations
 from vacate.observing.model.dataset import DatasetFacts
 from vacate.observing.model.plan import PlanItem
 
+PARSED_ONLY = ("the dataset's archive is only parsed, not received (no --verify-pool): the "
+               "weaker check never allows freeing the dataset; give --verify-pool POOL to "
+               "prove it receivable")
+
 
 def kept_outside(items, archive_format: str) -> list[PlanItem]:
-    """The items freeing would lose: kept on the volume (holding files) with no archive of
-    the dataset to hold them."""
+    """The items freeing would lose: kept on the volume (filesystem artifacts aside) and so
+    in no archive the plan verifies; the dataset's own archive (``--archive-format zfs`` or
+    ``both``) holds every item. (Migrated items are copied, read back, elsewhere; a kept
+    directory whose files are all in sub-items with other actions keeps nothing.)"""
     if archive_format != "tar":
         return []
-    return [i for i in items if i.action == "keep" and i.files > 0]
+    subs = {i.path: i for i in items}
+    return [i for i in items if i.action == "keep" and i.status != "artifact" and
+            i.files - sum(subs[e].files for e in i.exclude if e in subs) > 0]
 
 
 def snapshot_blockers(facts: DatasetFacts) -> list[str]:
@@ -70,7 +78,5 @@ def blockers(facts: DatasetFacts | None, items, archive_format: str,
            "migrate or delete it, or archive the whole dataset (--archive-format zfs)"
            for i in kept_outside(items, archive_format)]
     if archive_format != "tar" and verify_pool is None:
-        out.append("the dataset's archive is only parsed, not received (no --verify-pool): "
-                   "the weaker check never allows freeing the dataset; give --verify-pool "
-                   "POOL to prove it receivable")
+        out.append(PARSED_ONLY)
     return out + snapshot_blockers(facts)

@@ -21,7 +21,7 @@ import fnmatch
 import os
 from dataclasses import replace
 
-from vacate.decide import freeing, verdict
+from vacate.decide import freeing, pve_free, verdict
 from vacate.decide.request import PlanRequest, request_of
 from vacate.decide.teardown import (
     SNAPSHOT_FS,
@@ -327,6 +327,8 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     if request.free_volume and obs.ct is None:
         blocked += freeing.blockers(obs.dataset, items, request.archive_format,
                                     request.verify_pool)
+    blocked += pve_free.blockers(obs, items, request.free_volume, request.archive_format,
+                                 archive_to, request.verify_pool)
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
                               request.created_at, request.free_volume))

@@ -515,10 +515,21 @@ def free_dataset(t: Teardown) -> None:
              downtime=True, precondition=Freeable(verified), postcondition=Destroyed(ds))
 
 
+def free_guest_volume(t: Teardown) -> None:
+    """11. ``--free-volume`` on Proxmox: the container's volume freed through pct
+    (:mod:`vacate.decide.pve_free`)."""
+    from vacate.decide.pve_free import free_steps
+
+    verified = tuple(s.id for s in t.st.steps if s.kind in VERIFIES)
+    for params, summary, post in free_steps(t.obs, t.free_volume):
+        t.st.add(params, summary, downtime=True, precondition=Freeable(verified),
+                 postcondition=post)
+
+
 PHASES = (archive_idle, migrate_live, migrate_units, stop_units, disable_units, disable_stopped, end_holders,
           release_gpus, stop_containers, kernel_users, archive_rest, archive_dataset,
           migrate_rest, snapshot_and_delete,
-          disarm_config, mask_references, retire, free_dataset)
+          disarm_config, mask_references, retire, free_dataset, free_guest_volume)
 
 
 def teardown(t: Teardown) -> tuple[Step, ...]:

@@ -93,7 +93,7 @@ def plan(path: str, *, host: Host | None = None, reach=None, archive_to: str | N
                 stack.callback(walked.close)      # what the plan did not take is removed
         obs = carve(reach.observe(path, **({} if walked is None else {"records": walked})),
                     list(overrides), stat_file=lambda p: reach.call("file_stats", path=p))
-        if free_volume and obs.target.zfs_dataset and reach.ct is None:
+        if free_volume and obs.target.zfs_dataset:     # (with --ct, the host's dataset)
             # what freeing the dataset depends on: its snapshots, their holds and clones
             obs = replace(obs, dataset=reach.call("zfs_dataset",
                                                   dataset=obs.target.zfs_dataset))

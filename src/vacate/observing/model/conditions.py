@@ -274,6 +274,13 @@ class MountPointSet(Condition):
         return frozenset(), frozenset()
 
 
+@dataclass(frozen=True, **SLOTS)
+class Freed(Condition):
+    """A guest's volume is freed: no key of its config names it and its dataset is gone."""
+
+    freed: bool
+
+
 # -- an action's own fields ----------------------------------------------------------------------
 ENGINES = ("docker", "lxc", "pct", "qm")
 
@@ -333,4 +340,5 @@ def decode(choices: tuple, data, where: str) -> Condition:
 
 codec.register(Nothing, ItemKnown, Process, Unit, UnitProcess, UnitState, Running, Backing, MountPin,
                Freeable, Destroyed, Archived, NativeArchived, ReadBack, CopyOf, UnitActive, Enabled, Gone, Held, Exists, Unmounted,
-               Immutable, Shows, Names, PointsTo, MountPointSet, Engine, DisableNow, Todo)
+               Immutable, Shows, Names, PointsTo, MountPointSet, Engine, DisableNow, Todo,
+               Freed)

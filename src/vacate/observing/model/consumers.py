@@ -233,7 +233,8 @@ class LxcAttrs(Attrs):
 @dataclass(frozen=True, **SLOTS)
 class GuestAttrs(Attrs):
     """A Proxmox guest whose config names the volume: its keys (``rootfs``, ``mpN``,
-    ``unusedN``), pending ones, snapshots; ``binds``: key to value of its bind mount points."""
+    ``unusedN``), pending ones, snapshots; ``binds``: key to value of its bind mount points;
+    ``volumes``: key to the storage volume it mounts; its replication jobs; protection."""
 
     TYPE = "pve-container"
     vmid: int | None = None
@@ -250,6 +251,11 @@ class GuestAttrs(Attrs):
     node: str | None = None
     pid: int | None = None
     container: dict[str, Any] | None = None
+    # the current config's storage volumes that are the volume: key -> {volume, storage,
+    # storage_type, dataset, owner, backup, replicate} (what freeing it depends on)
+    volumes: dict[str, Any] | None = None
+    replication: list[str] | None = None    # its pvesr jobs (/etc/pve/replication.cfg)
+    protection: bool | None = None
     given: tuple[str, ...] = ()
 
 

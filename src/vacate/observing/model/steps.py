@@ -25,6 +25,7 @@ from vacate.observing.model.conditions import (
     Enabled,
     Exists,
     Freeable,
+    Freed,
     Gone,
     Held,
     Immutable,
@@ -346,9 +347,27 @@ class RepointLink(Params):
     to: str
 
 
+@dataclass(frozen=True, **SLOTS)
+class FreeGuestVolume(Params):
+    """A Proxmox container's volume freed through ``pct`` once the deletion of its mount
+    point took effect: ``pct set VMID --delete unusedN`` (N as the config has it when the
+    step acts), the volume id, the mount point it was (``key``), its ZFS dataset (proved
+    gone after)."""
+
+    KIND = "free-guest-volume"
+    PRE = (Freeable,)
+    POST = (Freed,)
+    vmid: str
+    config: str
+    key: str
+    volume: str
+    dataset: str
+    tool: Literal["pct"] = "pct"
+
+
 KINDS: dict[str, type] = {c.KIND: c for c in (
-    Archive, ArchiveDataset, Check, Copy, Delete, DestroyDataset, DetachLoop, DisableUnit, EditConfig,
-    EndProcess, LockDir, Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink,
+    Archive, ArchiveDataset, Check, Copy, Delete, DestroyDataset, DetachLoop, DisableUnit,
+    EditConfig, EndProcess, FreeGuestVolume, LockDir, Manual, MaskUnit, ReleaseGpu, RepointConfig, RepointLink,
     RepointMountPoint, RepointUnit, Snapshot, StartUnit, StopContainer, StopUnit, Swapoff,
     Unexport, Unmount, Verify, VerifyCopy, VerifyDataset)}
 

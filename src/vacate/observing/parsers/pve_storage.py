@@ -70,6 +70,7 @@ def parse(text: str, source: str = "storage.cfg") -> tuple[dict[str, Storage], t
             if not sep or not sid.strip():
                 problems.append(Problem("malformed-config", f"not a 'type: id' line: {shown_text(s, 120)!r}",
                                         f"{source}:{n}"))
+                close()               # the section before it stands
                 cur = None
                 continue
             close()
@@ -83,6 +84,20 @@ def parse(text: str, source: str = "storage.cfg") -> tuple[dict[str, Storage], t
         props[key] = value.strip()   # a bare flag (``sparse``) gets ""
     close()
     return storages, tuple(problems)
+
+
+_OWNED = re.compile(r"^(?:(?:base|basevol)-\d+-\S+/)?(?:base|basevol|vm|subvol)-(\d+)-\S+$")
+
+
+def owner(volname: str) -> int | None:
+    """The guest that owns a volume, as the storage plugins' ``parse_volname`` tells it
+    (ZFSPoolPlugin: ``(base|basevol|vm|subvol)-VMID-...``, after an optional base volume;
+    file storages: ``VMID/NAME``); None when the name says none."""
+    m = _OWNED.match(volname) or _OWNED.match(volname.split("/", 1)[-1])
+    if m:
+        return int(m.group(1))
+    g = _GUEST_VOL.match(volname)
+    return int(g.group("vmid")) if g and g.group("vmid") else None
 
 
 def _content_dir(st: Storage, kind: str) -> str:

@@ -30,7 +30,7 @@ from vacate.observing.host import Host
 from vacate.observing.model.common import Problem
 from vacate.observing.model.mount import Target
 from vacate.observing.model.usage import Consumer, Evidence
-from vacate.observing.parsers import pve_config, pve_storage
+from vacate.observing.parsers import pve_config, pve_replication, pve_storage
 from vacate.observing.parsers.pve_storage import Storage
 
 PVE = "/etc/pve"
@@ -128,6 +128,9 @@ class GuestAudit:
     onboot: bool = False
     # the current config's bind mount points that use it: key -> value as written
     binds: dict[str, str] = field(default_factory=dict)
+    # the current config's storage volumes that are the volume: key -> what freeing it reads
+    volumes: dict[str, dict] = field(default_factory=dict)
+    protection: bool = False
 
 
 def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: str,
@@ -162,6 +165,8 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
                 if uses and sec.name is None and rel == "mount-point" and \
                         pve_config.parse_volume(ln.value).volume.startswith("/"):
                     audit.binds[ln.key] = ln.value
+                if uses and sec.name is None and rel in ("mount-point", "unused-disk"):
+                    _volume_facts(audit, storages, ln.key, ln.value)
             elif ln.key == "lxc.mount.entry":
                 mount_entry_uses(scope, found, problems, where, ln.line, ln.value, ln.raw,
                                  rootfs)
@@ -183,7 +188,40 @@ def _audit_guest(scope: Scope, storages: dict[str, Storage], vmid: str, local: s
             audit.snapshots.append(sec.name)
     audit.hostname = cfg.current.get("hostname") or cfg.current.get("name")
     audit.onboot = cfg.current.get("onboot") == "1"
+    audit.protection = cfg.current.get("protection") == "1"
     return audit
+
+
+def _volume_facts(audit: GuestAudit, storages: dict[str, Storage], key: str,
+                  value: str) -> None:
+    """What freeing a storage volume of the guest reads: its id, storage, dataset, owner
+    (the vmid its name carries), and the mount point's ``backup`` / ``replicate`` flags as
+    written (absent: not written)."""
+    vol = pve_config.parse_volume(value)
+    if vol.storage is None or vol.volname is None:
+        return
+    loc = pve_storage.resolve(storages, vol.volume)
+    facts = {"volume": vol.volume, "storage": vol.storage,
+             "storage_type": loc.storage.type if loc else None,
+             "dataset": loc.dataset if loc else None,
+             "owner": pve_storage.owner(vol.volname)}
+    for flag in ("backup", "replicate"):
+        if flag in vol.options:
+            facts[flag] = vol.options[flag] in ("1", "on", "yes", "true")
+    audit.volumes[key] = facts
+
+
+def _replication(host: Host, problems: list[Problem]) -> tuple[pve_replication.Job, ...]:
+    """The jobs of /etc/pve/replication.cfg (none when there is no such file)."""
+    local = host.path(f"{PVE}/replication.cfg")
+    text, p = read_text(host, local)
+    if p:
+        problems.append(p)
+    if text is None:
+        return ()
+    jobs, probs = pve_replication.parse(text, spelled(host, local))
+    problems.extend(probs)
+    return jobs
 
 
 def collect(host: Host, target: Target, view: VolumeView
@@ -211,6 +249,7 @@ def collect(host: Host, target: Target, view: VolumeView
                     {"storage": st.id, "storage_type": st.type}))
     files, probs = _config_files(host)
     problems.extend(probs)
+    jobs = _replication(host, problems)
     for kind, vmid, local, node in files:
         audit = _audit_guest(scope, storages, vmid, local, problems)
         found = audit.found
@@ -226,6 +265,13 @@ def collect(host: Host, target: Target, view: VolumeView
                  "snapshots": audit.snapshots}
         if audit.binds:
             attrs["binds"] = audit.binds
+        if audit.volumes:
+            attrs["volumes"] = audit.volumes
+        repl = pve_replication.jobs_of(jobs, int(vmid))
+        if repl:
+            attrs["replication"] = repl
+        if audit.protection:
+            attrs["protection"] = True
         if node:
             attrs["node"] = node
         if pid:
