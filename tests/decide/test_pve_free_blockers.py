@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from harness.paths import FIXTURES
 
 from vacate.decide.pve_free import blockers, free_steps
+from vacate.observing.model.dataset import DatasetFacts, ZfsSnapshot
 from vacate.observing.model.usage import Consumer
 from vacate.observing.parsers import pve_config, pve_replication, pve_storage
 
@@ -46,14 +47,15 @@ def test_replication_jobs_by_guest():
     assert [p.path for p in problems] == ["replication.cfg:8"]
 
 
-def _obs(**attrs):
+def _obs(dataset=None, **attrs):
     facts = {"volume": "scratch:subvol-129-disk-0", "storage": "scratch",
              "storage_type": "zfspool", "dataset": DS, "owner": 129,
              **attrs.pop("facts", {})}
     a = {"vmid": 129, "config": "/etc/pve/lxc/129.conf", "keys": ["mp0"],
          "pending_keys": [], "snapshots": [], "volumes": {"mp0": facts}, **attrs}
     c = Consumer("pve-container:129", "pve-container", "129", False, ("/data",), (), a)
-    return SimpleNamespace(consumers=(c,), target=SimpleNamespace(zfs_dataset=DS))
+    return SimpleNamespace(consumers=(c,), target=SimpleNamespace(zfs_dataset=DS),
+                           dataset=dataset)
 
 
 def _item(action="archive", status="cold", path="/data/x", files=1, exclude=()):
@@ -61,8 +63,8 @@ def _item(action="archive", status="cold", path="/data/x", files=1, exclude=()):
                            exclude=exclude)
 
 
-def _blocked(obs, items=(), fmt="tar", to="/cold"):
-    return blockers(obs, tuple(items) or (_item(),), True, fmt, to)
+def _blocked(obs, items=(), fmt="tar", to="/cold", pool=None):
+    return blockers(obs, tuple(items) or (_item(),), True, fmt, to, pool)
 
 
 def test_nothing_blocks_the_story_and_the_step_names_the_restart():
@@ -93,9 +95,25 @@ def test_each_blocker_is_named():
 def test_a_kept_item_outside_a_verified_archive_blocks_unless_the_dataset_is_archived():
     kept = [_item("keep")]
     assert any("/data/x" in b for b in _blocked(_obs(), kept))
-    assert _blocked(_obs(), kept, fmt="zfs") == []
+    assert _blocked(_obs(), kept, fmt="zfs", pool="tank") == []
     assert _blocked(_obs(), [_item("keep", "artifact")]) == []
     # a kept directory whose files are all in a deleted sub-item keeps nothing
     assert _blocked(_obs(), [_item("keep", files=2, exclude=("/data/x/m",)),
                              _item("delete", path="/data/x/m", files=2)]) == []
     assert any("--archive-to" in b for b in _blocked(_obs(), to=None))
+
+
+def test_the_host_datasets_held_or_cloned_snapshots_block_as_on_plain_zfs():
+    """pct's freeing runs zfs destroy -r: a held or cloned snapshot of the host's dataset
+    (looked at on the host) is named before anything is applied, as --free-volume names it
+    on plain ZFS; an archive of the dataset only parsed allows no freeing either."""
+    facts = DatasetFacts(DS, (ZfsSnapshot("daily", holds=1), ZfsSnapshot("weekly", 0,
+                                                                         ("tank/c",))),
+                         mounted=True)
+    got = _blocked(_obs(dataset=facts))
+    assert any(f"{DS}@daily is held" in b for b in got), got
+    assert any(f"{DS}@weekly has clones" in b and "tank/c" in b for b in got), got
+    clean = DatasetFacts(DS, (ZfsSnapshot("daily", holds=0),), mounted=True)
+    assert _blocked(_obs(dataset=clean)) == []
+    assert any("--verify-pool" in b for b in _blocked(_obs(dataset=clean), fmt="zfs"))
+    assert _blocked(_obs(dataset=clean), fmt="zfs", pool="tank") == []

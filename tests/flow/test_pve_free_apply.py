@@ -141,6 +141,7 @@ def test_running_ct_fails_naming_the_restart_then_a_rerun_after_it_frees_the_vol
         assert doc["blocked"] == [], doc["blocked"]
         kinds = [s["kind"] for s in doc["steps"]]
         assert kinds[-1] == "free-guest-volume", kinds
+        assert "destroy-dataset" not in kinds            # pct frees it: one freeing, not two
         assert kinds.index("edit-config") < kinds.index("free-guest-volume")
         free = doc["steps"][-1]
         assert "pct reboot 129" in free["summary"]

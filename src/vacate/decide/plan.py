@@ -324,11 +324,15 @@ def make_plan(obs: Observation, request: PlanRequest | None = None) -> Plan:
     if result.verdict.safe_to_unmount is None:
         blocked.append("could not tell what uses the volume: " +
                        "; ".join(p.message for p in result.verdict.unknowns))
-    if request.free_volume and obs.ct is None:
+    if request.free_volume and pve_free.guest_volumes(obs):   # a container's: pct frees it
+        blocked += pve_free.blockers(obs, items, True, request.archive_format, archive_to,
+                                     request.verify_pool)
+    elif request.free_volume and obs.ct is None:
         blocked += freeing.blockers(obs.dataset, items, request.archive_format,
                                     request.verify_pool)
-    blocked += pve_free.blockers(obs, items, request.free_volume, request.archive_format,
-                                 archive_to, request.verify_pool)
+    elif request.free_volume:
+        blocked.append(f"--free-volume: {obs.target.mountpoint} is no mount point volume of "
+                       f"CT {obs.ct}'s Proxmox config (mpN): nothing here frees it")
     steps = teardown(Teardown(obs, items, archive_to, grace_s, snapshot, mask_references,
                               result.verdict, request.archive_format, request.verify_pool,
                               request.created_at, request.free_volume))

@@ -495,10 +495,11 @@ def free_dataset(t: Teardown) -> None:
     every archive of it is verified in this apply. Whether it may be is the plan's
     ``blocked`` (:mod:`vacate.decide.freeing`); the step checks it again before it acts."""
     from vacate.decide.freeing import listed
+    from vacate.decide.pve_free import guest_volumes
 
     ds = t.obs.target.zfs_dataset
-    if not t.free_volume or not ds or t.obs.ct is not None:
-        return
+    if not t.free_volume or not ds or t.obs.ct is not None or guest_volumes(t.obs):
+        return                   # (a Proxmox guest's volume is freed through pct, below)
     own = (dataset_snapshot(ds, t.created_at),)
     snaps = listed(t.obs.dataset, own)
     if t.archive_format != "tar" and t.archive_to:
