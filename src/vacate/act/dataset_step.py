@@ -143,15 +143,19 @@ def leftovers(pool: str, origin: str, guid: int) -> list[str]:
     scratch dataset of another archive's verify is not this step's."""
     from vacate.archive import zfs_tool
 
-    r = zfs_tool.zfs("list", "-H", "-p", "-d", "2", "-t", "all", "-o", "name,origin,guid",
-                     pool, check=False)
-    mine = set()
+    # zfs get, not list: zfs-fuse 0.7's list has no -p (a guid would read "1.26E") nor -d
+    r = zfs_tool.zfs("get", "-Hp", "-r", "-o", "name,property,value", "origin,guid", pool,
+                     check=False)
+    props: dict[str, dict[str, str]] = {}
     for line in r.stdout.splitlines():
-        name, org, g = (line.split("\t") + ["", "", ""])[:3]
+        name, prop, value = (line.split("\t") + ["", "", ""])[:3]
+        props.setdefault(name, {})[prop] = value
+    mine = set()
+    for name, got in props.items():
         top = name.split("@", 1)[0]
         if not top.startswith(f"{pool}/vacate-verify-") or top.count("/") != pool.count("/") + 1:
             continue
-        if org == origin or "@" in name and g == str(guid):
+        if got.get("origin") == origin or "@" in name and got.get("guid") == str(guid):
             mine.add(top)
     return sorted(mine)
 
