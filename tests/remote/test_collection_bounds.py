@@ -1,6 +1,7 @@
 """The collection's bounds of a run on the target say vacate's own defaults: the
-``stall_timeout`` its action plugins pass, the modules' argument specs and their documentation
-all default to ``--stall-timeout``'s (:data:`vacate.observing.worker.STALL_S`)."""
+``stall_timeout`` its action plugins pass and the modules' argument specs (one ``BOUNDS``, in
+``module_utils/vacate_ops.py``) and their documentation all default to ``--stall-timeout``'s
+(:data:`vacate.observing.worker.STALL_S`)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,13 @@ def defaults(path: str) -> list:
 
 
 def test_every_stall_timeout_default_is_stall_s():
-    found = {name: defaults(os.path.join(PLUGINS, *name.split("/"))) for name in (
-        "plugin_utils/vacate_reach.py", "modules/op.py", "modules/act.py", "modules/observe.py")}
-    assert all(v == [STALL_S] for v in found.values()), found
+    assert defaults(os.path.join(PLUGINS, "module_utils", "vacate_ops.py")) == [STALL_S]
+    actions = [f"action/{n}" for n in ("apply.py", "check.py", "observe.py", "plan.py")]
+    for name in ("modules/op.py", "modules/act.py", "modules/observe.py", *actions):
+        with open(os.path.join(PLUGINS, *name.split("/")), encoding="utf-8") as f:
+            text = f.read()
+        assert "vacate_ops import BOUNDS" in text and defaults(os.path.join(
+            PLUGINS, *name.split("/"))) == [], name     # the one BOUNDS, no other default
     from importlib.util import module_from_spec, spec_from_file_location
 
     spec = spec_from_file_location("fragment", os.path.join(PLUGINS, "doc_fragments",

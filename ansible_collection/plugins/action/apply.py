@@ -11,8 +11,9 @@ __metaclass__ = type
 import os
 import socket
 
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    BOUNDS, VacateAction, reach, vacate_module)
+    VacateAction, reach, vacate_module)
 
 SPEC = dict(plan=dict(type="path", required=True),
             plan_sha256=dict(type="str", required=True),

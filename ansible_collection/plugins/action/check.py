@@ -7,8 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    BOUNDS, VacateAction, reach, vacate_module)
+    VacateAction, reach, vacate_module)
 
 SPEC = dict(path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
             configured=dict(type="bool", default=True), ct=dict(type="str"),

@@ -10,8 +10,9 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    BOUNDS, OBSERVE_MODULE, VacateAction, vacate_module)
+    OBSERVE_MODULE, VacateAction, vacate_module)
 
 SPEC = dict(path=dict(type="path", required=True), scan_tree=dict(type="bool", default=True),
             configured=dict(type="bool", default=True), ct=dict(type="str"),

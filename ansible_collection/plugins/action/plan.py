@@ -7,8 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS
 from ansible_collections.vacate.volume.plugins.plugin_utils.vacate_reach import (
-    BOUNDS, VacateAction, reach, vacate_module)
+    VacateAction, reach, vacate_module)
 
 SPEC = dict(
     path=dict(type="path", required=True), dest=dict(type="path", required=True),

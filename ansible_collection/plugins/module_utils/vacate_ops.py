@@ -25,6 +25,11 @@ __metaclass__ = type
 import base64
 import sys
 
+# a run's bounds on the target, as the modules and the action plugins take them (30 is
+# vacate.observing.worker.STALL_S, --stall-timeout's default; documented by the doc
+# fragment vacate.volume.attributes)
+BOUNDS = dict(deadline=dict(type="float"), stall_timeout=dict(type="float", default=30.0))
+
 
 def _load(payload):
     """``payload`` (a generated module: ``PAYLOAD``, the zip, and ``Payload``, the bootstrap's

@@ -68,7 +68,7 @@ reply:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import act
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS, act
 from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload_act
 
 
@@ -82,8 +82,7 @@ def main():
                            args=dict(type="dict", default={}),
                            sha256=dict(type="str", required=True),
                            token=dict(type="str", required=True, no_log=False),
-                           deadline=dict(type="float"),
-                           stall_timeout=dict(type="float", default=30.0)),
+                           **BOUNDS),
         supports_check_mode=True,
     )
     p = module.params

@@ -97,7 +97,7 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS, answer
 from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload
 
 
@@ -110,9 +110,7 @@ def main():
             ct=dict(type="str"),
             dest=dict(type="path"),
             max_result_bytes=dict(type="int", default=1048576),
-            deadline=dict(type="float"),
-            stall_timeout=dict(type="float", default=30.0),
-        ),
+            **BOUNDS),
         supports_check_mode=True,
     )
     p = module.params

@@ -52,7 +52,7 @@ reply:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import answer
+from ansible_collections.vacate.volume.plugins.module_utils.vacate_ops import BOUNDS, answer
 from ansible_collections.vacate.volume.plugins.module_utils import vacate_payload
 
 
@@ -60,8 +60,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(op=dict(type="str", required=True),
                            args=dict(type="dict", default={}),
-                           deadline=dict(type="float"),
-                           stall_timeout=dict(type="float", default=30.0)),
+                           **BOUNDS),
         supports_check_mode=True,
     )
     p = module.params

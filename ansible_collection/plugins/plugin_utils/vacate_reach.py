@@ -19,9 +19,6 @@ from ansible.plugins.action import ActionBase
 OP_MODULE = "vacate.volume.op"
 OBSERVE_MODULE = "vacate.volume.observe"
 ACT_MODULE = "vacate.volume.act"
-# every action's bounds of one run on the target (doc fragment vacate.volume.attributes.deadline;
-# 30: vacate.observing.worker.STALL_S, --stall-timeout's default)
-BOUNDS = dict(deadline=dict(type="float"), stall_timeout=dict(type="float", default=30.0))
 TIMEOUT_MARGIN_S = 5.0      # a run ends this long before the task's timeout (a quarter at most)
 
 
@@ -81,7 +78,7 @@ def reach(action, task_vars, ct=None, acting=None):
 
 class VacateAction(ActionBase):
     """An action plugin of the collection: its arguments checked against ``SPEC`` (which
-    holds :data:`BOUNDS`, taken out here), then :meth:`work` (``args``, ``task_vars``) gives
+    holds ``vacate_ops.BOUNDS``, taken out here), then :meth:`work` (``args``, ``task_vars``) gives
     the result; vacate's refusals (``VacateError``) fail the task with their message and
     hint."""
 

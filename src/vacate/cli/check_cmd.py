@@ -45,8 +45,8 @@ def exit_code(safe: bool | None) -> int:
 
 
 def _output(args, env: Env) -> None:
-    """``-o`` names a file, as for every command. ``-o DIR`` with --inventory was once
-    --output-dir's short form: an existing directory given so is still taken as it, said."""
+    """``-o`` names a file, as for every command. ``-o DIR`` with --inventory, an existing
+    directory, is taken as ``--output-dir DIR`` (scripts written so keep working), said."""
     out = args.output
     if out is None:
         return

@@ -2,7 +2,7 @@
 plan's blockers, each named, and the snapshots destroyed with the dataset. Pure functions of
 the observation (its ``dataset``: :class:`~vacate.observing.model.dataset.DatasetFacts`).
 
-The rules (issue 33): every kept item must be inside an archive this apply verifies (a
+The rules: every kept item must be inside an archive this apply verifies (a
 native archive of the dataset holds everything; with tar alone, an item kept on the volume
 is lost with it); the dataset's archive must be provable receivable (``--verify-pool``: a
 stream only parsed never allows freeing); no snapshot but the plan's own may be held (``zfs
