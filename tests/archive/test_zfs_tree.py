@@ -45,6 +45,9 @@ def test_a_recorded_tree_reads_back_as_walked_and_compares_equal(tmp_path):
     got = list(zfs_tree.recorded(LocalTarget(str(tmp_path / "a")), tree))
     assert got == list(entries(os.fsencode(str(src))))
     assert b"bad-\xff-name" in [p for p, _ in got]
+    # each entry names its inode (what the streams' data are compared by), no file is read
+    assert {f[8] for _, f in got} == {os.lstat(os.path.join(os.fsencode(str(src)), p)).st_ino
+                                      for p, _ in got}
     c = compare_with(zfs_tree.recorded(LocalTarget(str(tmp_path / "a")), tree), str(src))
     assert c.differences == () and c.digest == tree.digest and c.entries == tree.entries
 
@@ -67,12 +70,14 @@ def test_a_tree_file_not_the_one_recorded_is_refused(tmp_path):
 @pytest.mark.parametrize("raw, words", [
     (b"{}", "not an entry"),
     (b"[1]", "not an entry"),
-    (b'["", "file", 1, 420, 0, 0, 0, 1, "", ""]', "not of their types"),
-    (b'["a", "door", 1, 420, 0, 0, 0, 1, "", ""]', "not of their types"),
-    (b'["a", "file", -1, 420, 0, 0, 0, 1, "", ""]', "not of their types"),
-    (b'["a", "file", true, 420, 0, 0, 0, 1, "", ""]', "not of their types"),
+    (b'["a", "file", 1, 420, 0, 0, 0, 1, "", 7, 8]', "not an entry"),
+    (b'["", "file", 1, 420, 0, 0, 0, 1, "", 7]', "not of their types"),
+    (b'["a", "door", 1, 420, 0, 0, 0, 1, "", 7]', "not of their types"),
+    (b'["a", "file", -1, 420, 0, 0, 0, 1, "", 7]', "not of their types"),
+    (b'["a", "file", true, 420, 0, 0, 0, 1, "", 7]', "not of their types"),
     (b'["a", "file", 1, 420, 0, 0, 0, 1, "", "abc"]', "not of their types"),
-    (b'["\\ud800", "file", 1, 420, 0, 0, 0, 1, "", ""]', "not one vacate writes"),
+    (b'["a", "file", 1, 420, 0, 0, 0, 1, "", -7]', "not of their types"),
+    (b'["\\ud800", "file", 1, 420, 0, 0, 0, 1, "", 7]', "not one vacate writes"),
     (b"[" * 100000, "not JSON"),
 ])
 def test_a_line_that_is_not_an_entry_is_refused(raw, words):

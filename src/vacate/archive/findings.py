@@ -15,7 +15,8 @@ class Finding:
     part-missing, part-not-a-file, part-unreadable, part-truncated, part-corrupt,
     part-checksum, part-unlisted, file-checksum, member-missing, member-unexpected,
     member-metadata, sums-mismatch, sums-unreadable, source-changed, source-missing,
-    source-extra; restore adds not-restored, and notes what it withheld on purpose
+    source-extra; a native archive's: stream-damaged, received-mismatch, tree-damaged,
+    source-unreadable; restore adds not-restored, and notes what it withheld on purpose
     (device-not-created, setid-dropped)."""
 
     code: str
@@ -30,7 +31,8 @@ class Finding:
 
 # what could not be read: the answer is "could not tell" (exit 3), unless something else
 # was found to be wrong
-UNREADABLE = frozenset({"manifest-unreadable", "part-unreadable", "sums-unreadable"})
+UNREADABLE = frozenset({"manifest-unreadable", "part-unreadable", "sums-unreadable",
+                        "source-unreadable"})
 
 
 def exit_code(findings) -> int:

@@ -1,7 +1,9 @@
 """Two directory trees compared entry by entry — names, types, sizes, modes, owners, mtimes,
-link counts, symlink targets and each file's sha256 — in the same sorted order, with nothing
-held in memory per entry; and a digest of the second tree (the one received), over the same
-fields. Neither walk leaves its filesystem.
+link counts, symlink targets and inode numbers — in the same sorted order, with nothing held
+in memory per entry; and a digest of the second tree (the one received), over the same
+fields. Neither walk leaves its filesystem, and neither reads a file: what the files hold is
+compared from the snapshots' streams (:mod:`vacate.archive.zfs_content`), whose objects are
+the inode numbers compared here.
 
 The first tree can be walked ahead, while the second is still being made (a receive): a
 :class:`Recorder` walks it in a thread into a temp file, and :func:`compare_recorded` reads
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
 
-CHUNK = 1 << 20
 BATCH = 256
 _DONE = object()
 
@@ -31,7 +32,7 @@ class Compared:
     """A received tree walked against the source's: what was compared and what differed."""
 
     entries: int                   # in the second tree
-    bytes: int                     # file bytes hashed in the second tree
+    bytes: int                     # file bytes in the second tree (their sizes)
     digest: str                    # sha256 over the second tree's entries
     differences: tuple[str, ...]   # the first ones (``limit``), each a sentence
     more: int                      # differences not listed
@@ -41,19 +42,6 @@ def _kind(mode: int) -> str:
     return {S.S_IFREG: "file", S.S_IFDIR: "dir", S.S_IFLNK: "symlink", S.S_IFIFO: "fifo",
             S.S_IFSOCK: "socket", S.S_IFCHR: "char", S.S_IFBLK: "block"}.get(
                 S.S_IFMT(mode), "other")
-
-
-def _sha(path: bytes) -> str:
-    h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        buf = bytearray(CHUNK)
-        mv = memoryview(buf)
-        while n := os.readv(fd, [buf]):
-            h.update(mv[:n])
-    finally:
-        os.close(fd)
-    return h.hexdigest()
 
 
 def entries(root: bytes, skip_top: frozenset[bytes] = frozenset()):
@@ -70,16 +58,15 @@ def entries(root: bytes, skip_top: frozenset[bytes] = frozenset()):
             st = os.lstat(p)
             kind = _kind(st.st_mode)
             link = os.readlink(p) if kind == "symlink" else b""
-            sha = _sha(p) if kind == "file" else ""
             size = st.st_size if kind in ("file", "symlink") else 0
             yield r, (kind, size, S.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns,
-                      st.st_nlink if kind != "dir" else 0, link, sha)
+                      st.st_nlink if kind != "dir" else 0, link, st.st_ino)
             if kind == "dir" and st.st_dev == dev:
                 yield from walk(p, r)
 
     st = os.lstat(root)
     yield b".", ("dir", 0, S.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns, 0,
-                 b"", "")
+                 b"", st.st_ino)
     yield from walk(root, b"")
 
 
@@ -120,11 +107,11 @@ def digest_line(path: bytes, fields: tuple) -> bytes:
 
 
 _FIELDS = ("type", "size", "mode", "uid", "gid", "mtime_ns", "links", "symlink target",
-           "content sha256")
+           "inode")
 
 
 class Recorder(threading.Thread):
-    """Walks ``root`` (and hashes its files) in a thread into a temp file of entries;
+    """Walks ``root`` in a thread into a temp file of entries;
     ``close()`` stops it where it is and drops the file."""
 
     def __init__(self, root: str, skip_top: frozenset[bytes] = frozenset()):
@@ -239,3 +226,16 @@ def digest(root: str, skip_top: frozenset[bytes] = frozenset()) -> Compared:
 
 def _shown(path: bytes) -> str:
     return repr(path.decode("utf-8", "surrogateescape"))[1:-1]
+
+
+def paths_of(root: str, inodes, skip_top: frozenset[bytes] = frozenset()) -> dict[int, str]:
+    """The path (as shown) of each of ``inodes`` below ``root`` (one, where it has several
+    links)."""
+    want = set(inodes)
+    out: dict[int, str] = {}
+    for path, f in entries(os.fsencode(root), skip_top):
+        if f[8] in want and f[8] not in out:
+            out[f[8]] = _shown(path)
+            if len(out) == len(want):
+                break
+    return out

@@ -227,8 +227,9 @@ Contents
                          boundaries: `cat` of all parts in order is one zstd stream.
   SHA256SUMS             sha256 of each part.
   ZFS-TREE.jsonl         the snapshot's tree, one JSON array a line: path, type, size,
-                         mode, uid, gid, mtime_ns, links, symlink target, content sha256
-                         (what `vacate verify` compares a received tree with).
+                         mode, uid, gid, mtime_ns, links, symlink target, inode
+                         (what `vacate verify` compares a received tree's file list
+                         with; what the files hold it compares from the streams).
   ZFS-MANIFEST.json      the dataset, snapshot (guid, createtxg, creation), the stream's
                          toguid, the send flags, the parts, the tree file's sha256 and
                          digest, and the receive command.

@@ -102,6 +102,7 @@ class Walker:
                 k = min(self.skip, len(mv))
                 self.skip -= k
                 self.offset += k
+                self._data(mv[:k], not self.skip)
                 mv = mv[k:]
                 continue
             need = RECORD - len(self.buf)
@@ -152,6 +153,14 @@ class Walker:
             raise StreamError(f"record {self.records} ({_NAMES[typ]}, byte {at:,}) says "
                               f"{n:,} bytes follow, more than any record carries")
         self.skip = n
+        self._took(typ, rec, n)
+
+    def _took(self, typ: int, rec: bytes, payload: int) -> None:
+        """A record walked, ``payload`` bytes of data to follow (for a subclass)."""
+
+    def _data(self, piece: memoryview, last: bool) -> None:
+        """A piece of the last record's data, ``last`` where it is the end of it (for a
+        subclass)."""
 
     def end(self) -> Walked:
         if self.begin is None:

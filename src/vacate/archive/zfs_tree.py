@@ -1,13 +1,15 @@
 """A snapshot's tree recorded while it is archived, and read back by verify.
 
 ``zfs send`` reads blocks, not files: the tree (every name, type, size, mode, owner, mtime,
-link count, symlink target and file sha256, as :mod:`vacate.archive.tree_compare` walks it) is
-read from the snapshot itself — its ``.zfs/snapshot`` directory, or a clone made for the
+link count, symlink target and inode number, as :mod:`vacate.archive.tree_compare` walks it;
+no file is read) is read from the snapshot itself — its ``.zfs/snapshot`` directory, or a clone made for the
 purpose where the ZFS has none (zfs-fuse) — by a :class:`TreeRecorder` thread while the
-stream is sent, so that its cost hides behind the send (bound by zstd). It is written to the
+stream is sent, so that its cost hides behind the send. It is written to the
 archive as ``ZFS-TREE.jsonl``, one JSON array a line, and the manifest records the file's
 sha256 and the tree's digest. Verify then reads only the received tree and compares it with
-the recorded one (:func:`recorded`), instead of reading the source a second time.
+the recorded one (:func:`recorded`), so that the file list can be proven where the source
+is gone; what the files hold is proven from the streams
+(:mod:`vacate.archive.zfs_content`).
 
 Paths and symlink targets are bytes: a line holds them decoded as UTF-8 with
 ``surrogateescape`` (a byte that is not UTF-8 is written as ``\\udcXX``), which gives back the
@@ -38,9 +40,9 @@ def _text(b: bytes) -> str:
 
 
 def line(path: bytes, f: tuple) -> bytes:
-    kind, size, mode, uid, gid, mtime_ns, links, target, sha = f
+    kind, size, mode, uid, gid, mtime_ns, links, target, ino = f
     return json.dumps([_text(path), kind, size, mode, uid, gid, mtime_ns, links,
-                       _text(target), sha], separators=(",", ":")).encode() + b"\n"
+                       _text(target), ino], separators=(",", ":")).encode() + b"\n"
 
 
 def parse(raw: bytes) -> tuple[bytes, tuple]:
@@ -51,14 +53,14 @@ def parse(raw: bytes) -> tuple[bytes, tuple]:
         raise zn.Damaged("a line is not JSON") from None
     if not isinstance(v, list) or len(v) != 10:
         raise zn.Damaged("a line is not an entry (10 fields)")
-    path, kind, *nums, target, sha = v
-    if not (isinstance(path, str) and path and isinstance(target, str)
-            and kind in KINDS and isinstance(sha, str) and len(sha) in (0, 64)
-            and all(type(n) is int for n in nums) and min(nums[:4] + nums[5:]) >= 0):
+    path, kind, *nums, target, ino = v
+    if not (isinstance(path, str) and path and isinstance(target, str) and kind in KINDS
+            and all(type(n) is int for n in (*nums, ino))
+            and min(nums[:4] + nums[5:] + [ino]) >= 0):
         raise zn.Damaged("an entry's fields are not of their types")
     try:
         return (path.encode("utf-8", "surrogateescape"),
-                (kind, *nums, target.encode("utf-8", "surrogateescape"), sha))
+                (kind, *nums, target.encode("utf-8", "surrogateescape"), ino))
     except UnicodeEncodeError:
         raise zn.Damaged("a path is not one vacate writes") from None
 

@@ -4,12 +4,15 @@ Every part is read once: hashed against ``SHA256SUMS`` and the manifest while it
 ``zstd -dc``. With a scratch pool (``verify_pool``) the stream goes on into ``zfs receive
 POOL/vacate-verify-RANDOM``; the received snapshot is compared with what was archived (its
 guid, its referenced bytes; the source snapshot, where it is still there, must have that
-guid) and its tree with the source snapshot's (every name, type, size, mode, owner, mtime,
-link and content sha256): with the tree recorded when it was archived (``ZFS-TREE.jsonl``,
-its sha256 and digest in the manifest), so that only the received tree is read; or, for an
-archive written before trees were recorded, with the source snapshot's tree read now (from
-``.zfs/snapshot`` or a clone) while the stream is received. Then the scratch (and any clone)
-is destroyed, whatever happened. Without a pool the
+guid); its tree with the source snapshot's (every name, type, size, mode, owner, mtime, link
+and inode): the tree recorded when it was archived (``ZFS-TREE.jsonl``, its sha256 and digest
+in the manifest), or, where none was recorded, the source snapshot's tree walked now (from
+``.zfs/snapshot`` or a clone) while the stream is received; and its data with the source's
+(:mod:`vacate.archive.zfs_content`): a full ``zfs send`` of the received snapshot digested
+against one of the source snapshot, sent while the archive is received, or, where the
+source is gone, against the archive's own stream as it is received. No file is read through
+the filesystem. Then the scratch (and any clone) is destroyed, whatever happened. Without a
+pool the
 stream is walked record by record to its END (:mod:`vacate.archive.zfs_stream`): the weaker
 check, said so in the result (``strength``: ``parsed``), which never proves the archive
 receivable and so never allows freeing the dataset.
@@ -26,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from vacate.archive import sums, zfs_tool, zfs_tree
+from vacate.archive import sums, zfs_content, zfs_tool, zfs_tree
 from vacate.archive import zfs_names as zn
 from vacate.archive.findings import Finding, exit_code
 from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
@@ -37,6 +40,7 @@ from vacate.archive.tree_compare import (
     compare_recorded,
     compare_with,
     digest,
+    paths_of,
 )
 from vacate.archive.zfs_stream import StreamError, Walker
 from vacate.archive.zfs_tree import SKIP_TOP
@@ -47,7 +51,19 @@ CHUNK = 1 << 20
 MAX_SUMS = 1 << 24
 STALL_S = 600.0          # the longest a receive may take no bytes (or digest the last ones)
 RECEIVED, PARSED = "received", "parsed"
-RECORDED, SOURCE = "recorded", "source"
+RECORDED, SOURCE, ARCHIVED = "recorded", "source", "archived"
+
+
+@dataclass(frozen=True, **SLOTS)
+class ContentCompared:
+    """The received snapshot's data, its stream digested, and what it was compared with:
+    SOURCE (the source snapshot's stream), ARCHIVED (the archive's own stream, the source
+    being gone) or "" (digested only)."""
+
+    digest: str
+    objects: int
+    bytes: int
+    against: str
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -67,6 +83,7 @@ class NativeVerifyResult:
     # what the received tree was compared with: RECORDED (the tree recorded when it was
     # archived), SOURCE (the source snapshot's, read now) or "" (not compared)
     against: str = ""
+    content: ContentCompared | None = None     # the received data against the source's
 
     @property
     def ok(self) -> bool:
@@ -288,19 +305,32 @@ def _wait(recv: subprocess.Popen, feeder: _Feeder, stall_s: float) -> bool:
 
 
 def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code: str,
-            stall_s: float = STALL_S) -> tuple[_Feeder, list[Finding]]:
+            stall_s: float = STALL_S, digester: zfs_content.Digester | None = None
+            ) -> tuple[_Feeder, list[Finding]]:
     """The parts (each checked as it is read) through ``zstd -dc`` into ``zfs receive
-    INTO``; returns the feeder (the parts and bytes read) and what went wrong, each a finding
-    of ``code``."""
+    INTO`` (through ``digester`` on the way, where one is given); returns the feeder (the
+    parts and bytes read) and what went wrong, each a finding of ``code``."""
     zstd, feeder = decompress(target, m, progress)
+    tee = None
     with tempfile.TemporaryFile() as err:
-        recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
-                                stdout=subprocess.DEVNULL, stderr=err)
-        zstd.stdout.close()
+        if digester is None:
+            recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=zstd.stdout,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+            zstd.stdout.close()
+        else:
+            r, w = os.pipe()
+            recv = subprocess.Popen(zfs_tool.receive_argv(into), stdin=r,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+            os.close(r)
+            tee = _Tee(zstd.stdout.fileno(), w, digester)
+            tee.start()
         stalled = _wait(recv, feeder, stall_s)
         if stalled:
             for p in (recv, zstd):
                 p.kill()
+        if tee is not None:
+            tee.join()
+        zstd.stdout.close()
         zstd.wait()
         feeder.join()
         if stalled:
@@ -316,15 +346,47 @@ def receive(target: LocalTarget, m: zn.NativeManifest, into: str, progress, code
                                 + (f" (zstd: {zerr})" if zerr else "")))
     elif zstd.returncode != 0:
         findings.append(Finding(code, f"the parts do not decompress: {zerr}"))
+    elif tee is not None and tee.error:
+        findings.append(Finding(code, f"the stream: {tee.error}"))
     return feeder, findings
+
+
+class _Tee(threading.Thread):
+    """Moves the decompressed stream on to ``zfs receive``, digesting it as it passes."""
+
+    def __init__(self, src: int, dst: int, digester: zfs_content.Digester):
+        super().__init__(daemon=True, name="stream-tee")
+        self.src, self.dst, self.digester = src, dst, digester
+        self.error = ""
+
+    def run(self) -> None:
+        buf = bytearray(CHUNK)
+        mv = memoryview(buf)
+        try:
+            while n := os.readv(self.src, [buf]):
+                if not self.error:
+                    try:
+                        self.digester.feed(mv[:n])
+                    except StreamError as e:
+                        self.error = str(e)
+                v = mv[:n]
+                while v:
+                    v = v[os.write(self.dst, v):]
+        except OSError:         # the receive stopped taking it: it says why
+            pass
+        finally:
+            os.close(self.dst)
 
 
 def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
     """Receive into a scratch dataset, then walk the received tree against the one recorded
-    at archive time; or, where the manifest records none, against the source snapshot's tree,
-    walked (and hashed) into a temp file while the stream is received."""
+    at archive time (or, where the manifest records none, against the source snapshot's
+    tree, walked into a temp file while the stream is received), and digest the received
+    snapshot's stream against the source snapshot's (sent while the archive is received)
+    or, where the source is gone, against the archive's stream as it was received."""
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
-    clone = recorder = feeder = compared = None
+    clone = recorder = feeder = compared = content = None
+    source = archived = None
     notes: list[str] = []
     there = False
     try:
@@ -334,20 +396,31 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
             findings.append(Finding("received-mismatch", str(e)))
             there = False
         if m.tree is None and there and not findings:
-            source, clone = zfs_tree.source_tree(
+            src, clone = zfs_tree.source_tree(
                 m.dataset, m.snapshot,
                 f"{m.dataset.split('/', 1)[0]}/vacate-verify-src-{scratch.rsplit('-', 1)[1]}")
-            recorder = Recorder(source, SKIP_TOP)
+            recorder = Recorder(src, SKIP_TOP)
             recorder.start()
         elif m.tree is None and not findings:
             notes.append(f"{m.origin} is gone: the received tree is digested, not compared "
                          "with it (guid and referenced bytes were)")
+        if there and not findings:
+            source = zfs_content.SnapshotDigest(m.origin)
+            source.start()
+        elif not findings and "-R" not in m.send_flags:
+            archived = zfs_content.Digester()
         if not findings:
-            feeder, got = receive(target, m, scratch, progress, "stream-damaged")
+            feeder, got = receive(target, m, scratch, progress, "stream-damaged",
+                                  digester=archived)
             findings += got
         if not findings:
             compared = _compare(target, m, scratch, recorder, findings, notes)
+        if not findings:
+            content = _content(m, scratch, source, archived, findings, notes)
     finally:
+        for d in (source, archived):
+            if d is not None:
+                d.close()
         if recorder is not None:
             recorder.close()
         if feeder is not None:
@@ -365,7 +438,7 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
                               m.stream_bytes, compared, tuple(_unique(findings)), tuple(notes),
                               time.monotonic() - t0,
                               "" if compared is None or (m.tree is None and recorder is None)
-                              else RECORDED if m.tree is not None else SOURCE)
+                              else RECORDED if m.tree is not None else SOURCE, content)
 
 
 def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,
@@ -383,7 +456,8 @@ def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,
     if layout != m.layout:
         notes.append(f"referenced bytes not compared ({p['referenced']} received, "
                      f"{m.referenced} archived): the scratch pool writes blocks otherwise "
-                     f"({_props(layout)}; the source: {_props(m.layout)}); the tree is")
+                     f"({_props(layout)}; the source: {_props(m.layout)}); the tree and "
+                     "the data are")
     elif int(p["referenced"]) != m.referenced:
         findings.append(Finding("received-mismatch", f"received {p['referenced']} bytes "
                                 f"referenced, the source snapshot {m.referenced}"))
@@ -401,6 +475,53 @@ def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,
     if c.more:
         findings.append(Finding("received-mismatch", f"and {c.more} more differences"))
     return c
+
+
+def _content(m: zn.NativeManifest, scratch: str, source: zfs_content.SnapshotDigest | None,
+             archived: zfs_content.Digester | None, findings: list[Finding],
+             notes: list[str]) -> ContentCompared | None:
+    """The received snapshot's stream digested, against the source's or the archive's."""
+    got = zfs_content.SnapshotDigest(f"{scratch}@{m.snapshot}")
+    got.start()
+    try:
+        mine = got.result(STALL_S)
+        if mine is None:
+            findings.append(Finding("received-mismatch", f"the received data could not be "
+                                    f"digested: {got.error}"))
+            return None
+        if source is not None:
+            theirs, other, against = source.result(STALL_S), source.digester, SOURCE
+            if theirs is None:
+                findings.append(Finding("source-unreadable", f"the received data is not "
+                                        f"compared with {m.origin}'s: {source.error}"))
+                return None
+        elif archived is not None:
+            try:
+                theirs, other, against = archived.content(), archived, ARCHIVED
+            except StreamError as e:
+                findings.append(Finding("stream-damaged", f"the stream: {e}"))
+                return None
+        else:
+            notes.append(f"{m.origin} is gone and the archive holds more than its stream "
+                         f"({' '.join(m.send_flags)}): the received data is digested, not "
+                         "compared")
+            return ContentCompared(mine.digest, mine.objects, mine.bytes, "")
+        if theirs.digest != mine.digest:
+            objs, more = zfs_content.differing(other, got.digester)
+            where = "the source snapshot" if against == SOURCE else "the archive's stream"
+            names = paths_of(zfs_tree.mounted(scratch), objs, SKIP_TOP) if objs else {}
+            for o in objs:
+                findings.append(Finding("received-mismatch", f"{names.get(o, f'object {o}')}: "
+                                        f"its data differ from {where}'s"))
+            if more:
+                findings.append(Finding("received-mismatch", f"and {more} more objects whose "
+                                        "data differ"))
+            if not objs:
+                findings.append(Finding("received-mismatch", f"the received data's digest "
+                                        f"{mine.digest} is not {where}'s ({theirs.digest})"))
+        return ContentCompared(mine.digest, mine.objects, mine.bytes, against)
+    finally:
+        got.close()
 
 
 def _against_recorded(target: LocalTarget, tree: zn.Tree, received: str,

@@ -14,6 +14,7 @@ sends again from the start; a rerun onto a finished archive of the same snapshot
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import select
@@ -223,6 +224,8 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
     zstd = subprocess.Popen(["zstd", "-q", "-c", "-T0", f"-{m.level}"], stdin=r,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     os.close(r)
+    for fd in (w, zstd.stdout.fileno()):      # room for zstd to run ahead of a slow write
+        _widen(fd)
     pump = _Pump(send.stdout.fileno(), w)
     pump.start()
     progress("send", 0)
@@ -275,6 +278,18 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
         raise
     finally:
         zstd.stdout.close()
+
+
+_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+PIPE_BYTES = 1 << 20
+
+
+def _widen(fd: int) -> None:
+    """Make the pipe ``fd`` hold ``PIPE_BYTES`` where the kernel allows it."""
+    try:
+        fcntl.fcntl(fd, _SETPIPE_SZ, PIPE_BYTES)
+    except OSError:         # above /proc/sys/fs/pipe-max-size, or not Linux: as it is
+        pass
 
 
 def _commit(sink, name: str, n: int, size: int, h, progress: Progress) -> zn.Part:

@@ -13,6 +13,10 @@ _STRENGTH = {"received": "received into a scratch dataset and compared with the 
 # what the received tree was compared with
 _AGAINST = {"recorded": "the source's tree as recorded when it was archived",
             "source": "the source snapshot's tree, read now", "": "nothing (digested only)"}
+# what the received data (its stream digested) was compared with
+_DATA_AGAINST = {"source": "the source snapshot's stream",
+                 "archived": "the archive's stream (the source is gone)",
+                 "": "nothing (digested only)"}
 
 
 def archive_doc(r) -> dict:
@@ -31,6 +35,9 @@ def verify_doc(r) -> dict:
             "compared": None if c is None else {
                 "entries": c.entries, "bytes": c.bytes, "digest": c.digest,
                 "against": r.against or None},
+            "content": None if r.content is None else {
+                "digest": r.content.digest, "objects": r.content.objects,
+                "bytes": r.content.bytes, "against": r.content.against or None},
             "findings": [_fd(f) for f in r.findings], "notes": list(r.notes),
             "elapsed_s": round(r.elapsed_s, 3)}
 
@@ -68,6 +75,10 @@ def render_verify(r, console) -> None:
         console.print(f"received tree: {r.compared.entries:,} entries, "
                       f"{human_bytes(r.compared.bytes)}, digest {r.compared.digest}, "
                       f"compared with {_AGAINST[r.against]}", highlight=False)
+    if r.content is not None:
+        console.print(f"received data: {r.content.objects:,} objects, "
+                      f"{human_bytes(r.content.bytes)}, digest {r.content.digest}, "
+                      f"compared with {_DATA_AGAINST[r.content.against]}", highlight=False)
     _list(console, "red", "mismatch", r.findings)
     for n in r.notes:
         console.print(f"[yellow]note:[/] {_escape(n)}", highlight=False)
