@@ -7,10 +7,11 @@ Makes (once per run of this script) a pool on a sparse file under ROOT with a da
 gigabytes (70 % incompressible "weights", 30 % JSON lines) and its snapshot, then runs,
 interleaved, RUNS times each, and prints medians and ratios:
   archive: `vacate archive --zfs DS@SNAP` | peer `zfs send -p DS@SNAP | zstd -T0 -3 > FILE`
-  verify:  `vacate verify --verify-pool POOL` (receive into a scratch dataset, compare every
-           entry with the snapshot's tree as the archive recorded it, destroy the scratch) | peer `zstd -dc FILE | zfs
-           receive POOL/peer` then `tar -cf - . | sha256sum` in the received tree (its destroy
-           timed apart, and shown both ways)
+  verify:  `vacate verify --verify-pool POOL` (receive into a scratch dataset, compare its file
+           list with the one the archive recorded and its data, a full send of it digested,
+           with the source snapshot's, sent beside the receive; destroy the scratch) | peer
+           `zstd -dc FILE | zfs receive POOL/peer` then `tar -cf - . | sha256sum` in the
+           received tree (its destroy timed apart, and shown both ways)
 Within a round vacate and its peer alternate which goes first.
 The zfs-fuse daemon is shared machine-wide: started only when none runs, stopped only if
 started here. Needs root, zfs, zstd, tar, sha256sum.

@@ -326,7 +326,7 @@ CHILD = textwrap.dedent("""
                  part_size=10**6, take_snapshot=True, progress=progress)
 """)
 
-PHASES = [("snapshot", 1), ("send", 1), ("part-writing", 1), ("part", 1), ("part-writing", 20),
+PHASES = [("snapshot", 1), ("send", 1), ("part-writing", 1), ("part", 1), ("part-writing", 2),
           ("part", 2), ("tree", 1), ("sums", 1), ("readme", 1), ("manifest", 1)]
 
 

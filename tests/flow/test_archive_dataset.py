@@ -167,3 +167,24 @@ def test_zfs_on_an_ext4_volume_is_refused_nothing_written(ext4_volume, tmp_path)
     assert "is not a ZFS dataset" in err and "--archive-format zfs" in err
     assert not plan.exists() and os.listdir(dest) == []
     assert sorted(os.listdir(tmp_path)) == ["dest"]
+
+
+@pytest.mark.slow
+def test_on_zfs_fuse_a_snapshot_holds_what_was_deleted(pool, tmp_path):
+    """zfs-fuse mounts as ``fuse.zfs``: with tar archives, the plan takes a snapshot of the
+    dataset before its first delete there too, and the deleted item is still in it."""
+    ds, mnt = _volume(pool)
+    plan, _dest, doc = _plan(tmp_path, mnt, "--archive-format", "tar")
+    kinds = [s["kind"] for s in doc["steps"]]
+    assert kinds.index("snapshot") + 1 == kinds.index("delete"), kinds
+    assert doc["steps"][kinds.index("snapshot")]["params"]["dataset"] == ds
+    rc, out, err = cli("apply", plan, "--yes", "--json")
+    assert rc == 0, err
+    (snap,) = json.loads(out)["done"]["snapshots"]
+    (taken,) = snap["snapshots"]
+    assert taken["snapshot"].startswith(f"{ds}@vacate-") and snap["destroy"][:2] == [
+        "zfs", "destroy"]
+    run("zfs", "clone", taken["snapshot"], f"{pool.name}/look")
+    look = run("zfs", "get", "-Hp", "-o", "value", "mountpoint", f"{pool.name}/look"
+               ).stdout.decode().strip()
+    assert os.path.getsize(os.path.join(look, "scratch", "tmp.bin")) == 4096

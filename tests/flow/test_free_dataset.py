@@ -243,3 +243,31 @@ def test_with_tar_archives_alone_the_dataset_is_freed_once_they_are_read_back(po
     steps = _apply(plan)
     assert steps["destroy-dataset"]["status"] == "ok" and not _exists(ds)
     restore_with_stock_tools(str(tmp_path / "dest" / "src"), str(tmp_path))
+
+
+@pytest.mark.slow
+def test_with_both_archives_the_dataset_is_freed_once_each_is_read_back(pool, tmp_path):
+    """``--archive-format both``: tar archives of the kept items and the dataset's native
+    archive, each read back in the apply (the native one received), before the destroy;
+    after it, each restores by stock tools alone."""
+    ds, mnt = _volume(pool)
+    before = snapshot(mnt)
+    plan, dest, doc = _plan(tmp_path, mnt, "--archive-format", "both", "--verify-pool",
+                            pool.name)
+    assert doc["blocked"] == [] and doc["archive_format"] == "both"
+    kinds = [s["kind"] for s in doc["steps"]]
+    assert {"archive", "verify", "archive-dataset", "verify-dataset"} <= set(kinds)
+    verifies = [s["id"] for s in doc["steps"] if s["kind"] in ("verify", "verify-dataset")]
+    assert sorted(doc["steps"][-1]["precondition"]["verified_by"]) == sorted(verifies)
+    assert "snapshot" not in kinds          # the native archive's snapshot holds the deletes
+    steps = _apply(plan)
+    assert all(s["status"] in ("ok", "skipped") for s in steps.values()), steps
+    assert steps["destroy-dataset"]["status"] == "ok" and not _exists(ds)
+    restore_with_stock_tools(os.path.join(dest, "src"), str(tmp_path))
+    adir = os.path.join(dest, "dataset-" + ds.replace("/", "_"))
+    m = json.loads(_text(os.path.join(adir, "ZFS-MANIFEST.json")))
+    run("sh", "-c", f'cat {m["name"]}.zfs.zst.* | zstd -dc | zfs receive "$1"', "sh",
+        f"{pool.name}/back", cwd=adir)
+    back = run("zfs", "get", "-Hp", "-o", "value", "mountpoint", f"{pool.name}/back"
+               ).stdout.decode().strip()
+    assert snapshot_diff(before, snapshot(back)) == []

@@ -9,6 +9,7 @@ import os
 
 from vacate.act.base import Context, Outcome
 from vacate.act.kind import Kind
+from vacate.observing.model.mount import ZFS_FSTYPES
 from vacate.observing.model.plan import Step
 
 KINDS = (Kind("check", proves_itself=True, after_earlier=True, every_time=True),)
@@ -106,7 +107,7 @@ def run(step: Step, ctx: Context) -> Outcome:
         avail = st.f_bavail * st.f_frsize
         freed = avail - (t.avail_bytes or 0)
         data = {"freed_bytes": freed, "expected_bytes": plan.expected_freed_bytes}
-        if plan.fstype == "zfs":
+        if plan.fstype in ZFS_FSTYPES:
             return Outcome("ok", f"{freed} bytes free so far of {plan.expected_freed_bytes} "
                                  "expected: ZFS frees in the background (zpool wait -t free)",
                            data)

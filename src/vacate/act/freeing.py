@@ -18,11 +18,11 @@ from vacate.act.base import Context
 def own_snapshots(ctx: Context) -> tuple[str, ...]:
     """The snapshots the plan takes of its dataset: the native archive's, and the one before
     the deletes (named for the plan: :func:`vacate.act.snapshot.plan_snapshot_name`)."""
-    from vacate.act.snapshot import plan_snapshot_name
+    from vacate.act.snapshot import plan_snapshot_name, zfs_name
 
     out = [s.params.snapshot for s in ctx.plan.steps if s.kind == "archive-dataset"]
     if any(s.kind == "snapshot" for s in ctx.plan.steps):
-        out.append(plan_snapshot_name(ctx.plan))
+        out.append(zfs_name(plan_snapshot_name(ctx.plan)))
     return tuple(out)
 
 

@@ -147,8 +147,13 @@ def _zfs_has(runner: _Runner, snap: str) -> bool:
     return p.returncode == 0 and snap in p.stdout.splitlines()
 
 
+def zfs_name(name: str) -> str:
+    """The name after ``@`` of the ZFS snapshot taken under ``name``."""
+    return f"vacate-{name}"
+
+
 def _zfs(runner: _Runner, dataset: str, name: str, done: list[Snapshot]) -> None:
-    snap = f"{dataset}@vacate-{name}"
+    snap = f"{dataset}@{zfs_name(name)}"
     if _zfs_has(runner, snap):
         done.append(Snapshot(dataset, snap, False))
         return

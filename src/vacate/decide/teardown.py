@@ -48,6 +48,7 @@ from vacate.observing.model.conditions import (
     UnitActive,
     Unmounted,
 )
+from vacate.observing.model.mount import ZFS_FSTYPES
 from vacate.observing.model.observation import Observation
 from vacate.observing.model.plan import PlanItem, Step
 from vacate.observing.model.steps import (
@@ -77,7 +78,7 @@ from vacate.observing.model.steps import (
 from vacate.observing.model.usage import Consumer, Verdict
 from vacate.observing.parsers.paths import is_under
 
-SNAPSHOT_FS = frozenset({"zfs", "btrfs"})
+SNAPSHOT_FS = ZFS_FSTYPES | {"btrfs"}
 CONTAINERS = frozenset({"docker-container", "lxc-container", "pve-container", "pve-vm"})
 
 
@@ -420,11 +421,13 @@ def archive_dataset(t: Teardown) -> None:
 
 
 def snapshot_and_delete(t: Teardown) -> None:
-    """7-8. A snapshot before the deletes (ZFS, btrfs), the deletes, the space freed."""
+    """7-8. A snapshot before the deletes (ZFS, btrfs; not where the dataset's native
+    archive took one already), the deletes, the space freed."""
     deletes = [i for i in t.items if deleted(i)]
     fstype = t.obs.target.mount.fstype
-    if deletes and t.snapshot and fstype in SNAPSHOT_FS:
-        t.st.add(Snapshot(fstype, t.obs.target.zfs_dataset,
+    native = t.archive_format != "tar" and t.archive_to and t.obs.target.zfs_dataset
+    if deletes and t.snapshot and fstype in SNAPSHOT_FS and not native:
+        t.st.add(Snapshot("zfs" if fstype in ZFS_FSTYPES else fstype, t.obs.target.zfs_dataset,
                                                  tuple(i.path for i in deletes)), f"snapshot before deleting ({fstype})", downtime=True,
                  postcondition=Exists(True))
     for it in deletes:

@@ -48,7 +48,7 @@ def atime_policy(m: Mount) -> tuple[bool, str]:
 
 
 def zfs_dataset(m: Mount) -> str | None:
-    if m.fstype in ("zfs", "fuse.zfs"):
+    if m.is_zfs:
         return m.source
     return None
 

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from vacate.observing.compat import SLOTS
 
+# the kernel's ZFS, and zfs-fuse's (its mounts are FUSE's)
+ZFS_FSTYPES = frozenset({"zfs", "fuse.zfs"})
+
 
 @dataclass(frozen=True, **SLOTS)
 class Mount:
@@ -26,6 +29,10 @@ class Mount:
     @property
     def dev(self) -> str:
         return f"{self.major}:{self.minor}"
+
+    @property
+    def is_zfs(self) -> bool:
+        return self.fstype in ZFS_FSTYPES
 
     @property
     def deleted(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from vacate.observing.collectors.configured.match import fs_path
 from vacate.observing.compat import SLOTS
 from vacate.observing.host import Host
-from vacate.observing.model.mount import Target
+from vacate.observing.model.mount import ZFS_FSTYPES, Target
 
 _BY = {"UUID": "by-uuid", "LABEL": "by-label", "PARTUUID": "by-partuuid",
        "PARTLABEL": "by-partlabel", "ID": "by-id"}
@@ -89,7 +89,7 @@ class VolumeDevice:
             if dev and self._is_dev(host, dev):
                 return f"{key.upper()} resolves to {dev}"
             return None
-        if fstype in ("zfs", "fuse.zfs") and self.zfs_dataset and spec == self.zfs_dataset:
+        if fstype in ZFS_FSTYPES and self.zfs_dataset and spec == self.zfs_dataset:
             return f"the volume's ZFS dataset {spec}"
         if spec.startswith("/"):
             if self._is_dev(host, spec):
