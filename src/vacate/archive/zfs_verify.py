@@ -386,7 +386,7 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
     or, where the source is gone, against the archive's stream as it was received."""
     scratch = f"{pool}/vacate-verify-{uuid.uuid4().hex[:10]}"
     clone = recorder = feeder = compared = content = None
-    source = archived = None
+    source = archived = received = None
     notes: list[str] = []
     there = False
     try:
@@ -413,12 +413,15 @@ def _received(target, m, pool, findings, progress, t0) -> NativeVerifyResult:
             feeder, got = receive(target, m, scratch, progress, "stream-damaged",
                                   digester=archived)
             findings += got
+        if not findings and zfs_tool.exists(f"{scratch}@{m.snapshot}"):
+            received = zfs_content.SnapshotDigest(f"{scratch}@{m.snapshot}")
+            received.start()                # beside the walk of the received tree
         if not findings:
             compared = _compare(target, m, scratch, recorder, findings, notes)
-        if not findings:
-            content = _content(m, scratch, source, archived, findings, notes)
+        if not findings and received is not None:
+            content = _content(m, scratch, received, source, archived, findings, notes)
     finally:
-        for d in (source, archived):
+        for d in (received, source, archived):
             if d is not None:
                 d.close()
         if recorder is not None:
@@ -477,51 +480,47 @@ def _compare(target: LocalTarget, m: zn.NativeManifest, scratch: str,
     return c
 
 
-def _content(m: zn.NativeManifest, scratch: str, source: zfs_content.SnapshotDigest | None,
-             archived: zfs_content.Digester | None, findings: list[Finding],
-             notes: list[str]) -> ContentCompared | None:
-    """The received snapshot's stream digested, against the source's or the archive's."""
-    got = zfs_content.SnapshotDigest(f"{scratch}@{m.snapshot}")
-    got.start()
-    try:
-        mine = got.result(STALL_S)
-        if mine is None:
-            findings.append(Finding("received-mismatch", f"the received data could not be "
-                                    f"digested: {got.error}"))
+def _content(m: zn.NativeManifest, scratch: str, got: zfs_content.SnapshotDigest,
+             source: zfs_content.SnapshotDigest | None, archived: zfs_content.Digester | None,
+             findings: list[Finding], notes: list[str]) -> ContentCompared | None:
+    """The received snapshot's stream digested (``got``, started), against the source's or
+    the archive's."""
+    mine = got.result(STALL_S)
+    if mine is None:
+        findings.append(Finding("received-mismatch", f"the received data could not be "
+                                f"digested: {got.error}"))
+        return None
+    if source is not None:
+        theirs, other, against = source.result(STALL_S), source.digester, SOURCE
+        if theirs is None:
+            findings.append(Finding("source-unreadable", f"the received data is not "
+                                    f"compared with {m.origin}'s: {source.error}"))
             return None
-        if source is not None:
-            theirs, other, against = source.result(STALL_S), source.digester, SOURCE
-            if theirs is None:
-                findings.append(Finding("source-unreadable", f"the received data is not "
-                                        f"compared with {m.origin}'s: {source.error}"))
-                return None
-        elif archived is not None:
-            try:
-                theirs, other, against = archived.content(), archived, ARCHIVED
-            except StreamError as e:
-                findings.append(Finding("stream-damaged", f"the stream: {e}"))
-                return None
-        else:
-            notes.append(f"{m.origin} is gone and the archive holds more than its stream "
-                         f"({' '.join(m.send_flags)}): the received data is digested, not "
-                         "compared")
-            return ContentCompared(mine.digest, mine.objects, mine.bytes, "")
-        if theirs.digest != mine.digest:
-            objs, more = zfs_content.differing(other, got.digester)
-            where = "the source snapshot" if against == SOURCE else "the archive's stream"
-            names = paths_of(zfs_tree.mounted(scratch), objs, SKIP_TOP) if objs else {}
-            for o in objs:
-                findings.append(Finding("received-mismatch", f"{names.get(o, f'object {o}')}: "
-                                        f"its data differ from {where}'s"))
-            if more:
-                findings.append(Finding("received-mismatch", f"and {more} more objects whose "
-                                        "data differ"))
-            if not objs:
-                findings.append(Finding("received-mismatch", f"the received data's digest "
-                                        f"{mine.digest} is not {where}'s ({theirs.digest})"))
-        return ContentCompared(mine.digest, mine.objects, mine.bytes, against)
-    finally:
-        got.close()
+    elif archived is not None:
+        try:
+            theirs, other, against = archived.content(), archived, ARCHIVED
+        except StreamError as e:
+            findings.append(Finding("stream-damaged", f"the stream: {e}"))
+            return None
+    else:
+        notes.append(f"{m.origin} is gone and the archive holds more than its stream "
+                     f"({' '.join(m.send_flags)}): the received data is digested, not "
+                     "compared")
+        return ContentCompared(mine.digest, mine.objects, mine.bytes, "")
+    if theirs.digest != mine.digest:
+        objs, more = zfs_content.differing(other, got.digester)
+        where = "the source snapshot" if against == SOURCE else "the archive's stream"
+        names = paths_of(zfs_tree.mounted(scratch), objs, SKIP_TOP) if objs else {}
+        for o in objs:
+            findings.append(Finding("received-mismatch", f"{names.get(o, f'object {o}')}: "
+                                    f"its data differ from {where}'s"))
+        if more:
+            findings.append(Finding("received-mismatch", f"and {more} more objects whose "
+                                    "data differ"))
+        if not objs:
+            findings.append(Finding("received-mismatch", f"the received data's digest "
+                                    f"{mine.digest} is not {where}'s ({theirs.digest})"))
+    return ContentCompared(mine.digest, mine.objects, mine.bytes, against)
 
 
 def _against_recorded(target: LocalTarget, tree: zn.Tree, received: str,
