@@ -160,6 +160,12 @@ def leftovers(pool: str, origin: str, guid: int) -> list[str]:
     return sorted(mine)
 
 
+_LIST = {"recorded": "the file list recorded from the source", "source": "the source's",
+         "": "nothing (listed only)"}
+_DATA = {"source": "the source snapshot's", "archived": "the archive's stream",
+         "": "nothing (digested only)"}
+
+
 def _verify(step: Step, ctx: Context) -> Outcome:
     from vacate.archive import zfs_tool
     from vacate.archive.zfs_verify import RECEIVED, load, verify_native
@@ -179,10 +185,20 @@ def _verify(step: Step, ctx: Context) -> Outcome:
             "allows_freeing": r.allows_freeing, "parts_checked": r.parts_checked,
             "bytes_checked": r.bytes_checked, "notes": list(r.notes),
             "findings": [f.message for f in r.findings[:10]],
-            "cleared": cleared}      # what an interrupted run of this step left, destroyed
+            "cleared": cleared,      # what an interrupted run of this step left, destroyed
+            # the received tree's file list, and its data (a full send digested), and what
+            # each was compared with
+            "compared": None if r.compared is None else {
+                "entries": r.compared.entries, "against": r.against or None},
+            "content": None if r.content is None else {
+                "digest": r.content.digest, "objects": r.content.objects,
+                "against": r.content.against or None}}
     if r.ok:
         how = f"received into {p.verify_pool} and compared" if r.strength == RECEIVED else \
             "its stream parsed end to end; not received (no --verify-pool)"
+        if r.compared is not None and r.content is not None:
+            how += (f" ({r.compared.entries:,} entries with {_LIST[r.against]}, its data "
+                    f"with {_DATA[r.content.against]})")
         return Outcome("ok", f"{strength}: {r.origin} (guid {guid}), {how}", data)
     return Outcome("failed", f"{strength}: " + "; ".join(f.message for f in r.findings[:10]),
                    data)
