@@ -47,7 +47,7 @@ def run(work, what: str, *, deadline_s: float | None = None,
     try:
         return _reply(stream, said)
     except wire.Silent:
-        worker._kill_worker(child)
+        worker.kill_group(child)
         return {"error": _cut(said, deadline_s, stall_s, until)}
     except (wire.Ended, wire.Damaged, ValueError) as e:
         return {"error": {"kind": "ended", "message": f"vacate's worker ended before it "
@@ -61,8 +61,8 @@ def run(work, what: str, *, deadline_s: float | None = None,
 
 def _answer(stream, what: str, work) -> None:
     """In the worker: ``work()`` answered on ``stream``, with its heartbeats before it."""
-    out = worker._Out(stream)
-    worker._out.append(out)
+    out = worker.Framed(stream)
+    worker.notes_to(out)
 
     def guarded() -> dict:
         try:
@@ -107,7 +107,7 @@ def _ending(child: int):
     """Until the returned function is called: this process ended by SIGHUP, SIGTERM or
     SIGINT (Ansible's connection gone, a timeout) kills the worker's group first."""
     def ended(*_):
-        worker._kill_worker(child)
+        worker.kill_group(child)
         os._exit(1)
 
     before = {sig: signal.signal(sig, ended)
@@ -132,8 +132,8 @@ def _reap(child: int) -> str:
         if time.monotonic() > end:
             if killed:
                 break
-            worker._kill_worker(child)
+            worker.kill_group(child)
             killed, end = True, time.monotonic() + worker.GRACE_S
         time.sleep(0.02)
-    worker._kill_worker(child)
+    worker.kill_group(child)
     return how

@@ -76,7 +76,7 @@ BYE = wire.frame(wire.REQUEST, b'{"op":"bye"}').split(b"\n", 1)[0]   # its heade
 GRACE_S = 10.0      # after bye: how long the worker has to end before it is killed
 
 
-class _Out:
+class Framed:
     """The worker's stdout: whole frames, never one inside another (a heartbeat comes from a
     signal handler, which may run while a reply is being written: that beat is skipped)."""
 
@@ -103,7 +103,13 @@ class _Out:
                 pass            # the connection is gone: the supervisor ends us
 
 
-_out: list = []                      # the _Out of the request being answered
+_out: list = []                      # the Framed of the request being answered
+
+
+def notes_to(out: Framed) -> None:
+    """Send what :func:`note` is given on ``out`` from now on (a process that answers one
+    request and ends)."""
+    _out.append(out)
 
 
 def note(value) -> None:
@@ -134,7 +140,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
 
     table = dict(OPS)
     table.update(ops or {})
-    out = _Out(stdout or sys.stdout.buffer)
+    out = Framed(stdout or sys.stdout.buffer)
     readline = (stdin or sys.stdin.buffer).readline
     host = Host.local()
     _out.append(out)
@@ -161,7 +167,7 @@ def main(stdin=None, stdout=None, ops=None) -> int:
         _out.pop()
 
 
-def answering(out: _Out, what: str, work) -> dict:
+def answering(out: Framed, what: str, work) -> dict:
     """``work()`` (a reply), a heartbeat sent on ``out`` every :data:`BEAT_S` seconds while
     it runs and one at once whenever its phase changes; ``what``: its first phase."""
     timed = hasattr(signal, "setitimer")
@@ -204,7 +210,7 @@ def serve(ops=None, rest: bytes = b"") -> int:
 
 def fork_group(body) -> int:
     """Fork a child that leads a process group of its own (so that its whole group can be
-    killed: :func:`_kill_worker`), is killed by the kernel when this process dies, runs
+    killed: :func:`kill_group`), is killed by the kernel when this process dies, runs
     ``body()`` and ends with the exit code it returns; the child's pid."""
     from vacate.observing.collectors.forking import die_with_parent
 
@@ -225,7 +231,7 @@ def fork_group(body) -> int:
     return child
 
 
-def _kill_worker(child: int) -> None:
+def kill_group(child: int) -> None:
     """The worker's whole process group ``SIGKILL``ed (a stopped worker too)."""
     for kill in (lambda: os.killpg(child, signal.SIGKILL),
                  lambda: os.kill(child, signal.SIGKILL)):
@@ -243,7 +249,7 @@ def _relay(child: int, to_worker: int, from_worker: int, rest: bytes) -> int:
     import select
 
     def ended(*_):
-        _kill_worker(child)
+        kill_group(child)
         os._exit(1)
 
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
@@ -266,7 +272,7 @@ def _relay(child: int, to_worker: int, from_worker: int, rest: bytes) -> int:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
         events = poll.poll(wait)
         if not events and deadline is not None and time.monotonic() >= deadline:
-            _kill_worker(child)              # said bye but did not end
+            kill_group(child)              # said bye but did not end
             break
         for fd, ev in events:
             try:
@@ -305,5 +311,5 @@ def _relay(child: int, to_worker: int, from_worker: int, rest: bytes) -> int:
         os.waitpid(child, 0)
     except ChildProcessError:
         pass
-    _kill_worker(child)                          # what it may have left in its group
+    kill_group(child)                          # what it may have left in its group
     return 0
