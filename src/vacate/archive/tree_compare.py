@@ -65,8 +65,9 @@ def entries(root: bytes, skip_top: frozenset[bytes] = frozenset()):
                 yield from walk(p, r)
 
     st = os.lstat(root)
+    # the top's inode is the mount's (FUSE gives 1, a snapshot directory its own): not kept
     yield b".", ("dir", 0, S.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns, 0,
-                 b"", st.st_ino)
+                 b"", 0)
     yield from walk(root, b"")
 
 
