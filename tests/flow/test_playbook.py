@@ -401,16 +401,17 @@ def test_apply_on_one_host_with_a_holder(installed, server, volumes, tmp_path):
 
 def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, server,
                                                                      volumes, tmp_path):
-    """A holder that ignores TERM keeps the first step busy for its grace period (45 s: a
-    second apply waits 15 s for the far lock before it is refused): a second
-    apply of the same plan from another controller directory is refused meanwhile; the
-    connection of the first is then cut (its ssh processes killed): that step fails, and
-    the rerun asks the host whether it is done and finishes the apply."""
+    """A holder that ignores TERM keeps the first step busy for its grace period (30 s: a
+    second apply, and a direct ask of the far lock beside it, each wait 15 s for the far
+    lock before they are refused): a second apply of the same plan from another controller
+    directory is refused meanwhile; the connection of the first is then cut (its ssh
+    processes killed): that step fails, and the rerun asks the host whether it is done and
+    finishes the apply."""
     vol = volumes[1].mountpoint
     os.makedirs(os.path.join(vol, "cache"))
     inv = inventory(tmp_path / "hosts.ini", server, {"web1": fleet(server)["web1"]})
     (tmp_path / "plan.yml").write_text(PLAN.replace("keep: [data]", "keep: [data]\n"
-                                                    "        grace: 45"))
+                                                    "        grace: 30"))
     (tmp_path / "apply.yml").write_text(APPLY)
     plans, other = tmp_path / "plans", tmp_path / "other"
     plans.mkdir()
@@ -439,21 +440,28 @@ def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, s
             assert time.monotonic() < deadline and first.poll() is None, \
                 first.communicate()[0][-3000:]
             time.sleep(0.2)
-        # the far side's lock, asked directly as another apply would (another token)
+        # the far side's lock, asked directly as another apply would (another token), and
+        # beside it a second apply from elsewhere through the module: each waits for the
+        # lock, then is refused
         ansible = extras.tool("ansible", "ansible-core")
-        busy = subprocess.run([ansible, "-i", inv, "web1", "-m", "vacate.volume.act", "-a",
-                               json.dumps({"op": "apply_done", "args": {"step": "01-end-process"},
-                                           "sha256": sha, "token": "elsewhere:/plans/x"})],
-                              capture_output=True, text=True, env=env, timeout=120, check=False)
-        assert "another vacate apply of this plan" in busy.stdout, busy.stdout[-3000:]
-        # and through the module: a second apply from elsewhere is refused, nothing changed
+        asked = subprocess.Popen([ansible, "-i", inv, "web1", "-m", "vacate.volume.act", "-a",
+                                  json.dumps({"op": "apply_done",
+                                              "args": {"step": "01-end-process"},
+                                              "sha256": sha, "token": "elsewhere:/plans/x"})],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env)
         second = start(other, "second")
+        busy = asked.communicate(timeout=120)[0]
+        assert "another vacate apply of this plan" in busy, busy[-3000:]
+        # the second apply is refused, nothing changed
         said = second.communicate(timeout=120)[0]
         assert second.returncode == 2, said[-3000:]
         assert "nothing was changed" in said or "nothing was done" in said, said[-3000:]
         assert not (other / "web1.second").exists()
         # the first one's connection cut while its step runs
-        for pid in ssh_processes(str(cp)):
+        cut = ssh_processes(str(cp))
+        assert cut, "no ssh process of the first apply to cut"
+        for pid in cut:
             os.kill(pid, signal.SIGKILL)
         said = first.communicate(timeout=120)[0]
         assert first.returncode == 2, said[-3000:]
@@ -478,16 +486,18 @@ def test_a_second_apply_is_refused_and_a_dropped_connection_resumes(installed, s
 
 
 def ssh_processes(needle: str) -> list[int]:
-    """The ssh processes (Ansible's ControlMaster and its clients) naming ``needle``."""
+    """The ssh processes (Ansible's ControlMaster and its clients) naming ``needle``: by
+    their command name, as the master renames its command line (``ssh: PATH [mux]``)."""
     out = []
     for pid in os.listdir("/proc"):
         try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                comm = f.read().strip()
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+                cmdline = f.read()
         except OSError:
             continue
-        if pid.isdigit() and argv and os.path.basename(argv[0]) == b"ssh" and \
-                any(needle.encode() in a for a in argv):
+        if pid.isdigit() and comm == b"ssh" and needle.encode() in cmdline:
             out.append(int(pid))
     return out
 
