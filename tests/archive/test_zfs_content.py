@@ -14,6 +14,7 @@ import os
 import random
 import struct
 import subprocess
+import time
 
 import pytest
 from harness.archives import run, vacate
@@ -98,12 +99,24 @@ def test_verify_compares_the_data_with_the_source_then_with_the_archive(pool, tm
                               "bytes": source.bytes, "against": "source"}
     text = vacate("verify", str(tmp_path / "ct"), "--verify-pool", pool.name).stdout.decode()
     assert f"digest {source.digest}, compared with the source snapshot's stream" in text
-    run("zfs", "destroy", "-r", ds)          # the source gone: the archive's stream it is
+    _destroy(ds)                             # the source gone: the archive's stream it is
     r = vacate("verify", str(tmp_path / "ct"), "--verify-pool", pool.name, "--json")
     doc = _json(r)
     assert r.returncode == 0 and doc["content"]["against"] == "archived", r.stdout
     assert doc["content"]["digest"] == source.digest
     assert doc["compared"]["against"] == "recorded"
+
+
+def _destroy(name: str) -> None:
+    """``zfs destroy -r``, tried again while zfs-fuse says busy (it may for seconds after a
+    send or a mount)."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = run("zfs", "destroy", "-r", name, check=False)
+        if r.returncode == 0:
+            return
+        assert time.monotonic() < deadline, r.stderr
+        time.sleep(0.5)
 
 
 def _fletcher4(data: bytes) -> bytes:
