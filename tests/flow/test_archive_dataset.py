@@ -12,7 +12,7 @@ import os
 
 import pytest
 from harness.archives import make_awkward_tree, run, snapshot, snapshot_diff
-from harness.retire import cli, kill_during
+from harness.retire import cli, kill_during, receive_with_stock_tools
 
 from vacate.observing.model.journal import path_for, read_records
 from vacate.observing.model.plan import Plan
@@ -93,10 +93,7 @@ def test_the_dataset_archived_received_and_restored_by_stock_tools(pool, tmp_pat
     assert again["archive-dataset"] in ("ok", "skipped") and again["verify-dataset"] == "ok"
     assert {n: os.stat(os.path.join(adir, n)).st_mtime_ns for n in os.listdir(adir)} == parts
     # the stock restore gives the tree as it was, the item deleted since included
-    run("sh", "-c", f'cat {m["name"]}.zfs.zst.* | zstd -dc | zfs receive "$1"', "sh",
-        f"{pool.name}/back", cwd=adir)
-    back = run("zfs", "get", "-Hp", "-o", "value", "mountpoint", f"{pool.name}/back"
-               ).stdout.decode().strip()
+    back = receive_with_stock_tools(adir, f"{pool.name}/back")
     assert snapshot_diff(before, snapshot(back)) == []
 
 

@@ -14,7 +14,12 @@ import time
 
 import pytest
 from harness.archives import make_awkward_tree, run, snapshot, snapshot_diff
-from harness.retire import cli, kill_during, restore_with_stock_tools
+from harness.retire import (
+    cli,
+    kill_during,
+    receive_with_stock_tools,
+    restore_with_stock_tools,
+)
 
 from vacate.observing.model.journal import path_for, read_records
 from vacate.observing.model.plan import Plan
@@ -98,11 +103,7 @@ def test_the_dataset_freed_after_its_archive_is_received_and_restored_by_stock_t
     assert all(s["status"] in ("ok", "skipped") for s in again.values()), again
     # the stock restore gives the tree as it was, the item deleted since included
     adir = os.path.join(dest, "dataset-" + ds.replace("/", "_"))
-    m = json.loads(_text(os.path.join(adir, "ZFS-MANIFEST.json")))
-    run("sh", "-c", f'cat {m["name"]}.zfs.zst.* | zstd -dc | zfs receive "$1"', "sh",
-        f"{pool.name}/back", cwd=adir)
-    back = run("zfs", "get", "-Hp", "-o", "value", "mountpoint", f"{pool.name}/back"
-               ).stdout.decode().strip()
+    back = receive_with_stock_tools(adir, f"{pool.name}/back")
     assert snapshot_diff(before, snapshot(back)) == []
 
 
@@ -265,9 +266,5 @@ def test_with_both_archives_the_dataset_is_freed_once_each_is_read_back(pool, tm
     assert steps["destroy-dataset"]["status"] == "ok" and not _exists(ds)
     restore_with_stock_tools(os.path.join(dest, "src"), str(tmp_path))
     adir = os.path.join(dest, "dataset-" + ds.replace("/", "_"))
-    m = json.loads(_text(os.path.join(adir, "ZFS-MANIFEST.json")))
-    run("sh", "-c", f'cat {m["name"]}.zfs.zst.* | zstd -dc | zfs receive "$1"', "sh",
-        f"{pool.name}/back", cwd=adir)
-    back = run("zfs", "get", "-Hp", "-o", "value", "mountpoint", f"{pool.name}/back"
-               ).stdout.decode().strip()
+    back = receive_with_stock_tools(adir, f"{pool.name}/back")
     assert snapshot_diff(before, snapshot(back)) == []

@@ -18,14 +18,18 @@ DIRS, FILES, SUBFILES = 400, 250, 248          # 400 * (1 + 250 + 1 + 248) = 200
 ENTRIES = DIRS * (2 + FILES + SUBFILES)
 
 
-def fill(root: str, dirs: int = DIRS) -> int:
+def fill(root: str, dirs: int = DIRS, data_every: int = 0) -> int:
     """``dirs`` * 500 entries under ``root`` (200,000 by default): directories of empty files,
-    each with a subdirectory of more (the walk's pool gets the subdirectories)."""
+    each with a subdirectory of more (the walk's pool gets the subdirectories); with
+    ``data_every``, every such file of a directory's own holds a line (``d/i``)."""
     for d in range(dirs):
         base = os.path.join(root, f"d{d:03d}")
         os.makedirs(os.path.join(base, "s"))
         for i in range(FILES):
-            os.close(os.open(os.path.join(base, f"f{i:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+            fd = os.open(os.path.join(base, f"f{i:03d}"), os.O_CREAT | os.O_WRONLY, 0o644)
+            if data_every and i % data_every == 0:
+                os.write(fd, b"%d/%d\n" % (d, i))
+            os.close(fd)
         for i in range(SUBFILES):
             os.close(os.open(os.path.join(base, "s", f"g{i:03d}"), os.O_CREAT | os.O_WRONLY,
                              0o644))

@@ -60,6 +60,17 @@ def restore_with_stock_tools(archive: str, into: str) -> None:
                    check=True)
 
 
+def receive_with_stock_tools(archive: str, into: str) -> str:
+    """What a person does with a native archive, without vacate: ``cat`` its parts through
+    ``zstd -dc`` into ``zfs receive INTO``; where it is mounted."""
+    with open(os.path.join(archive, "ZFS-MANIFEST.json")) as f:
+        name = json.load(f)["name"]
+    subprocess.run(["sh", "-c", f'cat {name}.zfs.zst.* | zstd -dc | zfs receive "$1"', "sh",
+                    into], cwd=archive, check=True, capture_output=True)
+    return subprocess.run(["zfs", "get", "-Hp", "-o", "value", "mountpoint", into], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def fill(m: str, *, cache_files: int = 400, weights_mb: int = 8) -> None:
     """The story's files on the volume at ``m``: ``runs/exp1`` (a checkpoint ``ckpt/w.bin``,
     its log and a link ``latest`` to it), ``cache/a`` (``cache_files`` small files),

@@ -14,7 +14,6 @@ sends again from the start; a rerun onto a finished archive of the same snapshot
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import select
@@ -31,10 +30,11 @@ from vacate.archive import zfs_tool, zfs_tree
 from vacate.archive.manifest import MANIFEST as TAR_MANIFEST
 from vacate.archive.target import LocalTarget
 from vacate.archive.zfs_stream import StreamError, Walker
-from vacate.observing.compat import SLOTS
+from vacate.observing.compat import SLOTS, widen_pipe
 from vacate.observing.errors import UsageError, VacateError
 
 CHUNK = 1 << 20
+PIPE_BYTES = 1 << 20         # each of zstd's pipes
 HEAD_LIMIT = 1 << 20          # read at most this much of the stream for its toguid
 STALL_S = 600.0               # the longest wait for the next compressed bytes
 Progress = Callable[[str, int], None]
@@ -225,7 +225,7 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     os.close(r)
     for fd in (w, zstd.stdout.fileno()):      # room for zstd to run ahead of a slow write
-        _widen(fd)
+        widen_pipe(fd, PIPE_BYTES)
     pump = _Pump(send.stdout.fileno(), w)
     pump.start()
     progress("send", 0)
@@ -278,18 +278,6 @@ def _sending(origin: str, m: zn.NativeManifest, target: LocalTarget, part_size: 
         raise
     finally:
         zstd.stdout.close()
-
-
-_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-PIPE_BYTES = 1 << 20
-
-
-def _widen(fd: int) -> None:
-    """Make the pipe ``fd`` hold ``PIPE_BYTES`` where the kernel allows it."""
-    try:
-        fcntl.fcntl(fd, _SETPIPE_SZ, PIPE_BYTES)
-    except OSError:         # above /proc/sys/fs/pipe-max-size, or not Linux: as it is
-        pass
 
 
 def _commit(sink, name: str, n: int, size: int, h, progress: Progress) -> zn.Part:

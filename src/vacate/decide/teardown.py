@@ -401,12 +401,18 @@ def archive_rest(t: Teardown) -> None:
                        t.archive_to, True)
 
 
+def _native(t: Teardown) -> bool:
+    """Whether the plan archives the volume's dataset itself (its snapshot taken before the
+    deletes)."""
+    return t.archive_format != "tar" and bool(t.archive_to) and bool(t.obs.target.zfs_dataset)
+
+
 def archive_dataset(t: Teardown) -> None:
     """6. The dataset itself (``--archive-format zfs`` or ``both``), once nothing holds it
     and before any delete: its snapshot, named for the plan, sent into parts at the
     destination; then proved receivable (``--verify-pool``) or its stream parsed."""
     ds = t.obs.target.zfs_dataset
-    if t.archive_format == "tar" or not t.archive_to or not ds:
+    if not _native(t):
         return
     snap = dataset_snapshot(ds, t.created_at)
     where = dataset_archive(t.archive_to, ds)
@@ -425,10 +431,10 @@ def snapshot_and_delete(t: Teardown) -> None:
     archive took one already), the deletes, the space freed."""
     deletes = [i for i in t.items if deleted(i)]
     fstype = t.obs.target.mount.fstype
-    native = t.archive_format != "tar" and t.archive_to and t.obs.target.zfs_dataset
-    if deletes and t.snapshot and fstype in SNAPSHOT_FS and not native:
+    if deletes and t.snapshot and fstype in SNAPSHOT_FS and not _native(t):
         t.st.add(Snapshot("zfs" if fstype in ZFS_FSTYPES else fstype, t.obs.target.zfs_dataset,
-                                                 tuple(i.path for i in deletes)), f"snapshot before deleting ({fstype})", downtime=True,
+                          tuple(i.path for i in deletes)),
+                 f"snapshot before deleting ({fstype})", downtime=True,
                  postcondition=Exists(True))
     for it in deletes:
         moved = it.action == "migrate"
@@ -505,7 +511,7 @@ def free_dataset(t: Teardown) -> None:
         return                   # (a Proxmox guest's volume is freed through pct, below)
     own = (dataset_snapshot(ds, t.created_at),)
     snaps = listed(t.obs.dataset, own)
-    if t.archive_format != "tar" and t.archive_to:
+    if _native(t):
         restore = (f"the dataset's archive {dataset_archive(t.archive_to, ds)}: cat its "
                    f"parts | zstd -dc | zfs receive {ds} (see its README)")
     else:

@@ -12,6 +12,21 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)    # Linux's value, named in
 SLOTS = {"slots": True} if sys.version_info >= (3, 10) else {}
 
 
+def widen_pipe(fd: int, wanted: int) -> None:
+    """Let the pipe ``fd`` hold ``wanted`` bytes where the system lets (CAP_SYS_RESOURCE),
+    else fs.pipe-max-size (1 MB by default); as it is where neither can be had."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, wanted)
+        return
+    except OSError:
+        pass
+    try:
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            fcntl.fcntl(fd, F_SETPIPE_SZ, min(wanted, int(f.read())))
+    except (OSError, ValueError):
+        pass
+
+
 def exit_code(status: int) -> int:
     """The exit code a wait status says (negative: killed by that signal)."""
     if os.WIFSIGNALED(status):

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from vacate.observing.collectors.forking import can_fork, cpus, die_with_parent
-from vacate.observing.compat import F_SETPIPE_SZ, exit_code
+from vacate.observing.compat import exit_code, widen_pipe
 from vacate.observing.model.inventory import Item, Stats
 from vacate.observing.recognise import hub_cache
 from vacate.observing.recognise.explore import Explorer, Subtree
@@ -208,20 +208,8 @@ def _widen(fd: int) -> None:
     """Let the pipe ``fd`` hold what a child sends of its subtrees without a reader: the
     parent reads them only when it comes to them, and a child whose write blocks until then
     looks at nothing meanwhile (64 kB, the default, holds a quarter of a 272-repo hub's; its
-    child waits ~0.17 s). ``PIPE_WANTED`` where the system lets (CAP_SYS_RESOURCE), else
-    fs.pipe-max-size (1 MB by default); beyond that the child waits for the reader."""
-    import fcntl
-
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_WANTED)
-        return
-    except (OSError, AttributeError):
-        pass
-    try:
-        with open("/proc/sys/fs/pipe-max-size") as f:
-            fcntl.fcntl(fd, F_SETPIPE_SZ, min(PIPE_WANTED, int(f.read())))
-    except (OSError, ValueError, AttributeError):
-        pass
+    child waits ~0.17 s). Beyond what the system lets, the child waits for the reader."""
+    widen_pipe(fd, PIPE_WANTED)
 
 
 def _send(fd: int, found) -> None:
